@@ -1,0 +1,54 @@
+import { z } from 'zod'
+import { adminRoutes } from './admin/routes.ts'
+import { createAdminService } from './admin/service.ts'
+import type { Config } from './config.ts'
+import { type Clock, systemClock } from './domain/time.ts'
+import { registerInfraRoutes } from './http/docs.ts'
+import { createLimiter } from './http/limits.ts'
+import { buildOpenApi } from './http/openapi.ts'
+import { defineRoute, type RouteDef } from './http/route.ts'
+import { buildServer } from './http/server.ts'
+import { customerRoutes } from './resources/customers/routes.ts'
+import { createCustomerService } from './resources/customers/service.ts'
+import type { Store } from './store/store.ts'
+
+export interface AppOptions {
+  store: Store
+  config: Config
+  adminTokenDigest: string
+  clock?: Clock
+}
+
+const OpenApiDocument = z.record(z.string(), z.unknown()).meta({ id: 'OpenApiDocument' })
+
+/** The one wiring root of the HTTP process: services, their routes, the server. */
+export function createApp({ store, config, adminTokenDigest, clock = systemClock }: AppOptions) {
+  const services = {
+    customers: createCustomerService({ store, clock }),
+    admin: createAdminService({ store, clock, environment: config.environment }),
+  }
+  const routes: RouteDef[] = [...customerRoutes(services.customers), ...adminRoutes(services.admin, store)]
+  let document: Record<string, unknown> | undefined
+  const openapiRoute = defineRoute({
+    method: 'GET',
+    path: '/v1/openapi.json',
+    operationId: 'getOpenApi',
+    summary: 'The OpenAPI 3.1 document of this API',
+    tags: ['Specification'],
+    auth: { kind: 'none' },
+    responses: { 200: { schema: OpenApiDocument, description: 'OpenAPI 3.1, version 1.0.0' } },
+    problems: [],
+    public: true,
+    handler: async () => {
+      document ??= buildOpenApi(allRoutes, { serverUrl: config.publicBaseUrl, docsUrl: config.docsUrl })
+      return { status: 200, body: document }
+    },
+  })
+  const allRoutes = [...routes, openapiRoute]
+  const limiter = createLimiter(store, { perMinute: config.limits.perMinute, concurrency: config.limits.concurrencyPerKey })
+  const app = buildServer({ db: store, config, limiter, adminTokenDigest }, allRoutes)
+  registerInfraRoutes(app, store)
+  return { app, services, routes: allRoutes }
+}
+
+export type App = ReturnType<typeof createApp>

@@ -1,0 +1,80 @@
+/**
+ * The one catalogue of problems. The HTTP status, the title, the `type` URL and every route's documented
+ * error responses in the OpenAPI document are all generated from this table, so they cannot drift apart.
+ */
+export const problemCatalogue = {
+  malformed_json: { status: 400, title: 'Malformed JSON' },
+  invalid_api_key: { status: 401, title: 'Invalid API key' },
+  invalid_admin_token: { status: 401, title: 'Invalid operator token' },
+  client_scope_denied: { status: 403, title: 'Client scope denied' },
+  route_not_found: { status: 404, title: 'Route not found' },
+  customer_not_found: { status: 404, title: 'Customer not found' },
+  receivable_not_found: { status: 404, title: 'Receivable not found' },
+  financial_event_not_found: { status: 404, title: 'Financial event not found' },
+  payment_observation_not_found: { status: 404, title: 'Payment observation not found' },
+  payment_request_not_found: { status: 404, title: 'Payment request not found' },
+  batch_not_found: { status: 404, title: 'Batch not found' },
+  recovery_instruction_not_found: { status: 404, title: 'Recovery instruction not found' },
+  client_not_found: { status: 404, title: 'Client not found' },
+  integration_not_found: { status: 404, title: 'Integration not found' },
+  api_key_not_found: { status: 404, title: 'API key not found' },
+  grant_not_found: { status: 404, title: 'Grant not found' },
+  method_not_allowed: { status: 405, title: 'Method not allowed' },
+  batch_conflict: { status: 409, title: 'Batch conflict' },
+  contact_update_unsupported: { status: 409, title: 'Contact update unsupported' },
+  payment_not_confirmed: { status: 409, title: 'Payment not confirmed' },
+  stale_source_revision: { status: 409, title: 'Stale source revision' },
+  idempotency_conflict: { status: 409, title: 'Identifier already used with a different body' },
+  receivable_state_conflict: { status: 409, title: 'Receivable state conflict' },
+  feed_mode_mismatch: { status: 409, title: 'Feed mode mismatch' },
+  cursor_expired: { status: 410, title: 'Cursor expired' },
+  request_too_large: { status: 413, title: 'Request too large' },
+  unsupported_media_type: { status: 415, title: 'Unsupported media type' },
+  validation_error: { status: 422, title: 'Validation error' },
+  profile_mismatch: { status: 422, title: 'Industry profile mismatch' },
+  webhook_destination_unsafe: { status: 422, title: 'Webhook destination unsafe' },
+  rate_limit_exceeded: { status: 429, title: 'Rate limit exceeded' },
+  projection_unavailable: { status: 503, title: 'Projection unavailable' },
+} as const satisfies Record<string, { status: number; title: string }>
+
+export type ProblemCode = keyof typeof problemCatalogue
+
+/** One entry of `errors[]` on a 422: `code` is a Zod 4 issue code or one of the service's field codes. */
+export interface FieldError {
+  code: string
+  detail: string
+  pointer: string
+}
+
+export class Problem extends Error {
+  readonly code: ProblemCode
+  readonly status: number
+  readonly detail: string
+  readonly errors?: FieldError[]
+  readonly extensions?: Record<string, unknown>
+  readonly headers?: Record<string, string>
+
+  constructor(
+    code: ProblemCode,
+    detail: string,
+    opts: { errors?: FieldError[]; extensions?: Record<string, unknown>; headers?: Record<string, string> } = {},
+  ) {
+    super(`${code}: ${detail}`)
+    this.name = 'Problem'
+    this.code = code
+    this.status = problemCatalogue[code].status
+    this.detail = detail
+    if (opts.errors) this.errors = opts.errors
+    if (opts.extensions) this.extensions = opts.extensions
+    if (opts.headers) this.headers = opts.headers
+  }
+}
+
+/** A 422 for one field, with the pointer and code the integrator needs to fix it. */
+export function fieldProblem(pointer: string, code: string, detail: string): Problem {
+  return new Problem('validation_error', `${pointer}: ${detail}`, { errors: [{ code, detail, pointer }] })
+}
+
+export function isProblem(err: unknown): err is Problem {
+  return err instanceof Problem
+}

@@ -1,0 +1,33 @@
+import { z } from 'zod'
+import { ExternalId } from '../domain/identifiers.ts'
+
+export const ClientParams = z.strictObject({ clientCode: ExternalId })
+
+/** List paging: `?cursor=&limit=` (1..200, default 50); the cursor is opaque. */
+export const ListQuery = z.strictObject({
+  cursor: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,400}$/, 'must be a cursor returned by a previous page')
+    .optional(),
+  limit: z.coerce.number().int().min(1).max(200).default(50),
+})
+
+export function listResponse<T extends z.ZodType>(item: T, id: string) {
+  return z.object({ data: z.array(item), nextCursor: z.string().nullable() }).meta({ id })
+}
+
+export function encodeCursor(value: unknown): string {
+  return Buffer.from(JSON.stringify(value)).toString('base64url')
+}
+
+export function decodeCursor<T>(cursor: string | undefined, schema: z.ZodType<T>): T | undefined {
+  if (cursor === undefined) return undefined
+  let raw: unknown
+  try {
+    raw = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'))
+  } catch {
+    raw = undefined
+  }
+  const parsed = schema.safeParse(raw)
+  return parsed.success ? parsed.data : undefined
+}

@@ -1,0 +1,32 @@
+import { randomUUID } from 'node:crypto'
+import type { Tx } from '../../store/store.ts'
+
+export type ResourceType = 'customer' | 'receivable'
+
+export interface ChangeInput {
+  type: string
+  resourceType: ResourceType
+  resourceId: string
+  revision: number
+  occurredAt: string
+}
+
+/**
+ * Appends one change-feed event in the caller's transaction. The per-client head row stays locked until
+ * commit, so sequence numbers are handed out in commit order: a reader paging by `seq` never sees a
+ * later number before an earlier one commits. Call it as the last write of a transaction to keep that
+ * lock short.
+ */
+export async function appendChange(tx: Tx, clientCode: string, change: ChangeInput): Promise<string> {
+  const eventId = randomUUID()
+  await tx.query(
+    `WITH head AS (
+       INSERT INTO feed_heads (client_code, last_seq) VALUES ($1, 1)
+       ON CONFLICT (client_code) DO UPDATE SET last_seq = feed_heads.last_seq + 1
+       RETURNING last_seq)
+     INSERT INTO change_events (client_code, seq, event_id, type, resource_type, resource_id, revision, occurred_at)
+     SELECT $1, last_seq, $2, $3, $4, $5, $6, $7 FROM head`,
+    [clientCode, eventId, change.type, change.resourceType, change.resourceId, change.revision, change.occurredAt],
+  )
+  return eventId
+}

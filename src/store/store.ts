@@ -1,0 +1,34 @@
+/**
+ * One small interface over the two real engines (PostgreSQL through `pg`, embedded PGlite).
+ * Both speak the same SQL dialect; nothing above this folder knows which one it has.
+ *
+ * Guarantees:
+ * - `transaction(fn)` runs `fn` in one database transaction (READ COMMITTED); it commits when `fn`
+ *   resolves and rolls back when it throws. Every write of a request goes through exactly one.
+ * - Rows come back with int8/numeric as strings (exact) and timestamptz as ISO-8601 UTC strings with
+ *   millisecond precision, the same on both engines.
+ */
+export type Row = Record<string, unknown>
+
+export interface Queryable {
+  query<T extends object = Row>(sql: string, params?: readonly unknown[]): Promise<T[]>
+  /** Several statements, no parameters (migrations). */
+  exec(sql: string): Promise<void>
+}
+
+export type Tx = Queryable
+
+export interface Store extends Queryable {
+  readonly kind: 'postgres' | 'pglite'
+  transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T>
+  close(): Promise<void>
+}
+
+/** Both drivers hand timestamptz back as Date; the service speaks ISO strings with a literal Z. */
+export function normalizeRow<T extends object>(row: Row): T {
+  for (const key in row) {
+    const v = row[key]
+    if (v instanceof Date) row[key] = v.toISOString()
+  }
+  return row as T
+}
