@@ -1,0 +1,67 @@
+import { randomBytes } from 'node:crypto'
+import pg from 'pg'
+import { migrate } from '../../src/store/migrate.ts'
+import { openPglite } from '../../src/store/pglite.ts'
+import { openPostgres } from '../../src/store/postgres.ts'
+import type { Store } from '../../src/store/store.ts'
+
+export const onPostgres = Boolean(process.env.DATABASE_URL)
+export const engineName = onPostgres ? 'postgres' : 'pglite'
+
+export interface TestDatabase {
+  store: Store
+  /** Connection string of this test's own database (PostgreSQL only), for child processes and second instances. */
+  url?: string
+  open(): Store
+  drop(): Promise<void>
+}
+
+function withDatabase(url: string, database: string): string {
+  const u = new URL(url)
+  u.pathname = `/${database}`
+  return u.toString()
+}
+
+/**
+ * A fresh, migrated database for one test file: in-memory PGlite, or a new database on the PostgreSQL
+ * server of DATABASE_URL (dropped afterwards). Never an in-memory fake.
+ */
+export async function createTestDatabase(): Promise<TestDatabase> {
+  const base = process.env.DATABASE_URL
+  if (!base) {
+    const store = await openPglite()
+    await migrate(store)
+    return {
+      store,
+      open: () => {
+        throw new Error('a second connection needs PostgreSQL')
+      },
+      drop: () => store.close(),
+    }
+  }
+  const name = `irs_t_${randomBytes(6).toString('hex')}`
+  const admin = new pg.Client({ connectionString: base })
+  await admin.connect()
+  await admin.query(`CREATE DATABASE ${name}`)
+  await admin.end()
+  const url = withDatabase(base, name)
+  const store = openPostgres(url)
+  await migrate(store)
+  const extra: Store[] = []
+  return {
+    store,
+    url,
+    open: () => {
+      const s = openPostgres(url)
+      extra.push(s)
+      return s
+    },
+    async drop() {
+      await Promise.allSettled([store.close(), ...extra.map((s) => s.close())])
+      const c = new pg.Client({ connectionString: base })
+      await c.connect()
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+      await c.end()
+    },
+  }
+}
