@@ -8,8 +8,16 @@ import { createLimiter } from './http/limits.ts'
 import { buildOpenApi } from './http/openapi.ts'
 import { defineRoute, type RouteDef } from './http/route.ts'
 import { buildServer } from './http/server.ts'
+import { changeRoutes } from './resources/changes/routes.ts'
+import { createChangeService } from './resources/changes/service.ts'
 import { customerRoutes } from './resources/customers/routes.ts'
 import { createCustomerService } from './resources/customers/service.ts'
+import { financialEventRoutes } from './resources/financial-events/routes.ts'
+import { createFinancialEventService } from './resources/financial-events/service.ts'
+import { paymentObservationRoutes } from './resources/payment-observations/routes.ts'
+import { createPaymentObservationService } from './resources/payment-observations/service.ts'
+import { receivableRoutes } from './resources/receivables/routes.ts'
+import { createReceivableService } from './resources/receivables/service.ts'
 import type { Store } from './store/store.ts'
 
 export interface AppOptions {
@@ -25,9 +33,20 @@ const OpenApiDocument = z.record(z.string(), z.unknown()).meta({ id: 'OpenApiDoc
 export function createApp({ store, config, adminTokenDigest, clock = systemClock }: AppOptions) {
   const services = {
     customers: createCustomerService({ store, clock }),
+    receivables: createReceivableService({ store, clock }),
+    financialEvents: createFinancialEventService({ store, clock }),
+    paymentObservations: createPaymentObservationService({ store, clock }),
+    changes: createChangeService({ store }),
     admin: createAdminService({ store, clock, environment: config.environment }),
   }
-  const routes: RouteDef[] = [...customerRoutes(services.customers), ...adminRoutes(services.admin, store)]
+  const routes: RouteDef[] = [
+    ...customerRoutes(store, services.customers),
+    ...receivableRoutes(store, services.receivables),
+    ...financialEventRoutes(store, services.financialEvents),
+    ...paymentObservationRoutes(store, services.paymentObservations),
+    ...changeRoutes(services.changes),
+    ...adminRoutes(services.admin, store),
+  ]
   let document: Record<string, unknown> | undefined
   const openapiRoute = defineRoute({
     method: 'GET',

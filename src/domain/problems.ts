@@ -24,7 +24,8 @@ export const problemCatalogue = {
   contact_update_unsupported: { status: 409, title: 'Contact update unsupported' },
   payment_not_confirmed: { status: 409, title: 'Payment not confirmed' },
   stale_source_revision: { status: 409, title: 'Stale source revision' },
-  idempotency_conflict: { status: 409, title: 'Identifier already used with a different body' },
+  financial_event_conflict: { status: 409, title: 'Financial event identifier already used with a different body' },
+  payment_observation_conflict: { status: 409, title: 'Payment observation identifier already used with a different body' },
   receivable_state_conflict: { status: 409, title: 'Receivable state conflict' },
   feed_mode_mismatch: { status: 409, title: 'Feed mode mismatch' },
   cursor_expired: { status: 410, title: 'Cursor expired' },
@@ -73,6 +74,12 @@ export class Problem extends Error {
 /** A 422 for one field, with the pointer and code the integrator needs to fix it. */
 export function fieldProblem(pointer: string, code: string, detail: string): Problem {
   return new Problem('validation_error', `${pointer}: ${detail}`, { errors: [{ code, detail, pointer }] })
+}
+
+/** 422 with field code `unknown_reference` at each pointer: a referenced record does not exist. */
+export function unknownReferences(refs: { pointer: string; what: string }[]): Problem {
+  const errors = refs.map((r) => ({ code: 'unknown_reference', detail: `${r.what} does not exist for this client`, pointer: r.pointer }))
+  return new Problem('validation_error', `${refs[0]?.pointer}: ${refs[0]?.what} does not exist for this client`, { errors })
 }
 
 export function isProblem(err: unknown): err is Problem {

@@ -11,7 +11,7 @@ export const ADMIN_TOKEN = 'test-operator-token-0123456789abcdef'
 
 export interface Response {
   status: number
-  headers: Record<string, string | string[] | undefined>
+  headers: Record<string, string | number | string[] | undefined>
   body: string
   // biome-ignore lint/suspicious/noExplicitAny: test responses are inspected field by field
   json: any

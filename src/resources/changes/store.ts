@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { Tx } from '../../store/store.ts'
 
-export type ResourceType = 'customer' | 'receivable'
+export type ResourceType = 'customer' | 'receivable' | 'payment_observation'
 
 export interface ChangeInput {
   type: string

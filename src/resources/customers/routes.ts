@@ -1,31 +1,23 @@
 import { ClientParams, ListQuery } from '../../http/common-schemas.ts'
 import { defineRoute, type RouteDef } from '../../http/route.ts'
-import { CustomerList, CustomerParams, CustomerPatch, CustomerResponse, CustomerWrite } from './schema.ts'
+import type { Store } from '../../store/store.ts'
+import { putRoute } from '../operations.ts'
+import { CustomerList, CustomerParams, CustomerPatch, CustomerResponse } from './schema.ts'
 import type { CustomerService } from './service.ts'
 
 const base = '/v1/clients/:clientCode/customers'
 
-export function customerRoutes(customers: CustomerService): RouteDef[] {
+export function customerRoutes(store: Store, customers: CustomerService): RouteDef[] {
   return [
-    defineRoute({
-      method: 'PUT',
+    putRoute(store, customers.putOperation, {
       path: `${base}/:externalCustomerId`,
+      idParam: 'externalCustomerId',
+      params: CustomerParams,
       operationId: 'putCustomer',
       summary: 'Create or replace a Customer',
       tags: ['Customers'],
-      auth: { kind: 'api_key', scopes: ['customers:write'] },
-      params: CustomerParams,
-      body: { schema: CustomerWrite, mediaType: 'application/json' },
-      responses: {
-        201: { schema: CustomerResponse, description: 'Created' },
-        200: { schema: CustomerResponse, description: 'Replaced, or an identical retry' },
-      },
+      response: CustomerResponse,
       problems: ['contact_update_unsupported'],
-      public: true,
-      async handler({ clientCode, params, body }) {
-        const { status, resource } = await customers.put(clientCode, params.externalCustomerId, body)
-        return { status, body: resource }
-      },
     }),
     defineRoute({
       method: 'PATCH',

@@ -8,6 +8,7 @@ import { issuesToErrors, validationProblem } from '../../http/validation.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Store, Tx } from '../../store/store.ts'
 import { appendChange } from '../changes/store.ts'
+import { defineOperation, type OperationContext } from '../operations.ts'
 import { type ContactT, type CustomerResponse, CustomerWrite } from './schema.ts'
 import { type CustomerRow, findCustomer, insertCustomer, listCustomers, updateCustomer } from './store.ts'
 
@@ -102,8 +103,20 @@ export function createCustomerService({ store, clock }: CustomerServiceDeps) {
     return { status: 200, resource: toCustomerResponse(row) }
   }
 
+  /** The batch-record kind `customer` and the PUT route share this operation. */
+  const putOperation = defineOperation({
+    kind: 'customer',
+    scopes: ['customers:write'],
+    body: CustomerWrite,
+    async run(tx: Tx, { clientCode, id }: OperationContext, body: CustomerWrite) {
+      const { status, resource } = await putInTx(tx, clientCode, id, body)
+      return { status, body: resource }
+    },
+  })
+
   return {
     putInTx,
+    putOperation,
 
     put(clientCode: string, id: string, input: CustomerWrite) {
       return store.transaction((tx) => putInTx(tx, clientCode, id, input))

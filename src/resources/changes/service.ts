@@ -1,0 +1,75 @@
+import { z } from 'zod'
+import { fieldProblem, Problem } from '../../domain/problems.ts'
+import type { Scope } from '../../domain/scopes.ts'
+import type { Grant } from '../../http/auth.ts'
+import { decodeCursor, encodeCursor } from '../../http/common-schemas.ts'
+import type { Store } from '../../store/store.ts'
+import type { ResourceType } from './store.ts'
+
+/** Which read scope lets a reader see which resource type in the feed. */
+export const FEED_READ_SCOPES: Record<ResourceType, Scope> = {
+  customer: 'customers:read',
+  receivable: 'receivables:read',
+  payment_observation: 'payment_observations:read',
+}
+
+interface EventRow {
+  seq: string
+  event_id: string
+  type: string
+  resource_type: string
+  resource_id: string
+  revision: string
+  occurred_at: string
+}
+
+const Cursor = z.object({ s: z.string().regex(/^\d{1,19}$/) })
+
+export function createChangeService({ store }: { store: Store }) {
+  return {
+    /**
+     * One page after the cursor, in sequence (= commit) order. Sequence numbers are allocated under the
+     * client's feed-head row lock held to commit (changes/store.ts), so every event a reader can see has
+     * all lower numbers visible too: following nextCursor sees each committed event exactly once.
+     */
+    async page(clientCode: string, grant: Grant, q: { after?: string | undefined; limit: number }) {
+      const types = (Object.keys(FEED_READ_SCOPES) as ResourceType[]).filter((t) => grant.scopes.has(FEED_READ_SCOPES[t]))
+      if (types.length === 0) {
+        throw new Problem('client_scope_denied', 'Reading the change feed needs a read scope of at least one resource type.')
+      }
+      const cursor = decodeCursor(q.after, Cursor)
+      if (q.after !== undefined && !cursor) throw fieldProblem('/query/after', 'invalid_format', 'is not a cursor this feed returned')
+      const after = cursor?.s ?? '0'
+      const head = await store.query<{ purged_through_seq: string }>('SELECT purged_through_seq FROM feed_heads WHERE client_code = $1', [
+        clientCode,
+      ])
+      const purged = BigInt(head[0]?.purged_through_seq ?? '0')
+      if (cursor && BigInt(after) < purged) {
+        throw new Problem(
+          'cursor_expired',
+          'Events after this cursor were purged (kept 30 days). Re-read the resources, then follow the feed from a new cursor.',
+        )
+      }
+      const rows = await store.query<EventRow>(
+        `SELECT seq, event_id, type, resource_type, resource_id, revision, occurred_at FROM change_events
+          WHERE client_code = $1 AND seq > $2 AND resource_type = ANY($3::text[]) ORDER BY seq LIMIT $4`,
+        [clientCode, after, types, q.limit + 1],
+      )
+      const page = rows.slice(0, q.limit)
+      const last = page.at(-1)
+      return {
+        data: page.map((r) => ({
+          eventId: r.event_id,
+          type: r.type,
+          resource: { type: r.resource_type, id: r.resource_id },
+          revision: Number(r.revision),
+          occurredAt: r.occurred_at,
+        })),
+        nextCursor: encodeCursor({ s: last ? last.seq : after }),
+        hasMore: rows.length > q.limit,
+      }
+    },
+  }
+}
+
+export type ChangeService = ReturnType<typeof createChangeService>

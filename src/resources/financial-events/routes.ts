@@ -1,0 +1,39 @@
+import { defineRoute, type RouteDef } from '../../http/route.ts'
+import type { Store } from '../../store/store.ts'
+import { putRoute } from '../operations.ts'
+import { EventParams, EventResponse, FAMILIES, type Family } from './schema.ts'
+import type { FinancialEventService } from './service.ts'
+
+export function financialEventRoutes(store: Store, events: FinancialEventService): RouteDef[] {
+  return (Object.keys(FAMILIES) as Family[]).flatMap((family) => {
+    const f = FAMILIES[family]
+    const path = `/v1/clients/:clientCode/${f.segment}/:externalEventId`
+    return [
+      putRoute(store, events.operations[family], {
+        path,
+        idParam: 'externalEventId',
+        params: EventParams,
+        operationId: `put${f.title}`,
+        summary: `Record a ${f.title}`,
+        description:
+          'Immutable. An identical retry answers 200 with the original acceptedAt. These operations never collect money or refund.',
+        tags: ['Financial corrections'],
+        response: EventResponse[family],
+        problems: ['financial_event_conflict', 'stale_source_revision', 'feed_mode_mismatch'],
+      }),
+      defineRoute({
+        method: 'GET',
+        path,
+        operationId: `get${f.title}`,
+        summary: `Read a ${f.title}`,
+        tags: ['Financial corrections'],
+        auth: { kind: 'api_key', scopes: ['financial_corrections:read'] },
+        params: EventParams,
+        responses: { 200: { schema: EventResponse[family], description: `The ${f.title}` } },
+        problems: ['financial_event_not_found'],
+        public: true,
+        handler: async ({ clientCode, params }) => ({ status: 200, body: await events.get(clientCode, family, params.externalEventId) }),
+      }),
+    ]
+  })
+}

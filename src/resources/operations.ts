@@ -1,0 +1,75 @@
+import type { z } from 'zod'
+import type { ProblemCode } from '../domain/problems.ts'
+import type { Scope } from '../domain/scopes.ts'
+import type { Grant } from '../http/auth.ts'
+import { defineRoute, type RouteDef } from '../http/route.ts'
+import type { Store, Tx } from '../store/store.ts'
+
+/**
+ * A Source write that can arrive alone (its PUT route) or as a batch record: one schema, one scope list,
+ * one `run` inside a transaction it is given. The route and the batch runner both call `run`, so a batch
+ * record's httpStatus and problem are exactly what the route would have answered.
+ */
+export type RecordKind = 'customer' | 'receivable' | 'payment_observation' | 'adjustment' | 'credit_note' | 'write_off'
+
+export interface OperationContext {
+  clientCode: string
+  grant: Grant
+  /** The resource identity from the path (a batch record's `externalId`). */
+  id: string
+}
+
+export interface OperationResult {
+  status: 200 | 201
+  body: unknown
+}
+
+export interface WriteOperation<S extends z.ZodType = z.ZodType> {
+  kind: RecordKind
+  scopes: readonly Scope[]
+  body: S
+  run(tx: Tx, ctx: OperationContext, body: z.output<S>): Promise<OperationResult>
+}
+
+export function defineOperation<S extends z.ZodType>(op: WriteOperation<S>): WriteOperation {
+  return op as unknown as WriteOperation
+}
+
+/** The PUT route of a write operation: path `{base}/:{idParam}`, 201 created / 200 replaced or retried. */
+export function putRoute(
+  store: Store,
+  op: WriteOperation,
+  meta: {
+    path: string
+    idParam: string
+    params: z.ZodType
+    operationId: string
+    summary: string
+    tags: string[]
+    response: z.ZodType
+    problems: readonly ProblemCode[]
+    description?: string
+  },
+): RouteDef {
+  return defineRoute({
+    method: 'PUT',
+    path: meta.path,
+    operationId: meta.operationId,
+    summary: meta.summary,
+    ...(meta.description ? { description: meta.description } : {}),
+    tags: meta.tags,
+    auth: { kind: 'api_key', scopes: op.scopes },
+    params: meta.params,
+    body: { schema: op.body, mediaType: 'application/json' },
+    responses: {
+      201: { schema: meta.response, description: 'Created' },
+      200: { schema: meta.response, description: 'Replaced, or an identical retry' },
+    },
+    problems: meta.problems,
+    public: true,
+    handler: async ({ clientCode, grant, params, body }) => {
+      const id = String((params as Record<string, unknown>)[meta.idParam])
+      return store.transaction((tx) => op.run(tx, { clientCode, grant, id }, body))
+    },
+  })
+}

@@ -1,0 +1,36 @@
+import { defineRoute, type RouteDef } from '../../http/route.ts'
+import type { Store } from '../../store/store.ts'
+import { putRoute } from '../operations.ts'
+import { PaymentObservationParams, PaymentObservationResponse } from './schema.ts'
+import type { PaymentObservationService } from './service.ts'
+
+const path = '/v1/clients/:clientCode/payment-observations/:externalEventId'
+
+export function paymentObservationRoutes(store: Store, observations: PaymentObservationService): RouteDef[] {
+  return [
+    putRoute(store, observations.put, {
+      path,
+      idParam: 'externalEventId',
+      params: PaymentObservationParams,
+      operationId: 'putPaymentObservation',
+      summary: 'Record a payment observation (payment, refund or reversal)',
+      description: 'Immutable evidence. It never moves the financial position; unallocated funds are kept apart as unappliedAmount.',
+      tags: ['Payment observations'],
+      response: PaymentObservationResponse,
+      problems: ['payment_observation_conflict'],
+    }),
+    defineRoute({
+      method: 'GET',
+      path,
+      operationId: 'getPaymentObservation',
+      summary: 'Read a payment observation',
+      tags: ['Payment observations'],
+      auth: { kind: 'api_key', scopes: ['payment_observations:read'] },
+      params: PaymentObservationParams,
+      responses: { 200: { schema: PaymentObservationResponse, description: 'The payment observation' } },
+      problems: ['payment_observation_not_found'],
+      public: true,
+      handler: async ({ clientCode, params }) => ({ status: 200, body: await observations.get(clientCode, params.externalEventId) }),
+    }),
+  ]
+}

@@ -1,0 +1,78 @@
+import { z } from 'zod'
+import { ExternalId, SourceReference } from '../../domain/identifiers.ts'
+import { Money, MoneyOut, sumMinor, toMinor } from '../../domain/money.ts'
+import { Timestamp } from '../../domain/time.ts'
+import { ClientParams } from '../../http/common-schemas.ts'
+
+/** Decided here (docs/decisions.md): what a Source can observe, and how the money moved. */
+export const OBSERVATION_TYPES = ['payment', 'refund', 'reversal'] as const
+export const PAYMENT_METHODS = ['bank_transfer', 'card', 'direct_debit', 'cash', 'cheque', 'payroll_deduction', 'other'] as const
+export const MAX_ALLOCATIONS = 100
+
+const Allocation = z.strictObject({ amount: Money, externalReceivableId: ExternalId }).meta({ id: 'PaymentAllocation' })
+
+export const PaymentObservationWrite = z
+  .strictObject({
+    type: z.enum(OBSERVATION_TYPES),
+    amount: Money,
+    allocations: z.array(Allocation).max(MAX_ALLOCATIONS),
+    effectiveAt: Timestamp,
+    externalCustomerId: ExternalId,
+    method: z.enum(PAYMENT_METHODS),
+    sourceReference: SourceReference,
+    reversesExternalEventId: ExternalId.optional().describe(
+      'For a refund or reversal: the payment observation it undoes. Required for a reversal.',
+    ),
+  })
+  .superRefine((o, ctx) => {
+    const currency = o.amount.currency
+    const seen = new Set<string>()
+    o.allocations.forEach((a, i) => {
+      if (a.amount.currency !== currency) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['allocations', i, 'amount', 'currency'],
+          message: `must be ${currency}, the observation's currency`,
+        })
+      }
+      if (seen.has(a.externalReceivableId)) {
+        ctx.addIssue({ code: 'custom', path: ['allocations', i, 'externalReceivableId'], message: 'is allocated twice' })
+      }
+      seen.add(a.externalReceivableId)
+    })
+    if (
+      o.allocations.every((a) => a.amount.currency === currency) &&
+      sumMinor(o.allocations.map((a) => a.amount)) > toMinor(o.amount.amount)
+    ) {
+      ctx.addIssue({ code: 'custom', path: ['allocations'], message: `must not allocate more than the amount ${o.amount.amount}` })
+    }
+    if (o.type === 'reversal' && !o.reversesExternalEventId) {
+      ctx.addIssue({ code: 'custom', path: ['reversesExternalEventId'], message: 'is required for a reversal' })
+    }
+    if (o.type === 'payment' && o.reversesExternalEventId) {
+      ctx.addIssue({ code: 'custom', path: ['reversesExternalEventId'], message: 'applies only to a refund or reversal' })
+    }
+  })
+  .meta({
+    id: 'PaymentObservationWrite',
+    description: 'Immutable evidence of an external payment, refund or reversal. It never moves the financial position.',
+  })
+export type PaymentObservationWrite = z.output<typeof PaymentObservationWrite>
+
+export const PaymentObservationParams = ClientParams.extend({ externalEventId: ExternalId })
+
+export const PaymentObservationResponse = z
+  .object({
+    externalEventId: z.string(),
+    type: z.enum(OBSERVATION_TYPES),
+    amount: MoneyOut,
+    allocations: z.array(z.object({ amount: MoneyOut, externalReceivableId: z.string() })),
+    unappliedAmount: MoneyOut,
+    effectiveAt: z.string(),
+    externalCustomerId: z.string(),
+    method: z.enum(PAYMENT_METHODS),
+    sourceReference: z.string(),
+    reversesExternalEventId: z.string().optional(),
+    acceptedAt: Timestamp,
+  })
+  .meta({ id: 'PaymentObservation' })

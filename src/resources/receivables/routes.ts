@@ -1,0 +1,87 @@
+import type { z } from 'zod'
+import { ClientParams } from '../../http/common-schemas.ts'
+import { defineRoute, type RouteDef } from '../../http/route.ts'
+import type { Store } from '../../store/store.ts'
+import { putRoute } from '../operations.ts'
+import {
+  CloseCommand,
+  PauseCommand,
+  ReceivableList,
+  ReceivableListQuery,
+  ReceivableParams,
+  ReceivableResponse,
+  ReopenCommand,
+  ResumeCommand,
+} from './schema.ts'
+import type { LifecycleCommand, ReceivableService } from './service.ts'
+
+const base = '/v1/clients/:clientCode/receivables'
+
+const commands: { command: LifecycleCommand; body: z.ZodType; summary: string }[] = [
+  { command: 'pause', body: PauseCommand, summary: 'Pause a Receivable (active to paused)' },
+  { command: 'resume', body: ResumeCommand, summary: 'Resume a paused Receivable (paused to active)' },
+  { command: 'close', body: CloseCommand, summary: 'Close a Receivable (active or paused to closed)' },
+  { command: 'reopen', body: ReopenCommand, summary: 'Reopen a closed Receivable; recovery is never resumed automatically' },
+]
+
+export function receivableRoutes(store: Store, receivables: ReceivableService): RouteDef[] {
+  return [
+    putRoute(store, receivables.put, {
+      path: `${base}/:externalReceivableId`,
+      idParam: 'externalReceivableId',
+      params: ReceivableParams,
+      operationId: 'putReceivable',
+      summary: 'Create or replace a Receivable',
+      description: 'Importing or updating a Receivable never starts recovery.',
+      tags: ['Receivables'],
+      response: ReceivableResponse,
+      problems: ['profile_mismatch', 'stale_source_revision'],
+    }),
+    defineRoute({
+      method: 'GET',
+      path: `${base}/:externalReceivableId`,
+      operationId: 'getReceivable',
+      summary: 'Read a Receivable with its financial position and holds',
+      tags: ['Receivables'],
+      auth: { kind: 'api_key', scopes: ['receivables:read'] },
+      params: ReceivableParams,
+      responses: { 200: { schema: ReceivableResponse, description: 'The Receivable' } },
+      problems: ['receivable_not_found'],
+      public: true,
+      handler: async ({ clientCode, params }) => ({ status: 200, body: await receivables.get(clientCode, params.externalReceivableId) }),
+    }),
+    defineRoute({
+      method: 'GET',
+      path: base,
+      operationId: 'listReceivables',
+      summary: 'List Receivables',
+      tags: ['Receivables'],
+      auth: { kind: 'api_key', scopes: ['receivables:read'] },
+      params: ClientParams,
+      query: ReceivableListQuery,
+      responses: { 200: { schema: ReceivableList, description: 'A page of Receivables in identifier order' } },
+      problems: [],
+      public: true,
+      handler: async ({ clientCode, query }) => ({ status: 200, body: await receivables.list(clientCode, query) }),
+    }),
+    ...commands.map(({ command, body, summary }) =>
+      defineRoute({
+        method: 'POST',
+        path: `${base}/:externalReceivableId/${command}`,
+        operationId: `${command}Receivable`,
+        summary,
+        tags: ['Receivables'],
+        auth: { kind: 'api_key', scopes: ['receivables:write'] },
+        params: ReceivableParams,
+        body: { schema: body, mediaType: 'application/json' },
+        responses: { 200: { schema: ReceivableResponse, description: 'The Receivable after the command' } },
+        problems: ['receivable_not_found', 'receivable_state_conflict'],
+        public: true,
+        handler: async ({ clientCode, params, body: b }) => ({
+          status: 200,
+          body: await receivables.command(clientCode, params.externalReceivableId, command, b as { effectiveAt: string; reason?: string }),
+        }),
+      }),
+    ),
+  ]
+}

@@ -1,0 +1,191 @@
+import { z } from 'zod'
+import { canonicalJson } from '../../domain/canonical.ts'
+import { computeHolds } from '../../domain/holds.ts'
+import { money, toMinor } from '../../domain/money.ts'
+import { fieldProblem, Problem, unknownReferences } from '../../domain/problems.ts'
+import { type Clock, isoNow } from '../../domain/time.ts'
+import { decodeCursor, encodeCursor } from '../../http/common-schemas.ts'
+import { lockIdentity } from '../../store/locks.ts'
+import type { Store, Tx } from '../../store/store.ts'
+import { appendChange } from '../changes/store.ts'
+import { existingCustomerIds } from '../customers/store.ts'
+import { defineOperation, type OperationContext } from '../operations.ts'
+import { type ReceivableResponse, ReceivableWrite } from './schema.ts'
+import {
+  findReceivable,
+  insertReceivable,
+  listReceivables,
+  type ReceivableRow,
+  type ReceivableStatus,
+  replaceReceivable,
+  setStatus,
+} from './store.ts'
+
+export interface ReceivableServiceDeps {
+  store: Store
+  clock: Clock
+}
+
+export const receivableNotFound = (id: string) => new Problem('receivable_not_found', `No Receivable ${id} for this client.`)
+
+/** The industry context each profile requires; a grant's profile fixes which one a Receivable must carry. */
+const PROFILE_CONTEXT = { credit_union: 'creditUnion' } as const
+
+export function toReceivableResponse(row: ReceivableRow): ReceivableResponse {
+  const source = BigInt(row.source_amount_minor)
+  const confirmed = BigInt(row.confirmed_unreconciled_minor)
+  const working = source - confirmed > 0n ? source - confirmed : 0n
+  const holds = computeHolds({
+    instructionState: null,
+    collectionEnabled: row.collection_enabled,
+    hasSourceRestriction: false,
+    hasDispute: false,
+    sourceStale: false,
+    status: row.status,
+    flaggedByBookDeclaration: false,
+    reconciliationHeld: false,
+  })
+  return {
+    ...row.representation,
+    externalReceivableId: row.external_receivable_id,
+    sourceRevision: Number(row.source_revision),
+    status: row.status,
+    revision: Number(row.revision),
+    updatedAt: row.updated_at,
+    financialPosition: {
+      sourceAmount: money(source, row.currency),
+      workingAmount: money(working, row.currency),
+      confirmedUnreconciledAmount: money(confirmed, row.currency),
+      receiptAcknowledgedAmount: money(BigInt(row.receipt_acknowledged_minor), row.currency),
+    },
+    recovery: { held: holds.length > 0, holds },
+  }
+}
+
+/** Lifecycle commands: which states each may start from, and where it leads. */
+const TRANSITIONS = {
+  pause: { from: ['active'], to: 'paused' },
+  resume: { from: ['paused'], to: 'active' },
+  close: { from: ['active', 'paused'], to: 'closed' },
+  reopen: { from: ['closed'], to: 'active' },
+} as const satisfies Record<string, { from: readonly ReceivableStatus[]; to: ReceivableStatus }>
+export type LifecycleCommand = keyof typeof TRANSITIONS
+
+export function createReceivableService({ store, clock }: ReceivableServiceDeps) {
+  async function readInTx(tx: Tx, clientCode: string, id: string): Promise<ReceivableResponse> {
+    const row = await findReceivable(tx, clientCode, id)
+    if (!row) throw receivableNotFound(id)
+    return toReceivableResponse(row)
+  }
+
+  const put = defineOperation({
+    kind: 'receivable',
+    scopes: ['receivables:write'],
+    body: ReceivableWrite,
+    async run(tx: Tx, { clientCode, grant, id }: OperationContext, body: ReceivableWrite) {
+      const contextKey = PROFILE_CONTEXT[grant.industryProfile]
+      if (!(contextKey in body)) {
+        throw new Problem('profile_mismatch', `The grant's industry profile ${grant.industryProfile} requires the ${contextKey} context.`, {
+          errors: [
+            { code: 'profile_mismatch', detail: `required by industry profile ${grant.industryProfile}`, pointer: `/${contextKey}` },
+          ],
+        })
+      }
+      await lockIdentity(tx, clientCode, 'receivable', id)
+      const ids = body.responsibleCustomers.map((c) => c.externalCustomerId)
+      const known = await existingCustomerIds(tx, clientCode, ids)
+      const missing = ids.flatMap((cid, i) =>
+        known.has(cid) ? [] : [{ pointer: `/responsibleCustomers/${i}/externalCustomerId`, what: `Customer ${cid}` }],
+      )
+      if (missing.length > 0) throw unknownReferences(missing)
+
+      const existing = await findReceivable(tx, clientCode, id)
+      const now = isoNow(clock)
+      const amount = toMinor(body.recoverableAmount.amount)
+      if (!existing) {
+        await insertReceivable(tx, clientCode, id, body, amount, now)
+        await appendChange(tx, clientCode, {
+          type: 'receivable.created',
+          resourceType: 'receivable',
+          resourceId: id,
+          revision: 1,
+          occurredAt: now,
+        })
+        return { status: 201 as const, body: await readInTx(tx, clientCode, id) }
+      }
+      const current = Number(existing.source_revision)
+      if (body.sourceRevision === current && canonicalJson(body) === canonicalJson(existing.representation)) {
+        return { status: 200 as const, body: toReceivableResponse(existing) }
+      }
+      if (body.sourceRevision <= current) {
+        throw new Problem(
+          'stale_source_revision',
+          `sourceRevision ${body.sourceRevision} is not newer than the Receivable's current source revision ${current}.`,
+          { extensions: { currentSourceRevision: current } },
+        )
+      }
+      if (body.recoverableAmount.currency !== existing.currency) {
+        throw fieldProblem('/recoverableAmount/currency', 'custom', `must stay ${existing.currency}: a Receivable has one currency`)
+      }
+      await replaceReceivable(tx, clientCode, id, body, amount, now)
+      const after = await readInTx(tx, clientCode, id)
+      await appendChange(tx, clientCode, {
+        type: 'receivable.updated',
+        resourceType: 'receivable',
+        resourceId: id,
+        revision: after.revision,
+        occurredAt: now,
+      })
+      return { status: 200 as const, body: after }
+    },
+  })
+
+  return {
+    put,
+    readInTx,
+
+    get(clientCode: string, id: string) {
+      return readInTx(store, clientCode, id)
+    },
+
+    async list(clientCode: string, q: { cursor?: string | undefined; limit: number; status?: ReceivableStatus | undefined }) {
+      const after = decodeCursor(q.cursor, z.object({ after: z.string() }))
+      if (q.cursor !== undefined && !after) throw fieldProblem('/query/cursor', 'invalid_format', 'is not a cursor this list returned')
+      const rows = await listReceivables(store, clientCode, { after: after?.after, status: q.status, limit: q.limit + 1 })
+      const page = rows.slice(0, q.limit)
+      const last = page.at(-1)
+      return {
+        data: page.map(toReceivableResponse),
+        nextCursor: rows.length > q.limit && last ? encodeCursor({ after: last.external_receivable_id }) : null,
+      }
+    },
+
+    /** pause, resume, close, reopen. Reopen never resumes recovery: no instruction is touched. */
+    command(clientCode: string, id: string, command: LifecycleCommand, body: { effectiveAt: string; reason?: string }) {
+      return store.transaction(async (tx) => {
+        await lockIdentity(tx, clientCode, 'receivable', id)
+        const row = await findReceivable(tx, clientCode, id)
+        if (!row) throw receivableNotFound(id)
+        const t = TRANSITIONS[command]
+        if (!(t.from as readonly string[]).includes(row.status)) {
+          throw new Problem('receivable_state_conflict', `Cannot ${command} a Receivable that is ${row.status}.`, {
+            extensions: { currentStatus: row.status },
+          })
+        }
+        const now = isoNow(clock)
+        await setStatus(tx, clientCode, id, t.to, body.reason ?? null, body.effectiveAt, now)
+        const after = await readInTx(tx, clientCode, id)
+        await appendChange(tx, clientCode, {
+          type: 'receivable.updated',
+          resourceType: 'receivable',
+          resourceId: id,
+          revision: after.revision,
+          occurredAt: now,
+        })
+        return after
+      })
+    },
+  }
+}
+
+export type ReceivableService = ReturnType<typeof createReceivableService>
