@@ -8,6 +8,8 @@ import { createLimiter } from './http/limits.ts'
 import { buildOpenApi } from './http/openapi.ts'
 import { defineRoute, type RouteDef } from './http/route.ts'
 import { buildServer } from './http/server.ts'
+import { batchRoutes } from './resources/batches/routes.ts'
+import { createBatchService, type OperationsByKind } from './resources/batches/service.ts'
 import { changeRoutes } from './resources/changes/routes.ts'
 import { createChangeService } from './resources/changes/service.ts'
 import { customerRoutes } from './resources/customers/routes.ts'
@@ -19,6 +21,7 @@ import { createPaymentObservationService } from './resources/payment-observation
 import { receivableRoutes } from './resources/receivables/routes.ts'
 import { createReceivableService } from './resources/receivables/service.ts'
 import type { Store } from './store/store.ts'
+import { createBatchRunner } from './workers/batch-runner.ts'
 
 export interface AppOptions {
   store: Store
@@ -39,12 +42,30 @@ export function createApp({ store, config, adminTokenDigest, clock = systemClock
     changes: createChangeService({ store }),
     admin: createAdminService({ store, clock, environment: config.environment }),
   }
+  const operations: OperationsByKind = {
+    customer: services.customers.putOperation,
+    receivable: services.receivables.put,
+    payment_observation: services.paymentObservations.put,
+    ...services.financialEvents.operations,
+  }
+  const batchRunner = createBatchRunner({
+    store,
+    clock,
+    operations,
+    chunkSize: config.batches.chunkSize,
+    leaseSeconds: config.batches.leaseSeconds,
+    pollMs: config.batches.pollMs,
+    concurrency: config.batches.concurrency,
+    onError: (err) => app.log.error({ errMessage: (err as Error).message, stack: (err as Error).stack }, 'batch runner error'),
+  })
+  const batches = createBatchService({ store, clock, operations, docsUrl: config.docsUrl, onQueued: () => batchRunner.wake() })
   const routes: RouteDef[] = [
     ...customerRoutes(store, services.customers),
     ...receivableRoutes(store, services.receivables),
     ...financialEventRoutes(store, services.financialEvents),
     ...paymentObservationRoutes(store, services.paymentObservations),
     ...changeRoutes(services.changes),
+    ...batchRoutes(batches, operations),
     ...adminRoutes(services.admin, store),
   ]
   let document: Record<string, unknown> | undefined
@@ -67,7 +88,7 @@ export function createApp({ store, config, adminTokenDigest, clock = systemClock
   const limiter = createLimiter(store, { perMinute: config.limits.perMinute, concurrency: config.limits.concurrencyPerKey })
   const app = buildServer({ db: store, config, limiter, adminTokenDigest }, allRoutes)
   registerInfraRoutes(app, store)
-  return { app, services, routes: allRoutes }
+  return { app, services: { ...services, batches }, routes: allRoutes, batchRunner }
 }
 
 export type App = ReturnType<typeof createApp>

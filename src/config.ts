@@ -36,6 +36,10 @@ export const ConfigSchema = z
     WEBHOOK_DEV_ALLOW_LOOPBACK: Flag.default(false),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     SEED_DEMO: Flag.default(true),
+    BATCH_CHUNK_SIZE: z.coerce.number().int().min(1).max(100).default(25),
+    BATCH_LEASE_SECONDS: z.coerce.number().int().min(1).max(3600).default(30),
+    BATCH_POLL_MS: z.coerce.number().int().min(10).default(500),
+    BATCH_WORKER_CONCURRENCY: z.coerce.number().int().min(0).max(16).default(1),
   })
   .superRefine((c, ctx) => {
     if (c.WEBHOOK_DEV_ALLOW_LOOPBACK && c.SERVICE_ENVIRONMENT === 'production') {
@@ -62,6 +66,12 @@ export const ConfigSchema = z
         intervalMs: c.WEBHOOK_INTERVAL_MS,
         retryScheduleMs: c.WEBHOOK_RETRY_SCHEDULE,
         allowLoopback: c.WEBHOOK_DEV_ALLOW_LOOPBACK,
+      },
+      batches: {
+        chunkSize: c.BATCH_CHUNK_SIZE,
+        leaseSeconds: c.BATCH_LEASE_SECONDS,
+        pollMs: c.BATCH_POLL_MS,
+        concurrency: c.BATCH_WORKER_CONCURRENCY,
       },
       logLevel: c.LOG_LEVEL,
       seedDemo: c.SEED_DEMO,

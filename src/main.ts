@@ -25,6 +25,7 @@ if (config.seedDemo && config.environment === 'sandbox') {
 
 const stopRetention = startRetentionWorker(store, (err) => log.error({ errMessage: (err as Error).message }, 'retention failed'))
 await app.app.listen({ host: config.host, port: config.port })
+app.batchRunner.start()
 out(
   `Inbound Receivables Service listening on ${config.publicBaseUrl} (${store.kind} store, ${config.environment}); docs at ${config.publicBaseUrl}/docs`,
 )
@@ -35,6 +36,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     if (stopping) return
     stopping = true
     stopRetention()
+    await app.batchRunner.stop()
     await app.app.close()
     await store.close()
     process.exit(0)

@@ -91,6 +91,27 @@ export async function identifyCaller(
   return { apiKeyId: row.api_key_id, integrationId: row.integration_id, grant }
 }
 
+/** The current grant of an integration for a client, if active (a batch record rechecks it when it runs). */
+export async function loadActiveGrant(db: Queryable, integrationId: string, clientCode: string): Promise<Grant | null> {
+  const rows = await db.query<Omit<CallerRow, 'api_key_id' | 'environment' | 'grant_status'> & { status: string }>(
+    `SELECT integration_id, status, scopes, ip_allowlist, recovery_entry_mode, feed_mode, industry_profile, receipt_delivery_owner
+       FROM grants WHERE client_code = $1 AND integration_id = $2`,
+    [clientCode, integrationId],
+  )
+  const row = rows[0]
+  if (!row || row.status !== 'active') return null
+  return {
+    clientCode,
+    integrationId,
+    scopes: new Set(row.scopes ?? []),
+    ipAllowlist: row.ip_allowlist ?? [],
+    recoveryEntryMode: row.recovery_entry_mode ?? 'explicit_instruction',
+    feedMode: row.feed_mode ?? 'transaction',
+    industryProfile: row.industry_profile ?? 'credit_union',
+    receiptDeliveryOwner: row.receipt_delivery_owner ?? 'partner',
+  }
+}
+
 /** IPv4-mapped IPv6 (::ffff:10.0.0.1) is matched as the IPv4 address it carries. */
 export function ipAllowed(ip: string, allowlist: readonly string[]): boolean {
   if (allowlist.length === 0) return true

@@ -1,0 +1,141 @@
+import type { Queryable, Tx } from '../../store/store.ts'
+import type { BatchWrite } from './schema.ts'
+
+export interface BatchRow {
+  external_batch_id: string
+  integration_id: string
+  body_digest: string
+  status: 'queued' | 'running' | 'succeeded' | 'partially_succeeded' | 'failed'
+  submitted_at: string
+  completed_at: string | null
+}
+
+export interface BatchRecordRow {
+  position: number
+  record_id: string
+  kind: string
+  external_id: string
+  depends_on: string[]
+  body: Record<string, unknown>
+  status: 'pending' | 'succeeded' | 'failed' | 'dependency_failed'
+  http_status: number | null
+  problem_code: string | null
+  blocked_by: string | null
+}
+
+export async function findBatch(db: Queryable, clientCode: string, id: string): Promise<BatchRow | undefined> {
+  return (
+    await db.query<BatchRow>(
+      `SELECT external_batch_id, integration_id, body_digest, status, submitted_at, completed_at
+         FROM batches WHERE client_code = $1 AND external_batch_id = $2`,
+      [clientCode, id],
+    )
+  )[0]
+}
+
+export async function batchRecords(db: Queryable, clientCode: string, id: string): Promise<BatchRecordRow[]> {
+  return db.query<BatchRecordRow>(
+    `SELECT position, record_id, kind, external_id, depends_on, body, status, http_status, problem_code, blocked_by
+       FROM batch_records WHERE client_code = $1 AND external_batch_id = $2 ORDER BY position`,
+    [clientCode, id],
+  )
+}
+
+/** The batch and all its records in two statements (records go in as one jsonb array, not a loop). */
+export async function insertBatch(
+  tx: Tx,
+  clientCode: string,
+  id: string,
+  integrationId: string,
+  digest: string,
+  body: BatchWrite,
+  now: string,
+) {
+  await tx.query(
+    `INSERT INTO batches (client_code, external_batch_id, integration_id, body_digest, status, submitted_at)
+     VALUES ($1, $2, $3, $4, 'queued', $5)`,
+    [clientCode, id, integrationId, digest, now],
+  )
+  await tx.query(
+    `INSERT INTO batch_records (client_code, external_batch_id, position, record_id, kind, external_id, depends_on, body, status)
+     SELECT $1, $2, r.ordinality, r.value->>'recordId', r.value->>'kind', r.value->>'externalId',
+            ARRAY(SELECT jsonb_array_elements_text(COALESCE(r.value->'dependsOn', '[]'::jsonb))), r.value->'body', 'pending'
+       FROM jsonb_array_elements($3::jsonb) WITH ORDINALITY AS r(value, ordinality)`,
+    [clientCode, id, JSON.stringify(body.records)],
+  )
+}
+
+export interface ClaimedBatch {
+  client_code: string
+  external_batch_id: string
+  integration_id: string
+}
+
+/**
+ * Claims the oldest queued batch, or a running one whose lease expired (its worker died). SKIP LOCKED:
+ * a batch whose chunk transaction is open elsewhere is invisible here, so no two workers run one batch.
+ */
+export async function claimBatch(
+  db: Queryable,
+  token: string,
+  leaseSeconds: number,
+  runnerId: string,
+  now: string,
+): Promise<ClaimedBatch | undefined> {
+  return (
+    await db.query<ClaimedBatch>(
+      `UPDATE batches b SET status = 'running', lease_token = $1, lease_expires_at = clock_timestamp() + make_interval(secs => $2),
+              started_at = COALESCE(b.started_at, $4), attempts = b.attempts + 1, runner_id = $3
+        WHERE (b.client_code, b.external_batch_id) = (
+          SELECT client_code, external_batch_id FROM batches
+           WHERE status = 'queued' OR (status = 'running' AND lease_expires_at < clock_timestamp())
+           ORDER BY submitted_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+        RETURNING b.client_code, b.external_batch_id, b.integration_id`,
+      [token, leaseSeconds, runnerId, now],
+    )
+  )[0]
+}
+
+/** Locks the batch row for this chunk's transaction, if the lease is still ours. */
+export async function holdLease(tx: Tx, b: ClaimedBatch, token: string, leaseSeconds: number): Promise<boolean> {
+  const rows = await tx.query(
+    `UPDATE batches SET lease_expires_at = clock_timestamp() + make_interval(secs => $4)
+      WHERE client_code = $1 AND external_batch_id = $2 AND lease_token = $3 RETURNING 1`,
+    [b.client_code, b.external_batch_id, token, leaseSeconds],
+  )
+  return rows.length > 0
+}
+
+export interface RecordOutcome {
+  position: number
+  status: 'succeeded' | 'failed' | 'dependency_failed'
+  httpStatus: number | null
+  problemCode: string | null
+  blockedBy: string | null
+}
+
+export async function saveOutcomes(tx: Tx, b: ClaimedBatch, outcomes: RecordOutcome[]) {
+  if (outcomes.length === 0) return
+  await tx.query(
+    `UPDATE batch_records r SET status = o.status, http_status = o.http_status, problem_code = o.problem_code, blocked_by = o.blocked_by
+       FROM unnest($3::int[], $4::text[], $5::int[], $6::text[], $7::text[]) AS o(position, status, http_status, problem_code, blocked_by)
+      WHERE r.client_code = $1 AND r.external_batch_id = $2 AND r.position = o.position`,
+    [
+      b.client_code,
+      b.external_batch_id,
+      outcomes.map((o) => o.position),
+      outcomes.map((o) => o.status),
+      outcomes.map((o) => o.httpStatus),
+      outcomes.map((o) => o.problemCode),
+      outcomes.map((o) => o.blockedBy),
+    ],
+  )
+}
+
+export async function completeBatch(tx: Tx, b: ClaimedBatch, status: BatchRow['status'], now: string) {
+  await tx.query(
+    `UPDATE batches SET status = $3, completed_at = $4, lease_token = NULL, lease_expires_at = NULL
+      WHERE client_code = $1 AND external_batch_id = $2`,
+    [b.client_code, b.external_batch_id, status, now],
+  )
+}
