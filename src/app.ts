@@ -10,16 +10,22 @@ import { defineRoute, type RouteDef } from './http/route.ts'
 import { buildServer } from './http/server.ts'
 import { batchRoutes } from './resources/batches/routes.ts'
 import { createBatchService, type OperationsByKind } from './resources/batches/service.ts'
+import { bookRoutes } from './resources/book/routes.ts'
+import { createBookService } from './resources/book/service.ts'
 import { changeRoutes } from './resources/changes/routes.ts'
 import { createChangeService } from './resources/changes/service.ts'
 import { customerRoutes } from './resources/customers/routes.ts'
 import { createCustomerService } from './resources/customers/service.ts'
 import { financialEventRoutes } from './resources/financial-events/routes.ts'
 import { createFinancialEventService } from './resources/financial-events/service.ts'
+import { freshnessRoutes } from './resources/freshness/routes.ts'
+import { createFreshness } from './resources/freshness/service.ts'
 import { paymentObservationRoutes } from './resources/payment-observations/routes.ts'
 import { createPaymentObservationService } from './resources/payment-observations/service.ts'
 import { receivableRoutes } from './resources/receivables/routes.ts'
 import { createReceivableService } from './resources/receivables/service.ts'
+import { snapshotRoutes } from './resources/snapshots/routes.ts'
+import { createSnapshotService } from './resources/snapshots/service.ts'
 import type { Store } from './store/store.ts'
 import { createBatchRunner } from './workers/batch-runner.ts'
 
@@ -34,9 +40,13 @@ const OpenApiDocument = z.record(z.string(), z.unknown()).meta({ id: 'OpenApiDoc
 
 /** The one wiring root of the HTTP process: services, their routes, the server. */
 export function createApp({ store, config, adminTokenDigest, clock = systemClock }: AppOptions) {
+  const freshness = createFreshness({ clock, thresholds: config.freshness })
   const services = {
     customers: createCustomerService({ store, clock }),
-    receivables: createReceivableService({ store, clock }),
+    receivables: createReceivableService({ store, clock, freshness }),
+    book: createBookService({ store, clock }),
+    snapshots: createSnapshotService({ store, clock }),
+    freshness,
     financialEvents: createFinancialEventService({ store, clock }),
     paymentObservations: createPaymentObservationService({ store, clock }),
     changes: createChangeService({ store }),
@@ -59,13 +69,17 @@ export function createApp({ store, config, adminTokenDigest, clock = systemClock
     onError: (err) => app.log.error({ errMessage: (err as Error).message, stack: (err as Error).stack }, 'batch runner error'),
   })
   const batches = createBatchService({ store, clock, operations, docsUrl: config.docsUrl, onQueued: () => batchRunner.wake() })
+  const routeDeps = { store, clock }
   const routes: RouteDef[] = [
-    ...customerRoutes(store, services.customers),
-    ...receivableRoutes(store, services.receivables),
-    ...financialEventRoutes(store, services.financialEvents),
-    ...paymentObservationRoutes(store, services.paymentObservations),
+    ...customerRoutes(routeDeps, services.customers),
+    ...receivableRoutes(routeDeps, services.receivables),
+    ...financialEventRoutes(routeDeps, services.financialEvents),
+    ...paymentObservationRoutes(routeDeps, services.paymentObservations),
     ...changeRoutes(services.changes),
     ...batchRoutes(batches, operations),
+    ...bookRoutes(services.book),
+    ...snapshotRoutes(services.snapshots),
+    ...freshnessRoutes(store, freshness),
     ...adminRoutes(services.admin, store),
   ]
   let document: Record<string, unknown> | undefined

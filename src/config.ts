@@ -36,6 +36,8 @@ export const ConfigSchema = z
     WEBHOOK_DEV_ALLOW_LOOPBACK: Flag.default(false),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     SEED_DEMO: Flag.default(true),
+    FRESHNESS_STALE_AFTER_TRANSACTION_SECONDS: z.coerce.number().int().min(1).default(172_800),
+    FRESHNESS_STALE_AFTER_SNAPSHOT_SECONDS: z.coerce.number().int().min(1).default(93_600),
     BATCH_CHUNK_SIZE: z.coerce.number().int().min(1).max(100).default(25),
     BATCH_LEASE_SECONDS: z.coerce.number().int().min(1).max(3600).default(30),
     BATCH_POLL_MS: z.coerce.number().int().min(10).default(500),
@@ -66,6 +68,10 @@ export const ConfigSchema = z
         intervalMs: c.WEBHOOK_INTERVAL_MS,
         retryScheduleMs: c.WEBHOOK_RETRY_SCHEDULE,
         allowLoopback: c.WEBHOOK_DEV_ALLOW_LOOPBACK,
+      },
+      freshness: {
+        transactionSeconds: c.FRESHNESS_STALE_AFTER_TRANSACTION_SECONDS,
+        snapshotSeconds: c.FRESHNESS_STALE_AFTER_SNAPSHOT_SECONDS,
       },
       batches: {
         chunkSize: c.BATCH_CHUNK_SIZE,

@@ -1,9 +1,11 @@
 import type { z } from 'zod'
 import type { ProblemCode } from '../domain/problems.ts'
 import type { Scope } from '../domain/scopes.ts'
+import { type Clock, isoNow } from '../domain/time.ts'
 import type { Grant } from '../http/auth.ts'
 import { defineRoute, type RouteDef } from '../http/route.ts'
 import type { Store, Tx } from '../store/store.ts'
+import { touchSourceActivity } from './freshness/service.ts'
 
 /**
  * A Source write that can arrive alone (its PUT route) or as a batch record: one schema, one scope list,
@@ -35,9 +37,31 @@ export function defineOperation<S extends z.ZodType>(op: WriteOperation<S>): Wri
   return op as unknown as WriteOperation
 }
 
+/**
+ * Runs a Source write exactly as every caller must: the operation, then the record that the Source was
+ * heard from (source freshness), in the caller's transaction. The PUT route and the batch runner both
+ * come through here.
+ */
+export async function runOperation(
+  tx: Tx,
+  op: WriteOperation,
+  ctx: OperationContext,
+  body: unknown,
+  now: string,
+): Promise<OperationResult> {
+  const result = await op.run(tx, ctx, body)
+  await touchSourceActivity(tx, ctx.clientCode, ctx.grant.feedMode, now)
+  return result
+}
+
 /** The PUT route of a write operation: path `{base}/:{idParam}`, 201 created / 200 replaced or retried. */
+export interface RouteDeps {
+  store: Store
+  clock: Clock
+}
+
 export function putRoute(
-  store: Store,
+  { store, clock }: RouteDeps,
   op: WriteOperation,
   meta: {
     path: string
@@ -69,7 +93,7 @@ export function putRoute(
     public: true,
     handler: async ({ clientCode, grant, params, body }) => {
       const id = String((params as Record<string, unknown>)[meta.idParam])
-      return store.transaction((tx) => op.run(tx, { clientCode, grant, id }, body))
+      return store.transaction((tx) => runOperation(tx, op, { clientCode, grant, id }, body, isoNow(clock)))
     },
   })
 }

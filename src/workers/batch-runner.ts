@@ -12,7 +12,7 @@ import {
   type RecordOutcome,
   saveOutcomes,
 } from '../resources/batches/store.ts'
-import type { RecordKind } from '../resources/operations.ts'
+import { type RecordKind, runOperation } from '../resources/operations.ts'
 import type { Store, Tx } from '../store/store.ts'
 
 /**
@@ -72,7 +72,7 @@ export function createBatchRunner(opts: BatchRunnerOptions) {
     if (!parsed.success) return failed(422, 'validation_error')
     await tx.query('SAVEPOINT batch_record')
     try {
-      const result = await op.run(tx, { clientCode: b.client_code, grant, id: rec.external_id }, parsed.data)
+      const result = await runOperation(tx, op, { clientCode: b.client_code, grant, id: rec.external_id }, parsed.data, isoNow(clock))
       return { position: rec.position, status: 'succeeded', httpStatus: result.status, problemCode: null, blockedBy: null }
     } catch (err) {
       await tx.query('ROLLBACK TO SAVEPOINT batch_record')

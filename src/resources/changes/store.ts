@@ -30,3 +30,27 @@ export async function appendChange(tx: Tx, clientCode: string, change: ChangeInp
   )
   return eventId
 }
+
+/** Many events in one statement: the head advances by n and the rows take the n numbers in order. */
+export async function appendChanges(tx: Tx, clientCode: string, changes: ChangeInput[]): Promise<void> {
+  if (changes.length === 0) return
+  await tx.query(
+    `WITH head AS (
+       INSERT INTO feed_heads (client_code, last_seq) VALUES ($1, $2)
+       ON CONFLICT (client_code) DO UPDATE SET last_seq = feed_heads.last_seq + $2
+       RETURNING last_seq - $2 AS base)
+     INSERT INTO change_events (client_code, seq, event_id, type, resource_type, resource_id, revision, occurred_at)
+     SELECT $1, head.base + c.n, gen_random_uuid(), c.type, c.resource_type, c.resource_id, c.revision, c.occurred_at
+       FROM head, unnest($3::text[], $4::text[], $5::text[], $6::bigint[], $7::timestamptz[]) WITH ORDINALITY
+            AS c(type, resource_type, resource_id, revision, occurred_at, n)`,
+    [
+      clientCode,
+      changes.length,
+      changes.map((c) => c.type),
+      changes.map((c) => c.resourceType),
+      changes.map((c) => c.resourceId),
+      changes.map((c) => c.revision),
+      changes.map((c) => c.occurredAt),
+    ],
+  )
+}

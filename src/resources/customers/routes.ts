@@ -1,15 +1,14 @@
 import { ClientParams, ListQuery } from '../../http/common-schemas.ts'
 import { defineRoute, type RouteDef } from '../../http/route.ts'
-import type { Store } from '../../store/store.ts'
-import { putRoute } from '../operations.ts'
+import { putRoute, type RouteDeps } from '../operations.ts'
 import { CustomerList, CustomerParams, CustomerPatch, CustomerResponse } from './schema.ts'
 import type { CustomerService } from './service.ts'
 
 const base = '/v1/clients/:clientCode/customers'
 
-export function customerRoutes(store: Store, customers: CustomerService): RouteDef[] {
+export function customerRoutes(deps: RouteDeps, customers: CustomerService): RouteDef[] {
   return [
-    putRoute(store, customers.putOperation, {
+    putRoute(deps, customers.putOperation, {
       path: `${base}/:externalCustomerId`,
       idParam: 'externalCustomerId',
       params: CustomerParams,

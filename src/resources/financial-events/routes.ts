@@ -1,15 +1,14 @@
 import { defineRoute, type RouteDef } from '../../http/route.ts'
-import type { Store } from '../../store/store.ts'
-import { putRoute } from '../operations.ts'
+import { putRoute, type RouteDeps } from '../operations.ts'
 import { EventParams, EventResponse, FAMILIES, type Family } from './schema.ts'
 import type { FinancialEventService } from './service.ts'
 
-export function financialEventRoutes(store: Store, events: FinancialEventService): RouteDef[] {
+export function financialEventRoutes(deps: RouteDeps, events: FinancialEventService): RouteDef[] {
   return (Object.keys(FAMILIES) as Family[]).flatMap((family) => {
     const f = FAMILIES[family]
     const path = `/v1/clients/:clientCode/${f.segment}/:externalEventId`
     return [
-      putRoute(store, events.operations[family], {
+      putRoute(deps, events.operations[family], {
         path,
         idParam: 'externalEventId',
         params: EventParams,

@@ -1,14 +1,13 @@
 import { defineRoute, type RouteDef } from '../../http/route.ts'
-import type { Store } from '../../store/store.ts'
-import { putRoute } from '../operations.ts'
+import { putRoute, type RouteDeps } from '../operations.ts'
 import { PaymentObservationParams, PaymentObservationResponse } from './schema.ts'
 import type { PaymentObservationService } from './service.ts'
 
 const path = '/v1/clients/:clientCode/payment-observations/:externalEventId'
 
-export function paymentObservationRoutes(store: Store, observations: PaymentObservationService): RouteDef[] {
+export function paymentObservationRoutes(deps: RouteDeps, observations: PaymentObservationService): RouteDef[] {
   return [
-    putRoute(store, observations.put, {
+    putRoute(deps, observations.put, {
       path,
       idParam: 'externalEventId',
       params: PaymentObservationParams,

@@ -1,8 +1,7 @@
 import type { z } from 'zod'
 import { ClientParams } from '../../http/common-schemas.ts'
 import { defineRoute, type RouteDef } from '../../http/route.ts'
-import type { Store } from '../../store/store.ts'
-import { putRoute } from '../operations.ts'
+import { putRoute, type RouteDeps } from '../operations.ts'
 import {
   CloseCommand,
   PauseCommand,
@@ -24,9 +23,9 @@ const commands: { command: LifecycleCommand; body: z.ZodType; summary: string }[
   { command: 'reopen', body: ReopenCommand, summary: 'Reopen a closed Receivable; recovery is never resumed automatically' },
 ]
 
-export function receivableRoutes(store: Store, receivables: ReceivableService): RouteDef[] {
+export function receivableRoutes(deps: RouteDeps, receivables: ReceivableService): RouteDef[] {
   return [
-    putRoute(store, receivables.put, {
+    putRoute(deps, receivables.put, {
       path: `${base}/:externalReceivableId`,
       idParam: 'externalReceivableId',
       params: ReceivableParams,

@@ -7,11 +7,14 @@ import { type Clock, isoNow } from '../../domain/time.ts'
 import { decodeCursor, encodeCursor } from '../../http/common-schemas.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Store, Tx } from '../../store/store.ts'
+import { releaseOmissions } from '../book/store.ts'
 import { appendChange } from '../changes/store.ts'
 import { existingCustomerIds } from '../customers/store.ts'
+import type { Freshness, SourceActivity } from '../freshness/service.ts'
 import { defineOperation, type OperationContext } from '../operations.ts'
 import { type ReceivableResponse, ReceivableWrite } from './schema.ts'
 import {
+  bumpRevision,
   findReceivable,
   insertReceivable,
   listReceivables,
@@ -24,6 +27,7 @@ import {
 export interface ReceivableServiceDeps {
   store: Store
   clock: Clock
+  freshness: Freshness
 }
 
 export const receivableNotFound = (id: string) => new Problem('receivable_not_found', `No Receivable ${id} for this client.`)
@@ -31,7 +35,17 @@ export const receivableNotFound = (id: string) => new Problem('receivable_not_fo
 /** The industry context each profile requires; a grant's profile fixes which one a Receivable must carry. */
 const PROFILE_CONTEXT = { credit_union: 'creditUnion' } as const
 
-export function toReceivableResponse(row: ReceivableRow): ReceivableResponse {
+export function activityOf(row: ReceivableRow): SourceActivity | undefined {
+  if (!row.activity_feed_mode) return undefined
+  return {
+    feed_mode: row.activity_feed_mode,
+    last_received_at: row.last_received_at,
+    last_snapshot_at: row.last_snapshot_at,
+    last_source_position: row.last_source_position,
+  }
+}
+
+export function toReceivableResponse(row: ReceivableRow, freshness: Freshness): ReceivableResponse {
   const source = BigInt(row.source_amount_minor)
   const confirmed = BigInt(row.confirmed_unreconciled_minor)
   const working = source - confirmed > 0n ? source - confirmed : 0n
@@ -40,9 +54,9 @@ export function toReceivableResponse(row: ReceivableRow): ReceivableResponse {
     collectionEnabled: row.collection_enabled,
     hasSourceRestriction: false,
     hasDispute: false,
-    sourceStale: false,
+    sourceStale: freshness.isStale(activityOf(row)),
     status: row.status,
-    flaggedByBookDeclaration: false,
+    flaggedByBookDeclaration: row.flagged,
     reconciliationHeld: false,
   })
   return {
@@ -71,11 +85,13 @@ const TRANSITIONS = {
 } as const satisfies Record<string, { from: readonly ReceivableStatus[]; to: ReceivableStatus }>
 export type LifecycleCommand = keyof typeof TRANSITIONS
 
-export function createReceivableService({ store, clock }: ReceivableServiceDeps) {
+export function createReceivableService({ store, clock, freshness }: ReceivableServiceDeps) {
+  const view = (row: ReceivableRow) => toReceivableResponse(row, freshness)
+
   async function readInTx(tx: Tx, clientCode: string, id: string): Promise<ReceivableResponse> {
     const row = await findReceivable(tx, clientCode, id)
     if (!row) throw receivableNotFound(id)
-    return toReceivableResponse(row)
+    return view(row)
   }
 
   const put = defineOperation({
@@ -115,7 +131,11 @@ export function createReceivableService({ store, clock }: ReceivableServiceDeps)
       }
       const current = Number(existing.source_revision)
       if (body.sourceRevision === current && canonicalJson(body) === canonicalJson(existing.representation)) {
-        return { status: 200 as const, body: toReceivableResponse(existing) }
+        // The Source wrote it again: a complete-book omission is released (a change of holds).
+        if (await releaseOmissions(tx, clientCode, [id], now)) {
+          await bumpAndRecord(tx, clientCode, id, now)
+        }
+        return { status: 200 as const, body: await readInTx(tx, clientCode, id) }
       }
       if (body.sourceRevision <= current) {
         throw new Problem(
@@ -128,6 +148,7 @@ export function createReceivableService({ store, clock }: ReceivableServiceDeps)
         throw fieldProblem('/recoverableAmount/currency', 'custom', `must stay ${existing.currency}: a Receivable has one currency`)
       }
       await replaceReceivable(tx, clientCode, id, body, amount, now)
+      await releaseOmissions(tx, clientCode, [id], now)
       const after = await readInTx(tx, clientCode, id)
       await appendChange(tx, clientCode, {
         type: 'receivable.updated',
@@ -140,9 +161,21 @@ export function createReceivableService({ store, clock }: ReceivableServiceDeps)
     },
   })
 
+  async function bumpAndRecord(tx: Tx, clientCode: string, id: string, now: string) {
+    const revision = await bumpRevision(tx, clientCode, id, now)
+    await appendChange(tx, clientCode, {
+      type: 'receivable.updated',
+      resourceType: 'receivable',
+      resourceId: id,
+      revision,
+      occurredAt: now,
+    })
+  }
+
   return {
     put,
     readInTx,
+    view,
 
     get(clientCode: string, id: string) {
       return readInTx(store, clientCode, id)
@@ -155,7 +188,7 @@ export function createReceivableService({ store, clock }: ReceivableServiceDeps)
       const page = rows.slice(0, q.limit)
       const last = page.at(-1)
       return {
-        data: page.map(toReceivableResponse),
+        data: page.map(view),
         nextCursor: rows.length > q.limit && last ? encodeCursor({ after: last.external_receivable_id }) : null,
       }
     },
@@ -174,6 +207,7 @@ export function createReceivableService({ store, clock }: ReceivableServiceDeps)
         }
         const now = isoNow(clock)
         await setStatus(tx, clientCode, id, t.to, body.reason ?? null, body.effectiveAt, now)
+        if (command === 'close') await releaseOmissions(tx, clientCode, [id], now)
         const after = await readInTx(tx, clientCode, id)
         await appendChange(tx, clientCode, {
           type: 'receivable.updated',

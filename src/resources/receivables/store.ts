@@ -15,11 +15,22 @@ export interface ReceivableRow {
   representation: ReceivableWrite
   updated_at: string
   collection_enabled: boolean
+  /** Held by an unreleased complete-book omission. */
+  flagged: boolean
+  activity_feed_mode: 'transaction' | 'snapshot_only' | null
+  last_received_at: string | null
+  last_snapshot_at: string | null
+  last_source_position: string | null
 }
 
+/** The Receivable with every fact its holds are computed from, in one statement. */
 const SELECT = `SELECT r.external_receivable_id, r.revision, r.status, r.source_revision, r.currency, r.source_amount_minor,
-       r.confirmed_unreconciled_minor, r.receipt_acknowledged_minor, r.representation, r.updated_at, c.collection_enabled
-  FROM receivables r JOIN clients c ON c.client_code = r.client_code`
+       r.confirmed_unreconciled_minor, r.receipt_acknowledged_minor, r.representation, r.updated_at, c.collection_enabled,
+       EXISTS (SELECT 1 FROM book_omissions o WHERE o.client_code = r.client_code
+                 AND o.external_receivable_id = r.external_receivable_id AND o.released_at IS NULL) AS flagged,
+       sa.feed_mode AS activity_feed_mode, sa.last_received_at, sa.last_snapshot_at, sa.last_source_position
+  FROM receivables r JOIN clients c ON c.client_code = r.client_code
+  LEFT JOIN source_activity sa ON sa.client_code = r.client_code`
 
 export async function findReceivable(db: Queryable, clientCode: string, id: string): Promise<ReceivableRow | undefined> {
   return (await db.query<ReceivableRow>(`${SELECT} WHERE r.client_code = $1 AND r.external_receivable_id = $2`, [clientCode, id]))[0]

@@ -1,0 +1,41 @@
+import { defineRoute, type RouteDef } from '../../http/route.ts'
+import { BookCompletion, BookCompletionParams, BookCompletionWrite } from './schema.ts'
+import type { BookService } from './service.ts'
+
+const path = '/v1/clients/:clientCode/book-completions/:externalCompletionId'
+
+export function bookRoutes(book: BookService): RouteDef[] {
+  return [
+    defineRoute({
+      method: 'PUT',
+      path,
+      operationId: 'putBookCompletion',
+      summary: 'Declare the complete book: the listed batches cover every Receivable',
+      description: 'Every other non-closed Receivable is flagged and held until the Source writes it again or closes it.',
+      tags: ['Complete-book declarations'],
+      auth: { kind: 'api_key', scopes: ['receivables:write'] },
+      params: BookCompletionParams,
+      body: { schema: BookCompletionWrite, mediaType: 'application/json' },
+      responses: {
+        201: { schema: BookCompletion, description: 'Accepted' },
+        200: { schema: BookCompletion, description: 'An identical retry' },
+      },
+      problems: ['batches_not_finished', 'stale_source_position', 'book_completion_conflict'],
+      public: true,
+      handler: async ({ clientCode, grant, params, body }) => book.declare(clientCode, grant, params.externalCompletionId, body),
+    }),
+    defineRoute({
+      method: 'GET',
+      path,
+      operationId: 'getBookCompletion',
+      summary: 'Read a complete-book declaration with the Receivables it flagged',
+      tags: ['Complete-book declarations'],
+      auth: { kind: 'api_key', scopes: ['receivables:read'] },
+      params: BookCompletionParams,
+      responses: { 200: { schema: BookCompletion, description: 'The declaration; each omission held or released' } },
+      problems: ['financial_event_not_found'],
+      public: true,
+      handler: async ({ clientCode, params }) => ({ status: 200, body: await book.get(clientCode, params.externalCompletionId) }),
+    }),
+  ]
+}
