@@ -1,7 +1,11 @@
 /**
- * Holds: every reason recovery may not act on a Receivable now. Computed by one function wherever holds
- * appear (Receivable read, recovery instruction, collection summary), so they can never disagree.
- * An authorized instruction removes only `recovery_not_authorized`; it clears no other hold.
+ * Holds: every reason recovery may not act on a Receivable now. Defined once, here, as SQL predicates over
+ * the `receivable_hold_facts` view (migration 0005), and used by every place holds appear: the Receivable
+ * read, the recovery instruction response and the collection summary's counts. An authorized instruction
+ * removes only `recovery_not_authorized`; it clears no other hold.
+ *
+ * Freshness is per client and depends on the clock, so `source_stale` is a parameter computed once per
+ * query by the freshness service and passed in as `$stale`.
  */
 export const HOLD_CATEGORIES = [
   'recovery_not_authorized',
@@ -15,25 +19,27 @@ export const HOLD_CATEGORIES = [
 
 export type Hold = (typeof HOLD_CATEGORIES)[number]
 
-export interface HoldFacts {
-  instructionState: 'authorized' | 'withdrawn' | 'suspended' | null
-  collectionEnabled: boolean
-  hasSourceRestriction: boolean
-  hasDispute: boolean
-  sourceStale: boolean
-  status: 'active' | 'paused' | 'closed'
-  flaggedByBookDeclaration: boolean
-  reconciliationHeld: boolean
+/** SQL predicate per hold over alias `h` (receivable_hold_facts); `stale` is the placeholder of the freshness parameter. */
+export function holdPredicates(stale: string): Record<Hold, string> {
+  return {
+    recovery_not_authorized: `h.instruction_state <> 'authorized'`,
+    collection_not_enabled: 'NOT h.collection_enabled',
+    source_restriction: 'h.has_source_restriction',
+    dispute: 'h.has_dispute',
+    source_stale: `${stale}::boolean`,
+    other_protection: `(h.status <> 'active' OR h.flagged)`,
+    reconciliation_hold: 'h.reconciliation_held',
+  }
 }
 
-export function computeHolds(f: HoldFacts): Hold[] {
-  const holds: Hold[] = []
-  if (f.instructionState !== 'authorized') holds.push('recovery_not_authorized')
-  if (!f.collectionEnabled) holds.push('collection_not_enabled')
-  if (f.hasSourceRestriction) holds.push('source_restriction')
-  if (f.hasDispute) holds.push('dispute')
-  if (f.sourceStale) holds.push('source_stale')
-  if (f.status !== 'active' || f.flaggedByBookDeclaration) holds.push('other_protection')
-  if (f.reconciliationHeld) holds.push('reconciliation_hold')
-  return holds
+/** `hold_<category>` boolean columns for a SELECT over alias `h`. */
+export function holdColumns(stale: string): string {
+  return Object.entries(holdPredicates(stale))
+    .map(([hold, predicate]) => `(${predicate}) AS hold_${hold}`)
+    .join(', ')
+}
+
+export function holdsFromRow(row: object): Hold[] {
+  const r = row as Record<string, unknown>
+  return HOLD_CATEGORIES.filter((h) => r[`hold_${h}`] === true)
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { ExternalId, SourceReference, Text200 } from '../../domain/identifiers.ts'
+import { RestrictionOut, Restrictions } from '../../domain/restrictions.ts'
 import { Timestamp } from '../../domain/time.ts'
 import { ClientParams, listResponse } from '../../http/common-schemas.ts'
 
@@ -66,12 +67,14 @@ const PersonCustomer = z.strictObject({
   name: PersonName,
   sourceReference: SourceReference,
   contacts: Contacts.optional(),
+  restrictions: Restrictions.optional(),
 })
 const OrganizationCustomer = z.strictObject({
   type: z.literal('organization'),
   name: OrganizationName,
   sourceReference: SourceReference,
   contacts: Contacts.optional(),
+  restrictions: Restrictions.optional(),
 })
 
 /** The Source-owned representation, as written by PUT and as the result of a PATCH. */
@@ -95,6 +98,7 @@ export const CustomerResponse = z
     name: z.union([PersonName, OrganizationName]),
     sourceReference: z.string(),
     contacts: z.array(Contact),
+    restrictions: z.array(RestrictionOut),
     revision: z.number().int(),
     updatedAt: Timestamp,
   })

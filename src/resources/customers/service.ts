@@ -7,7 +7,9 @@ import { decodeCursor, encodeCursor } from '../../http/common-schemas.ts'
 import { issuesToErrors, validationProblem } from '../../http/validation.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Store, Tx } from '../../store/store.ts'
+import type { RestrictionT } from '../../domain/restrictions.ts'
 import { appendChange } from '../changes/store.ts'
+import { applyRestrictionChange, receivablesOfCustomer, syncRestrictions } from '../recovery/restrictions.ts'
 import { defineOperation, type OperationContext } from '../operations.ts'
 import { type ContactT, type CustomerResponse, CustomerWrite } from './schema.ts'
 import { type CustomerRow, findCustomer, insertCustomer, listCustomers, updateCustomer } from './store.ts'
@@ -30,6 +32,7 @@ export function toCustomerResponse(row: CustomerRow): CustomerResponse {
     externalCustomerId: row.external_customer_id,
     ...rest,
     contacts: contacts ?? [],
+    restrictions: rest.restrictions ?? [],
     revision: Number(row.revision),
     updatedAt: row.updated_at,
   }
@@ -69,6 +72,10 @@ function mergeContacts(
   return { active: next, deactivated: [...byId.values()] }
 }
 
+function sortedRestrictions(list: readonly RestrictionT[] | undefined) {
+  return [...(list ?? [])].sort((a, b) => (a.type < b.type ? -1 : 1))
+}
+
 export function createCustomerService({ store, clock }: CustomerServiceDeps) {
   /** The one code path of a Customer write, for the PUT route and a batch record alike. */
   async function putInTx(tx: Tx, clientCode: string, id: string, input: CustomerWrite): Promise<WriteResult<CustomerResponse>> {
@@ -77,6 +84,14 @@ export function createCustomerService({ store, clock }: CustomerServiceDeps) {
     const { active, deactivated } = mergeContacts(existing, input.contacts)
     const representation = { ...input, contacts: active }
     const now = isoNow(clock)
+    const restrictionsChanged = canonicalJson(sortedRestrictions(input.restrictions)) !== canonicalJson(sortedRestrictions(existing?.representation.restrictions))
+    if (restrictionsChanged) {
+      // A Customer's restrictions protect every Receivable it is responsible for.
+      const affected = await receivablesOfCustomer(tx, clientCode, id)
+      await applyRestrictionChange(tx, clientCode, affected, now, async () => {
+        await syncRestrictions(tx, clientCode, 'customer', id, input.restrictions ?? [])
+      })
+    }
     if (!existing) {
       const row = await insertCustomer(tx, clientCode, id, representation, now)
       await appendChange(tx, clientCode, {

@@ -65,9 +65,10 @@ export function createFreshness({ clock, thresholds }: { clock: Clock; threshold
   }
   return {
     evaluate,
-    /** The hold `source_stale` uses the feed mode of the connection the Source last wrote through. */
-    isStale(activity: SourceActivity | undefined): boolean {
-      return evaluate(activity, activity?.feed_mode ?? 'transaction').state === 'stale'
+    /** Whether the client's Source is stale now (the `source_stale` hold of all its Receivables). */
+    async staleFor(db: Queryable, clientCode: string): Promise<boolean> {
+      const rows = await db.query<SourceActivity>('SELECT * FROM source_activity WHERE client_code = $1', [clientCode])
+      return evaluate(rows[0], rows[0]?.feed_mode ?? 'transaction').state === 'stale'
     },
     async read(db: Queryable, clientCode: string, feedMode: 'transaction' | 'snapshot_only') {
       const rows = await db.query<SourceActivity>('SELECT * FROM source_activity WHERE client_code = $1', [clientCode])

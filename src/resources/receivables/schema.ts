@@ -2,6 +2,7 @@ import { z } from 'zod'
 import { HOLD_CATEGORIES } from '../../domain/holds.ts'
 import { ExternalId, SourceReference } from '../../domain/identifiers.ts'
 import { Money, MoneyOut, sumMinor, toMinor } from '../../domain/money.ts'
+import { RestrictionOut, Restrictions } from '../../domain/restrictions.ts'
 import { CalendarDate, Timestamp } from '../../domain/time.ts'
 import { ClientParams, ListQuery, listResponse } from '../../http/common-schemas.ts'
 
@@ -80,6 +81,7 @@ export const ReceivableWrite = z
     dueDate: CalendarDate,
     responsibleCustomers: z.array(ResponsibleCustomer).min(1).max(8),
     sourceReference: SourceReference,
+    restrictions: Restrictions.optional(),
   })
   .superRefine((r, ctx) => {
     const currency = r.recoverableAmount.currency
@@ -147,6 +149,7 @@ export const ReceivableResponse = z
     dueDate: z.string(),
     responsibleCustomers: z.array(z.object({ externalCustomerId: z.string(), role: z.enum(RESPONSIBLE_ROLES) })),
     sourceReference: z.string(),
+    restrictions: z.array(RestrictionOut),
     status: z.enum(RECEIVABLE_STATUSES),
     revision: z.number().int(),
     updatedAt: Timestamp,

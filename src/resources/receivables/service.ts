@@ -1,16 +1,17 @@
 import { z } from 'zod'
 import { canonicalJson } from '../../domain/canonical.ts'
-import { computeHolds } from '../../domain/holds.ts'
+import { holdsFromRow } from '../../domain/holds.ts'
 import { money, toMinor } from '../../domain/money.ts'
 import { fieldProblem, Problem, unknownReferences } from '../../domain/problems.ts'
 import { type Clock, isoNow } from '../../domain/time.ts'
 import { decodeCursor, encodeCursor } from '../../http/common-schemas.ts'
 import { lockIdentity } from '../../store/locks.ts'
-import type { Store, Tx } from '../../store/store.ts'
+import type { Queryable, Store, Tx } from '../../store/store.ts'
 import { releaseOmissions } from '../book/store.ts'
+import { applyRestrictionChange, syncRestrictions } from '../recovery/restrictions.ts'
 import { appendChange } from '../changes/store.ts'
 import { existingCustomerIds } from '../customers/store.ts'
-import type { Freshness, SourceActivity } from '../freshness/service.ts'
+import type { Freshness } from '../freshness/service.ts'
 import { defineOperation, type OperationContext } from '../operations.ts'
 import { type ReceivableResponse, ReceivableWrite } from './schema.ts'
 import {
@@ -35,32 +36,14 @@ export const receivableNotFound = (id: string) => new Problem('receivable_not_fo
 /** The industry context each profile requires; a grant's profile fixes which one a Receivable must carry. */
 const PROFILE_CONTEXT = { credit_union: 'creditUnion' } as const
 
-export function activityOf(row: ReceivableRow): SourceActivity | undefined {
-  if (!row.activity_feed_mode) return undefined
-  return {
-    feed_mode: row.activity_feed_mode,
-    last_received_at: row.last_received_at,
-    last_snapshot_at: row.last_snapshot_at,
-    last_source_position: row.last_source_position,
-  }
-}
-
-export function toReceivableResponse(row: ReceivableRow, freshness: Freshness): ReceivableResponse {
+export function toReceivableResponse(row: ReceivableRow): ReceivableResponse {
   const source = BigInt(row.source_amount_minor)
   const confirmed = BigInt(row.confirmed_unreconciled_minor)
   const working = source - confirmed > 0n ? source - confirmed : 0n
-  const holds = computeHolds({
-    instructionState: null,
-    collectionEnabled: row.collection_enabled,
-    hasSourceRestriction: false,
-    hasDispute: false,
-    sourceStale: freshness.isStale(activityOf(row)),
-    status: row.status,
-    flaggedByBookDeclaration: row.flagged,
-    reconciliationHeld: false,
-  })
+  const holds = holdsFromRow(row)
   return {
     ...row.representation,
+    restrictions: row.representation.restrictions ?? [],
     externalReceivableId: row.external_receivable_id,
     sourceRevision: Number(row.source_revision),
     status: row.status,
@@ -86,10 +69,10 @@ const TRANSITIONS = {
 export type LifecycleCommand = keyof typeof TRANSITIONS
 
 export function createReceivableService({ store, clock, freshness }: ReceivableServiceDeps) {
-  const view = (row: ReceivableRow) => toReceivableResponse(row, freshness)
+  const view = toReceivableResponse
 
-  async function readInTx(tx: Tx, clientCode: string, id: string): Promise<ReceivableResponse> {
-    const row = await findReceivable(tx, clientCode, id)
+  async function readInTx(tx: Queryable, clientCode: string, id: string): Promise<ReceivableResponse> {
+    const row = await findReceivable(tx, clientCode, id, await freshness.staleFor(tx, clientCode))
     if (!row) throw receivableNotFound(id)
     return view(row)
   }
@@ -120,6 +103,7 @@ export function createReceivableService({ store, clock, freshness }: ReceivableS
       const amount = toMinor(body.recoverableAmount.amount)
       if (!existing) {
         await insertReceivable(tx, clientCode, id, body, amount, now)
+        await syncRestrictions(tx, clientCode, 'receivable', id, body.restrictions ?? [])
         await appendChange(tx, clientCode, {
           type: 'receivable.created',
           resourceType: 'receivable',
@@ -149,6 +133,17 @@ export function createReceivableService({ store, clock, freshness }: ReceivableS
       }
       await replaceReceivable(tx, clientCode, id, body, amount, now)
       await releaseOmissions(tx, clientCode, [id], now)
+      // Its own revision moved with the replace; a restriction raised here still suspends its instruction.
+      await applyRestrictionChange(
+        tx,
+        clientCode,
+        [id],
+        now,
+        async () => {
+          await syncRestrictions(tx, clientCode, 'receivable', id, body.restrictions ?? [])
+        },
+        new Set([id]),
+      )
       const after = await readInTx(tx, clientCode, id)
       await appendChange(tx, clientCode, {
         type: 'receivable.updated',
@@ -184,7 +179,8 @@ export function createReceivableService({ store, clock, freshness }: ReceivableS
     async list(clientCode: string, q: { cursor?: string | undefined; limit: number; status?: ReceivableStatus | undefined }) {
       const after = decodeCursor(q.cursor, z.object({ after: z.string() }))
       if (q.cursor !== undefined && !after) throw fieldProblem('/query/cursor', 'invalid_format', 'is not a cursor this list returned')
-      const rows = await listReceivables(store, clientCode, { after: after?.after, status: q.status, limit: q.limit + 1 })
+      const stale = await freshness.staleFor(store, clientCode)
+      const rows = await listReceivables(store, clientCode, { after: after?.after, status: q.status, limit: q.limit + 1, stale })
       const page = rows.slice(0, q.limit)
       const last = page.at(-1)
       return {

@@ -1,3 +1,4 @@
+import { holdColumns } from '../../domain/holds.ts'
 import type { Queryable, Tx } from '../../store/store.ts'
 import type { ReceivableWrite } from './schema.ts'
 
@@ -14,37 +15,38 @@ export interface ReceivableRow {
   receipt_acknowledged_minor: string
   representation: ReceivableWrite
   updated_at: string
-  collection_enabled: boolean
-  /** Held by an unreleased complete-book omission. */
-  flagged: boolean
-  activity_feed_mode: 'transaction' | 'snapshot_only' | null
-  last_received_at: string | null
-  last_snapshot_at: string | null
-  last_source_position: string | null
+  instruction_state: 'authorized' | 'withdrawn' | 'suspended' | 'none'
+  /** hold_<category> booleans (src/domain/holds.ts) */
+  [hold: `hold_${string}`]: boolean
 }
 
-/** The Receivable with every fact its holds are computed from, in one statement. */
-const SELECT = `SELECT r.external_receivable_id, r.revision, r.status, r.source_revision, r.currency, r.source_amount_minor,
-       r.confirmed_unreconciled_minor, r.receipt_acknowledged_minor, r.representation, r.updated_at, c.collection_enabled,
-       EXISTS (SELECT 1 FROM book_omissions o WHERE o.client_code = r.client_code
-                 AND o.external_receivable_id = r.external_receivable_id AND o.released_at IS NULL) AS flagged,
-       sa.feed_mode AS activity_feed_mode, sa.last_received_at, sa.last_snapshot_at, sa.last_source_position
-  FROM receivables r JOIN clients c ON c.client_code = r.client_code
-  LEFT JOIN source_activity sa ON sa.client_code = r.client_code`
+/** The Receivable with its holds, from the one definition of holds over receivable_hold_facts. */
+function select(staleParam: string) {
+  return `SELECT r.external_receivable_id, r.revision, r.status, r.source_revision, r.currency, r.source_amount_minor,
+       r.confirmed_unreconciled_minor, r.receipt_acknowledged_minor, r.representation, r.updated_at, h.instruction_state,
+       ${holdColumns(staleParam)}
+  FROM receivables r
+  JOIN receivable_hold_facts h ON h.client_code = r.client_code AND h.external_receivable_id = r.external_receivable_id`
+}
 
-export async function findReceivable(db: Queryable, clientCode: string, id: string): Promise<ReceivableRow | undefined> {
-  return (await db.query<ReceivableRow>(`${SELECT} WHERE r.client_code = $1 AND r.external_receivable_id = $2`, [clientCode, id]))[0]
+/** `stale`: the client's Source freshness (freshness service); it only affects the `source_stale` hold. */
+export async function findReceivable(db: Queryable, clientCode: string, id: string, stale = false): Promise<ReceivableRow | undefined> {
+  return (await db.query<ReceivableRow>(`${select('$3')} WHERE r.client_code = $1 AND r.external_receivable_id = $2`, [clientCode, id, stale]))[0]
+}
+
+export async function findReceivables(db: Queryable, clientCode: string, ids: readonly string[], stale = false): Promise<ReceivableRow[]> {
+  return db.query<ReceivableRow>(`${select('$3')} WHERE r.client_code = $1 AND r.external_receivable_id = ANY($2::text[])`, [clientCode, ids, stale])
 }
 
 export async function listReceivables(
   db: Queryable,
   clientCode: string,
-  opts: { after?: string | undefined; status?: ReceivableStatus | undefined; limit: number },
+  opts: { after?: string | undefined; status?: ReceivableStatus | undefined; limit: number; stale: boolean },
 ): Promise<ReceivableRow[]> {
   return db.query<ReceivableRow>(
-    `${SELECT} WHERE r.client_code = $1 AND ($2::text IS NULL OR r.external_receivable_id > $2) AND ($3::text IS NULL OR r.status = $3)
+    `${select('$5')} WHERE r.client_code = $1 AND ($2::text IS NULL OR r.external_receivable_id > $2) AND ($3::text IS NULL OR r.status = $3)
       ORDER BY r.external_receivable_id LIMIT $4`,
-    [clientCode, opts.after ?? null, opts.status ?? null, opts.limit],
+    [clientCode, opts.after ?? null, opts.status ?? null, opts.limit, opts.stale],
   )
 }
 
