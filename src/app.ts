@@ -14,6 +14,8 @@ import { bookRoutes } from './resources/book/routes.ts'
 import { createBookService } from './resources/book/service.ts'
 import { changeRoutes } from './resources/changes/routes.ts'
 import { createChangeService } from './resources/changes/service.ts'
+import { collectionRoutes } from './resources/collection/routes.ts'
+import { createCollectionSummary } from './resources/collection/service.ts'
 import { customerRoutes } from './resources/customers/routes.ts'
 import { createCustomerService } from './resources/customers/service.ts'
 import { financialEventRoutes } from './resources/financial-events/routes.ts'
@@ -24,6 +26,8 @@ import { paymentObservationRoutes } from './resources/payment-observations/route
 import { createPaymentObservationService } from './resources/payment-observations/service.ts'
 import { receivableRoutes } from './resources/receivables/routes.ts'
 import { createReceivableService } from './resources/receivables/service.ts'
+import { recoveryRoutes } from './resources/recovery/routes.ts'
+import { createRecoveryService } from './resources/recovery/service.ts'
 import { snapshotRoutes } from './resources/snapshots/routes.ts'
 import { createSnapshotService } from './resources/snapshots/service.ts'
 import type { Store } from './store/store.ts'
@@ -47,6 +51,7 @@ export function createApp({ store, config, adminTokenDigest, clock = systemClock
     book: createBookService({ store, clock }),
     snapshots: createSnapshotService({ store, clock }),
     freshness,
+    recovery: createRecoveryService({ store, clock, freshness }),
     financialEvents: createFinancialEventService({ store, clock }),
     paymentObservations: createPaymentObservationService({ store, clock }),
     changes: createChangeService({ store }),
@@ -80,6 +85,8 @@ export function createApp({ store, config, adminTokenDigest, clock = systemClock
     ...bookRoutes(services.book),
     ...snapshotRoutes(services.snapshots),
     ...freshnessRoutes(store, freshness),
+    ...recoveryRoutes(services.recovery),
+    ...collectionRoutes(store, createCollectionSummary({ clock, freshness })),
     ...adminRoutes(services.admin, store),
   ]
   let document: Record<string, unknown> | undefined

@@ -3,6 +3,7 @@ import type { Environment } from '../config.ts'
 import { Problem } from '../domain/problems.ts'
 import { type Clock, isoNow } from '../domain/time.ts'
 import { digestSecret } from '../http/auth.ts'
+import { appendChanges } from '../resources/changes/store.ts'
 import type { Queryable, Store, Tx } from '../store/store.ts'
 import type { GrantPut } from './schema.ts'
 import {
@@ -89,6 +90,24 @@ export function createAdminService({ store, clock, environment, onGrantRevoked }
           [clientCode, body.name ?? null, body.collectionEnabled ?? false, now, body.collectionEnabled ?? null],
         )
         const row = rows[0] as ClientRow
+        if (existing && existing.collection_enabled !== row.collection_enabled) {
+          // collection_not_enabled is a hold of every Receivable of the client: each one changes.
+          const bumped = await tx.query<{ external_receivable_id: string; revision: string }>(
+            `UPDATE receivables SET revision = revision + 1, updated_at = $2 WHERE client_code = $1 RETURNING external_receivable_id, revision`,
+            [clientCode, now],
+          )
+          await appendChanges(
+            tx,
+            clientCode,
+            bumped.map((b) => ({
+              type: 'receivable.updated',
+              resourceType: 'receivable' as const,
+              resourceId: b.external_receivable_id,
+              revision: Number(b.revision),
+              occurredAt: now,
+            })),
+          )
+        }
         await recordAudit(tx, {
           action: existing ? 'client.updated' : 'client.created',
           clientCode,

@@ -15,7 +15,8 @@ export const Restrictions = z
   .superRefine((list, ctx) => {
     const seen = new Set<string>()
     list.forEach((r, i) => {
-      if (seen.has(r.type)) ctx.addIssue({ code: 'custom', path: [i, 'type'], message: `only one restriction of type ${r.type} is allowed` })
+      if (seen.has(r.type))
+        ctx.addIssue({ code: 'custom', path: [i, 'type'], message: `only one restriction of type ${r.type} is allowed` })
       seen.add(r.type)
     })
   })

@@ -2,15 +2,15 @@ import mergePatch from 'json-merge-patch'
 import { z } from 'zod'
 import { canonicalJson } from '../../domain/canonical.ts'
 import { fieldProblem, Problem } from '../../domain/problems.ts'
+import type { RestrictionT } from '../../domain/restrictions.ts'
 import { type Clock, isoNow } from '../../domain/time.ts'
 import { decodeCursor, encodeCursor } from '../../http/common-schemas.ts'
 import { issuesToErrors, validationProblem } from '../../http/validation.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Store, Tx } from '../../store/store.ts'
-import type { RestrictionT } from '../../domain/restrictions.ts'
 import { appendChange } from '../changes/store.ts'
-import { applyRestrictionChange, receivablesOfCustomer, syncRestrictions } from '../recovery/restrictions.ts'
 import { defineOperation, type OperationContext } from '../operations.ts'
+import { applyRestrictionChange, receivablesOfCustomer, syncRestrictions } from '../recovery/restrictions.ts'
 import { type ContactT, type CustomerResponse, CustomerWrite } from './schema.ts'
 import { type CustomerRow, findCustomer, insertCustomer, listCustomers, updateCustomer } from './store.ts'
 
@@ -84,7 +84,8 @@ export function createCustomerService({ store, clock }: CustomerServiceDeps) {
     const { active, deactivated } = mergeContacts(existing, input.contacts)
     const representation = { ...input, contacts: active }
     const now = isoNow(clock)
-    const restrictionsChanged = canonicalJson(sortedRestrictions(input.restrictions)) !== canonicalJson(sortedRestrictions(existing?.representation.restrictions))
+    const restrictionsChanged =
+      canonicalJson(sortedRestrictions(input.restrictions)) !== canonicalJson(sortedRestrictions(existing?.representation.restrictions))
     if (restrictionsChanged) {
       // A Customer's restrictions protect every Receivable it is responsible for.
       const affected = await receivablesOfCustomer(tx, clientCode, id)

@@ -8,11 +8,11 @@ import { decodeCursor, encodeCursor } from '../../http/common-schemas.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable, Store, Tx } from '../../store/store.ts'
 import { releaseOmissions } from '../book/store.ts'
-import { applyRestrictionChange, syncRestrictions } from '../recovery/restrictions.ts'
 import { appendChange } from '../changes/store.ts'
 import { existingCustomerIds } from '../customers/store.ts'
 import type { Freshness } from '../freshness/service.ts'
 import { defineOperation, type OperationContext } from '../operations.ts'
+import { applyRestrictionChange, syncRestrictions } from '../recovery/restrictions.ts'
 import { type ReceivableResponse, ReceivableWrite } from './schema.ts'
 import {
   bumpRevision,

@@ -31,11 +31,17 @@ function select(staleParam: string) {
 
 /** `stale`: the client's Source freshness (freshness service); it only affects the `source_stale` hold. */
 export async function findReceivable(db: Queryable, clientCode: string, id: string, stale = false): Promise<ReceivableRow | undefined> {
-  return (await db.query<ReceivableRow>(`${select('$3')} WHERE r.client_code = $1 AND r.external_receivable_id = $2`, [clientCode, id, stale]))[0]
+  return (
+    await db.query<ReceivableRow>(`${select('$3')} WHERE r.client_code = $1 AND r.external_receivable_id = $2`, [clientCode, id, stale])
+  )[0]
 }
 
 export async function findReceivables(db: Queryable, clientCode: string, ids: readonly string[], stale = false): Promise<ReceivableRow[]> {
-  return db.query<ReceivableRow>(`${select('$3')} WHERE r.client_code = $1 AND r.external_receivable_id = ANY($2::text[])`, [clientCode, ids, stale])
+  return db.query<ReceivableRow>(`${select('$3')} WHERE r.client_code = $1 AND r.external_receivable_id = ANY($2::text[])`, [
+    clientCode,
+    ids,
+    stale,
+  ])
 }
 
 export async function listReceivables(

@@ -27,7 +27,11 @@ export async function syncRestrictions(
   )
   const next = [...restrictions].map((r) => ({ type: r.type, reference: r.reference ?? null })).sort((a, b) => (a.type < b.type ? -1 : 1))
   if (canonicalJson(current) === canonicalJson(next)) return false
-  await tx.query('DELETE FROM restrictions WHERE client_code = $1 AND subject_type = $2 AND subject_id = $3', [clientCode, subjectType, subjectId])
+  await tx.query('DELETE FROM restrictions WHERE client_code = $1 AND subject_type = $2 AND subject_id = $3', [
+    clientCode,
+    subjectType,
+    subjectId,
+  ])
   if (next.length > 0) {
     await tx.query(
       `INSERT INTO restrictions (client_code, subject_type, subject_id, type, reference)
@@ -56,7 +60,13 @@ export async function holdSnapshot(tx: Tx, clientCode: string, ids: readonly str
 }
 
 /** A new revision and a change event for each Receivable whose holds differ from `before`. */
-export async function recordHoldChanges(tx: Tx, clientCode: string, before: HoldSnapshot, now: string, skip: ReadonlySet<string> = new Set()) {
+export async function recordHoldChanges(
+  tx: Tx,
+  clientCode: string,
+  before: HoldSnapshot,
+  now: string,
+  skip: ReadonlySet<string> = new Set(),
+) {
   const after = await holdSnapshot(tx, clientCode, [...before.keys()])
   const changed = [...before.keys()].filter((id) => !skip.has(id) && before.get(id) !== after.get(id))
   if (changed.length === 0) return
@@ -94,7 +104,13 @@ export async function suspendRestrictedInstructions(tx: Tx, clientCode: string, 
   await tx.query(
     `INSERT INTO recovery_instruction_history (client_code, external_instruction_id, revision, state, actor, cause, effective_at, recorded_at)
      SELECT $1, i, r, 'suspended', 'service', 'source_restriction_or_dispute_raised', e, $5 FROM unnest($2::text[], $3::bigint[], $4::text[]) AS x(i, r, e)`,
-    [clientCode, suspended.map((s) => s.external_instruction_id), suspended.map((s) => s.revision), suspended.map((s) => s.effective_at), now],
+    [
+      clientCode,
+      suspended.map((s) => s.external_instruction_id),
+      suspended.map((s) => s.revision),
+      suspended.map((s) => s.effective_at),
+      now,
+    ],
   )
 }
 

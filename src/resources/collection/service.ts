@@ -1,0 +1,84 @@
+import { z } from 'zod'
+import { HOLD_CATEGORIES, type Hold, holdPredicates } from '../../domain/holds.ts'
+import { formatMinor } from '../../domain/money.ts'
+import { type Clock, isoNow, Timestamp } from '../../domain/time.ts'
+import type { Queryable } from '../../store/store.ts'
+import type { Freshness } from '../freshness/service.ts'
+
+const HoldCounts = z.object(Object.fromEntries(HOLD_CATEGORIES.map((h) => [h, z.number().int()])) as Record<Hold, z.ZodNumber>)
+
+export const CollectionSummary = z
+  .object({
+    asOf: Timestamp,
+    receivables: z.object({ total: z.number().int(), active: z.number().int(), paused: z.number().int(), closed: z.number().int() }),
+    amounts: z
+      .array(
+        z.object({
+          currency: z.string(),
+          status: z.enum(['active', 'paused', 'closed']),
+          count: z.number().int(),
+          sourceAmount: z.string(),
+          workingAmount: z.string(),
+        }),
+      )
+      .describe('Per currency and status: counts and summed source and working amounts (never mixed across currencies).'),
+    recovery: z.object({
+      held: z.number().int().describe('Receivables with at least one hold'),
+      notHeld: z.number().int(),
+      holds: HoldCounts.describe('Receivables carrying each hold category'),
+    }),
+  })
+  .meta({ id: 'CollectionSummary' })
+
+interface GroupRow {
+  status: 'active' | 'paused' | 'closed'
+  currency: string
+  n: number
+  source: string
+  working: string
+  held: number
+  [hold: `hold_${string}`]: number
+}
+
+/**
+ * Computed in the store: one GROUP BY over receivable_hold_facts with the same hold predicates the
+ * Receivable read uses, so counts here and holds there cannot disagree. Nothing is loaded per Receivable.
+ */
+export function createCollectionSummary({ clock, freshness }: { clock: Clock; freshness: Freshness }) {
+  return async (db: Queryable, clientCode: string) => {
+    const stale = await freshness.staleFor(db, clientCode)
+    const predicates = holdPredicates('$2')
+    const rows = await db.query<GroupRow>(
+      `SELECT h.status, h.currency, count(*)::int AS n, sum(h.source_amount_minor)::text AS source,
+              sum(GREATEST(h.source_amount_minor - h.confirmed_unreconciled_minor, 0))::text AS working,
+              count(*) FILTER (WHERE ${Object.values(predicates).join(' OR ')})::int AS held,
+              ${Object.entries(predicates)
+                .map(([hold, p]) => `count(*) FILTER (WHERE ${p})::int AS hold_${hold}`)
+                .join(', ')}
+         FROM receivable_hold_facts h WHERE h.client_code = $1
+        GROUP BY h.status, h.currency ORDER BY h.currency, h.status`,
+      [clientCode, stale],
+    )
+    const receivables = { total: 0, active: 0, paused: 0, closed: 0 }
+    const holds = Object.fromEntries(HOLD_CATEGORIES.map((h) => [h, 0])) as Record<Hold, number>
+    let held = 0
+    for (const r of rows) {
+      receivables.total += r.n
+      receivables[r.status] += r.n
+      held += r.held
+      for (const h of HOLD_CATEGORIES) holds[h] += r[`hold_${h}`] ?? 0
+    }
+    return {
+      asOf: isoNow(clock),
+      receivables,
+      amounts: rows.map((r) => ({
+        currency: r.currency,
+        status: r.status,
+        count: r.n,
+        sourceAmount: formatMinor(BigInt(r.source)),
+        workingAmount: formatMinor(BigInt(r.working)),
+      })),
+      recovery: { held, notHeld: receivables.total - held, holds },
+    }
+  }
+}

@@ -1,0 +1,48 @@
+import { defineRoute, type RouteDef } from '../../http/route.ts'
+import { InstructionParams, InstructionResponse, InstructionWrite } from './schema.ts'
+import type { RecoveryService } from './service.ts'
+
+const path = '/v1/clients/:clientCode/recovery-instructions/:externalInstructionId'
+
+export function recoveryRoutes(recovery: RecoveryService): RouteDef[] {
+  return [
+    defineRoute({
+      method: 'PUT',
+      path,
+      operationId: 'putRecoveryInstruction',
+      summary: 'Authorize or withdraw recovery for one Receivable',
+      description:
+        'Only for connections in explicit_instruction mode. An authorized instruction is never accepted while the Source holds a restriction or Dispute, and clears no hold other than recovery_not_authorized.',
+      tags: ['Recovery instructions'],
+      auth: { kind: 'api_key', scopes: ['recovery_instructions:write'] },
+      params: InstructionParams,
+      body: { schema: InstructionWrite, mediaType: 'application/json' },
+      responses: {
+        201: { schema: InstructionResponse, description: 'Created at revision 1' },
+        200: { schema: InstructionResponse, description: 'A later revision, or an identical retry' },
+      },
+      problems: [
+        'recovery_mode_mismatch',
+        'instruction_revision_conflict',
+        'instruction_scope_conflict',
+        'instruction_state_conflict',
+        'source_restriction_active',
+      ],
+      public: true,
+      handler: async ({ clientCode, grant, params, body }) => recovery.put(clientCode, grant, params.externalInstructionId, body),
+    }),
+    defineRoute({
+      method: 'GET',
+      path,
+      operationId: 'getRecoveryInstruction',
+      summary: 'Read a recovery instruction with its current holds',
+      tags: ['Recovery instructions'],
+      auth: { kind: 'api_key', scopes: ['recovery_instructions:read'] },
+      params: InstructionParams,
+      responses: { 200: { schema: InstructionResponse, description: 'The instruction' } },
+      problems: ['recovery_instruction_not_found'],
+      public: true,
+      handler: async ({ clientCode, params }) => ({ status: 200, body: await recovery.get(clientCode, params.externalInstructionId) }),
+    }),
+  ]
+}

@@ -1,0 +1,40 @@
+import { z } from 'zod'
+import { HOLD_CATEGORIES } from '../../domain/holds.ts'
+import { ExternalId } from '../../domain/identifiers.ts'
+import { Timestamp } from '../../domain/time.ts'
+import { ClientParams } from '../../http/common-schemas.ts'
+
+export const MAX_REQUEST_REVISION = 2_147_483_647
+
+const Scope = z.strictObject({ type: z.literal('receivable'), externalReceivableId: ExternalId }).meta({ id: 'InstructionScope' })
+
+export const InstructionWrite = z
+  .strictObject({
+    scope: Scope,
+    state: z.enum(['authorized', 'withdrawn']),
+    revision: z.number().int().min(1).max(MAX_REQUEST_REVISION),
+    effectiveAt: Timestamp,
+  })
+  .meta({
+    id: 'RecoveryInstructionWrite',
+    description:
+      'Revision 1 creates; every later PUT carries exactly the current revision plus 1 (the service also advances it when it suspends).',
+  })
+export type InstructionWrite = z.output<typeof InstructionWrite>
+
+export const InstructionParams = ClientParams.extend({ externalInstructionId: ExternalId })
+
+export const InstructionResponse = z
+  .object({
+    externalInstructionId: z.string(),
+    scope: z.object({ type: z.literal('receivable'), externalReceivableId: z.string() }),
+    state: z.enum(['authorized', 'withdrawn', 'suspended']),
+    revision: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER),
+    effectiveAt: Timestamp,
+    recordedAt: Timestamp,
+    recoveryEntryMode: z.literal('explicit_instruction'),
+    recoveryHeld: z.boolean(),
+    holds: z.array(z.enum(HOLD_CATEGORIES)),
+  })
+  .meta({ id: 'RecoveryInstruction' })
+export type InstructionResponse = z.output<typeof InstructionResponse>
