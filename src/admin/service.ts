@@ -96,7 +96,7 @@ export function createAdminService({ store, clock, environment, onGrantRevoked }
             `UPDATE receivables SET revision = revision + 1, updated_at = $2 WHERE client_code = $1 RETURNING external_receivable_id, revision`,
             [clientCode, now],
           )
-          await appendChanges(
+          appendChanges(
             tx,
             clientCode,
             bumped.map((b) => ({

@@ -23,14 +23,18 @@ export async function openPglite(dataDir?: string): Promise<Store> {
       await db.exec(sql)
     },
     transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
-      return db.transaction((t) =>
-        fn({
+      return db.transaction(async (t) => {
+        const hooks: (() => Promise<void>)[] = []
+        const result = await fn({
           query: (sql, params) => run(t, sql, params),
           exec: async (sql) => {
             await t.exec(sql)
           },
-        }),
-      )
+          beforeCommit: (hook) => hooks.push(hook),
+        })
+        for (const hook of hooks) await hook()
+        return result
+      })
     },
     close: () => db.close(),
   }

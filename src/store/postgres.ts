@@ -20,12 +20,15 @@ export function openPostgres(connectionString: string, opts: { max?: number } = 
       let broken = false
       try {
         await client.query('BEGIN')
+        const hooks: (() => Promise<void>)[] = []
         const result = await fn({
           query: (sql, params) => run(client, sql, params),
           exec: async (sql) => {
             await client.query(sql)
           },
+          beforeCommit: (hook) => hooks.push(hook),
         })
+        for (const hook of hooks) await hook()
         await client.query('COMMIT')
         return result
       } catch (err) {

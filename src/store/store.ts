@@ -16,7 +16,10 @@ export interface Queryable {
   exec(sql: string): Promise<void>
 }
 
-export type Tx = Queryable
+export interface Tx extends Queryable {
+  /** Runs `fn` after the transaction's work and just before COMMIT (in registration order). */
+  beforeCommit(fn: () => Promise<void>): void
+}
 
 export interface Store extends Queryable {
   readonly kind: 'postgres' | 'pglite'

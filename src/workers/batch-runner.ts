@@ -12,6 +12,7 @@ import {
   type RecordOutcome,
   saveOutcomes,
 } from '../resources/batches/store.ts'
+import { changeMark, discardChangesAfter } from '../resources/changes/store.ts'
 import { type RecordKind, runOperation } from '../resources/operations.ts'
 import type { Store, Tx } from '../store/store.ts'
 
@@ -71,11 +72,13 @@ export function createBatchRunner(opts: BatchRunnerOptions) {
     const parsed = op.body.safeParse(rec.body)
     if (!parsed.success) return failed(422, 'validation_error')
     await tx.query('SAVEPOINT batch_record')
+    const mark = changeMark(tx)
     try {
       const result = await runOperation(tx, op, { clientCode: b.client_code, grant, id: rec.external_id }, parsed.data, isoNow(clock))
       return { position: rec.position, status: 'succeeded', httpStatus: result.status, problemCode: null, blockedBy: null }
     } catch (err) {
       await tx.query('ROLLBACK TO SAVEPOINT batch_record')
+      discardChangesAfter(tx, mark)
       if (isProblem(err)) return failed(err.status, err.code)
       opts.onError?.(err)
       return failed(503, 'projection_unavailable')

@@ -121,7 +121,7 @@ export function createBookService({ store, clock }: { store: Store; clock: Clock
               WHERE client_code = $1 AND external_receivable_id = ANY($2::text[]) RETURNING external_receivable_id, revision`,
             [clientCode, changed, now],
           )
-          await appendChanges(
+          appendChanges(
             tx,
             clientCode,
             revisions.map((r) => ({

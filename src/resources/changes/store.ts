@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto'
 import type { Tx } from '../../store/store.ts'
 
 export type ResourceType = 'customer' | 'receivable' | 'payment_observation'
@@ -12,27 +11,43 @@ export interface ChangeInput {
 }
 
 /**
- * Appends one change-feed event in the caller's transaction. The per-client head row stays locked until
- * commit, so sequence numbers are handed out in commit order: a reader paging by `seq` never sees a
- * later number before an earlier one commits. Call it as the last write of a transaction to keep that
- * lock short.
+ * Change-feed events are buffered per transaction and appended in one statement just before COMMIT.
+ * The per-client head row then stays locked only for that last statement, and no transaction ever takes
+ * a resource lock after the feed lock (a batch chunk writing many records cannot deadlock with a request).
+ * Sequence numbers are handed out under that row lock, so seq order is commit order.
  */
-export async function appendChange(tx: Tx, clientCode: string, change: ChangeInput): Promise<string> {
-  const eventId = randomUUID()
-  await tx.query(
-    `WITH head AS (
-       INSERT INTO feed_heads (client_code, last_seq) VALUES ($1, 1)
-       ON CONFLICT (client_code) DO UPDATE SET last_seq = feed_heads.last_seq + 1
-       RETURNING last_seq)
-     INSERT INTO change_events (client_code, seq, event_id, type, resource_type, resource_id, revision, occurred_at)
-     SELECT $1, last_seq, $2, $3, $4, $5, $6, $7 FROM head`,
-    [clientCode, eventId, change.type, change.resourceType, change.resourceId, change.revision, change.occurredAt],
-  )
-  return eventId
+const buffers = new WeakMap<Tx, { clientCode: string; change: ChangeInput }[]>()
+
+export function appendChange(tx: Tx, clientCode: string, change: ChangeInput): void {
+  let buffer = buffers.get(tx)
+  if (!buffer) {
+    const created: { clientCode: string; change: ChangeInput }[] = []
+    buffers.set(tx, created)
+    buffer = created
+    tx.beforeCommit(async () => {
+      const byClient = new Map<string, ChangeInput[]>()
+      for (const b of created) byClient.set(b.clientCode, [...(byClient.get(b.clientCode) ?? []), b.change])
+      for (const [client, changes] of [...byClient].sort(([a], [b]) => (a < b ? -1 : 1))) await insertChanges(tx, client, changes)
+    })
+  }
+  buffer.push({ clientCode, change })
+}
+
+export function appendChanges(tx: Tx, clientCode: string, changes: ChangeInput[]): void {
+  for (const c of changes) appendChange(tx, clientCode, c)
+}
+
+/** Where the buffer stands (before a savepoint), and dropping what was buffered after it (on rollback to it). */
+export function changeMark(tx: Tx): number {
+  return buffers.get(tx)?.length ?? 0
+}
+
+export function discardChangesAfter(tx: Tx, mark: number): void {
+  buffers.get(tx)?.splice(mark)
 }
 
 /** Many events in one statement: the head advances by n and the rows take the n numbers in order. */
-export async function appendChanges(tx: Tx, clientCode: string, changes: ChangeInput[]): Promise<void> {
+async function insertChanges(tx: Tx, clientCode: string, changes: ChangeInput[]): Promise<void> {
   if (changes.length === 0) return
   await tx.query(
     `WITH head AS (

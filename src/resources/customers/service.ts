@@ -95,7 +95,7 @@ export function createCustomerService({ store, clock }: CustomerServiceDeps) {
     }
     if (!existing) {
       const row = await insertCustomer(tx, clientCode, id, representation, now)
-      await appendChange(tx, clientCode, {
+      appendChange(tx, clientCode, {
         type: 'customer.created',
         resourceType: 'customer',
         resourceId: id,
@@ -109,7 +109,7 @@ export function createCustomerService({ store, clock }: CustomerServiceDeps) {
       canonicalJson(deactivated) === canonicalJson(existing.deactivated_contacts)
     if (unchanged) return { status: 200, resource: toCustomerResponse(existing) }
     const row = await updateCustomer(tx, clientCode, id, representation, deactivated, now)
-    await appendChange(tx, clientCode, {
+    appendChange(tx, clientCode, {
       type: 'customer.updated',
       resourceType: 'customer',
       resourceId: id,

@@ -73,7 +73,7 @@ export function createFinancialEventService({ store, clock }: FinancialEventServ
         const now = isoNow(clock)
         await insertEvent(tx, clientCode, family, id, body, signed, now)
         await moveSourceAmount(tx, clientCode, body.externalReceivableId, next, body.sourceRevision, now)
-        await appendChange(tx, clientCode, {
+        appendChange(tx, clientCode, {
           type: 'receivable.updated',
           resourceType: 'receivable',
           resourceId: body.externalReceivableId,

@@ -91,7 +91,7 @@ export function createPaymentObservationService({ store, clock }: { store: Store
           ],
         )
       }
-      await appendChange(tx, clientCode, {
+      appendChange(tx, clientCode, {
         type: 'payment_observation.created',
         resourceType: 'payment_observation',
         resourceId: id,

@@ -104,7 +104,7 @@ export function createReceivableService({ store, clock, freshness }: ReceivableS
       if (!existing) {
         await insertReceivable(tx, clientCode, id, body, amount, now)
         await syncRestrictions(tx, clientCode, 'receivable', id, body.restrictions ?? [])
-        await appendChange(tx, clientCode, {
+        appendChange(tx, clientCode, {
           type: 'receivable.created',
           resourceType: 'receivable',
           resourceId: id,
@@ -145,7 +145,7 @@ export function createReceivableService({ store, clock, freshness }: ReceivableS
         new Set([id]),
       )
       const after = await readInTx(tx, clientCode, id)
-      await appendChange(tx, clientCode, {
+      appendChange(tx, clientCode, {
         type: 'receivable.updated',
         resourceType: 'receivable',
         resourceId: id,
@@ -158,7 +158,7 @@ export function createReceivableService({ store, clock, freshness }: ReceivableS
 
   async function bumpAndRecord(tx: Tx, clientCode: string, id: string, now: string) {
     const revision = await bumpRevision(tx, clientCode, id, now)
-    await appendChange(tx, clientCode, {
+    appendChange(tx, clientCode, {
       type: 'receivable.updated',
       resourceType: 'receivable',
       resourceId: id,
@@ -205,7 +205,7 @@ export function createReceivableService({ store, clock, freshness }: ReceivableS
         await setStatus(tx, clientCode, id, t.to, body.reason ?? null, body.effectiveAt, now)
         if (command === 'close') await releaseOmissions(tx, clientCode, [id], now)
         const after = await readInTx(tx, clientCode, id)
-        await appendChange(tx, clientCode, {
+        appendChange(tx, clientCode, {
           type: 'receivable.updated',
           resourceType: 'receivable',
           resourceId: id,

@@ -75,7 +75,7 @@ export async function recordHoldChanges(
       WHERE client_code = $1 AND external_receivable_id = ANY($2::text[]) RETURNING external_receivable_id, revision`,
     [clientCode, changed, now],
   )
-  await appendChanges(
+  appendChanges(
     tx,
     clientCode,
     rows.map((r) => ({

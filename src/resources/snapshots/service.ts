@@ -111,7 +111,7 @@ export function createSnapshotService({ store, clock }: { store: Store; clock: C
             applied.map((b) => b.externalReceivableId),
             now,
           )
-          await appendChanges(
+          appendChanges(
             tx,
             clientCode,
             updated.map((u) => ({
