@@ -19,5 +19,12 @@ test('a Customer PUT creates (201), reads back and an identical retry answers 20
   assert.equal(retry.status, 200)
   assert.equal(retry.json.revision, 1)
   const got = await t.call('GET', '/v1/clients/smoke/customers/c-1', { key: tenant.apiKey })
-  assert.deepEqual(got.json, { ...body, externalCustomerId: 'c-1', contacts: [], restrictions: [], revision: 1, updatedAt: created.json.updatedAt })
+  assert.deepEqual(got.json, {
+    ...body,
+    externalCustomerId: 'c-1',
+    contacts: [],
+    restrictions: [],
+    revision: 1,
+    updatedAt: created.json.updatedAt,
+  })
 })

@@ -65,6 +65,21 @@ export function buildServer(deps: HttpDeps, routes: RouteDef[]): FastifyInstance
     requestIdHeader: false,
     bodyLimit: BODY_LIMIT_BYTES,
     return503OnClosing: true,
+    // Long enough for any parameter our schemas could accept, so they (not the router) judge it.
+    routerOptions: { maxParamLength: 512 },
+    // The router's own refusals (undecodable or over-long path segments) answer like everything else.
+    frameworkErrors: (err, request, reply) => {
+      reply.header('cache-control', 'no-store')
+      reply.header('service-api-version', 'v1')
+      reply.header('x-request-id', request.id)
+      const detail = err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'is longer than any identifier can be' : 'is not a valid URL path'
+      return sendProblem(
+        request,
+        reply,
+        new Problem('validation_error', `The request path ${detail}.`, { errors: [{ code: 'invalid_format', detail, pointer: '/path' }] }),
+        deps.config.docsUrl,
+      )
+    },
   })
   const docsUrl = deps.config.docsUrl
   app.decorateRequest('irs', null)

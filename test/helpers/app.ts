@@ -40,7 +40,10 @@ export interface TestApp {
   call(method: InjectOptions['method'], url: string, opts?: CallOptions): Promise<Response>
   admin(method: InjectOptions['method'], url: string, body?: unknown): Promise<Response>
   /** A client with an integration, a grant (every scope unless narrowed) and one API key. */
-  tenant(clientCode: string, opts?: { scopes?: readonly Scope[]; ipAllowlist?: string[]; integrationId?: string; grant?: Record<string, unknown> }): Promise<Tenant>
+  tenant(
+    clientCode: string,
+    opts?: { scopes?: readonly Scope[]; ipAllowlist?: string[]; integrationId?: string; grant?: Record<string, unknown> },
+  ): Promise<Tenant>
   close(): Promise<void>
 }
 
@@ -48,10 +51,7 @@ export interface TestApp {
  * Starts the real app (Fastify, real store) for one test file. Limits default to very high values so
  * that tests which are not about limits never meet them; the limit tests pass the spec's values.
  */
-export async function startTestApp(
-  env: Record<string, string> = {},
-  opts: { clock?: Clock; db?: TestDatabase } = {},
-): Promise<TestApp> {
+export async function startTestApp(env: Record<string, string> = {}, opts: { clock?: Clock; db?: TestDatabase } = {}): Promise<TestApp> {
   const db = opts.db ?? (await createTestDatabase())
   const config = loadConfig({
     ADMIN_TOKEN,
@@ -63,7 +63,12 @@ export async function startTestApp(
     DOCS_URL: 'https://docs.irs.test',
     ...env,
   })
-  const app = createApp({ store: db.store, config, adminTokenDigest: digestSecret(ADMIN_TOKEN), ...(opts.clock ? { clock: opts.clock } : {}) })
+  const app = createApp({
+    store: db.store,
+    config,
+    adminTokenDigest: digestSecret(ADMIN_TOKEN),
+    ...(opts.clock ? { clock: opts.clock } : {}),
+  })
   await app.app.ready()
 
   const call: TestApp['call'] = async (method, url, o = {}) => {
