@@ -24,7 +24,8 @@ export const RECEIVABLE_STATUSES = ['active', 'paused', 'closed'] as const
 export const PAUSE_REASONS = ['source_request', 'hardship_review', 'dispute_review', 'other'] as const
 export const CLOSE_REASONS = ['paid_in_full', 'settled', 'written_off', 'transferred', 'source_closed', 'other'] as const
 
-export const SafeInteger = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).meta({ id: 'SafeInteger' })
+// Zod 4's int() is a safe integer: it refuses anything above 9007199254740991 itself.
+export const SafeInteger = z.number().int().min(0).meta({ id: 'SafeInteger' })
 
 /** The credit-union industry context: at most three monetary assertions, one per type (the object's keys). */
 export const CreditUnionContext = z
@@ -108,7 +109,7 @@ export const ReceivableWrite = z
       seen.add(c.externalCustomerId)
     })
     const primaries = r.responsibleCustomers.filter((c) => c.role === 'primary').length
-    if (primaries !== 1) {
+    if (r.responsibleCustomers.length > 0 && primaries !== 1) {
       ctx.addIssue({ code: 'custom', path: ['responsibleCustomers'], message: `must have exactly one primary (found ${primaries})` })
     }
   })
