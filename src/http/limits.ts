@@ -34,20 +34,22 @@ export function createLimiter(db: Queryable, opts: { perMinute: number; concurre
   const leaseSeconds = opts.leaseSeconds ?? 30
 
   async function claim(bucket: string, holder: string): Promise<number | null> {
-    // Two racing requests may pick the same free slot; the loser gets no row and tries the next one.
-    for (let attempt = 0; attempt < 3; attempt++) {
+    // Racing requests start their search for a free slot at random offsets, so they rarely pick the same
+    // one; a loser of a race gets no row and searches again. With one slot the answer is exact.
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const offset = opts.concurrency === 1 ? 0 : Math.floor(Math.random() * opts.concurrency)
       const rows = await db.query<{ slot: number }>(
         `WITH free AS (
-           SELECT s AS slot FROM generate_series(0, $2::int - 1) AS s
+           SELECT (g + $5::int) % $2::int AS slot FROM generate_series(0, $2::int - 1) AS g
            WHERE NOT EXISTS (SELECT 1 FROM inflight_requests i
-                             WHERE i.bucket = $1 AND i.slot = s AND i.expires_at > clock_timestamp())
-           ORDER BY s LIMIT 1)
+                             WHERE i.bucket = $1 AND i.slot = (g + $5::int) % $2::int AND i.expires_at > clock_timestamp())
+           LIMIT 1)
          INSERT INTO inflight_requests (bucket, slot, holder, expires_at)
          SELECT $1, slot, $3, clock_timestamp() + make_interval(secs => $4) FROM free
          ON CONFLICT (bucket, slot) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
            WHERE inflight_requests.expires_at <= clock_timestamp()
          RETURNING slot`,
-        [bucket, opts.concurrency, holder, leaseSeconds],
+        [bucket, opts.concurrency, holder, leaseSeconds, offset],
       )
       if (rows[0]) return rows[0].slot
       if (opts.concurrency === 1) return null
