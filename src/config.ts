@@ -38,7 +38,7 @@ export const ConfigSchema = z
     SEED_DEMO: Flag.default(true),
     FRESHNESS_STALE_AFTER_TRANSACTION_SECONDS: z.coerce.number().int().min(1).default(172_800),
     FRESHNESS_STALE_AFTER_SNAPSHOT_SECONDS: z.coerce.number().int().min(1).default(93_600),
-    BATCH_CHUNK_SIZE: z.coerce.number().int().min(1).max(100).default(25),
+    BATCH_CHUNK_SIZE: z.coerce.number().int().min(1).max(100).default(50),
     BATCH_LEASE_SECONDS: z.coerce.number().int().min(1).max(3600).default(30),
     BATCH_POLL_MS: z.coerce.number().int().min(10).default(500),
     BATCH_WORKER_CONCURRENCY: z.coerce.number().int().min(0).max(16).default(1),

@@ -23,7 +23,8 @@ export interface OperationContext {
 
 export interface OperationResult {
   status: 200 | 201
-  body: unknown
+  /** The response, rendered on demand inside the transaction: a batch record needs only the status. */
+  body: () => Promise<unknown>
 }
 
 export interface WriteOperation<S extends z.ZodType = z.ZodType> {
@@ -50,7 +51,7 @@ export async function runOperation(
   now: string,
 ): Promise<OperationResult> {
   const result = await op.run(tx, ctx, body)
-  await touchSourceActivity(tx, ctx.clientCode, ctx.grant.feedMode, now)
+  touchSourceActivity(tx, ctx.clientCode, ctx.grant.feedMode, now)
   return result
 }
 
@@ -93,7 +94,10 @@ export function putRoute(
     public: true,
     handler: async ({ clientCode, grant, params, body }) => {
       const id = String((params as Record<string, unknown>)[meta.idParam])
-      return store.transaction((tx) => runOperation(tx, op, { clientCode, grant, id }, body, isoNow(clock)))
+      return store.transaction(async (tx) => {
+        const result = await runOperation(tx, op, { clientCode, grant, id }, body, isoNow(clock))
+        return { status: result.status, body: await result.body() }
+      })
     },
   })
 }

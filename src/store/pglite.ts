@@ -31,6 +31,7 @@ export async function openPglite(dataDir?: string): Promise<Store> {
             await t.exec(sql)
           },
           beforeCommit: (hook) => hooks.push(hook),
+          serialized: true,
         })
         for (const hook of hooks) await hook()
         return result

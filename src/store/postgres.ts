@@ -27,6 +27,7 @@ export function openPostgres(connectionString: string, opts: { max?: number } = 
             await client.query(sql)
           },
           beforeCommit: (hook) => hooks.push(hook),
+          serialized: false,
         })
         for (const hook of hooks) await hook()
         await client.query('COMMIT')

@@ -17,6 +17,11 @@ export interface Queryable {
 }
 
 export interface Tx extends Queryable {
+  /**
+   * True when the engine runs one transaction at a time (PGlite): no other transaction can interleave,
+   * so locks that only order concurrent writers can be skipped.
+   */
+  readonly serialized: boolean
   /** Runs `fn` after the transaction's work and just before COMMIT (in registration order). */
   beforeCommit(fn: () => Promise<void>): void
 }

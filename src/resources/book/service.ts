@@ -133,7 +133,7 @@ export function createBookService({ store, clock }: { store: Store; clock: Clock
             })),
           )
         }
-        await touchSourceActivity(tx, clientCode, grant.feedMode, now)
+        touchSourceActivity(tx, clientCode, grant.feedMode, now)
         const row = (await findCompletion(tx, clientCode, id)) as CompletionRow
         return { status: 201 as const, body: await view(tx, clientCode, row) }
       })

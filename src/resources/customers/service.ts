@@ -126,7 +126,7 @@ export function createCustomerService({ store, clock }: CustomerServiceDeps) {
     body: CustomerWrite,
     async run(tx: Tx, { clientCode, id }: OperationContext, body: CustomerWrite) {
       const { status, resource } = await putInTx(tx, clientCode, id, body)
-      return { status, body: resource }
+      return { status, body: async () => resource }
     },
   })
 

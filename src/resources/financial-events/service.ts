@@ -6,7 +6,7 @@ import { lockIdentity } from '../../store/locks.ts'
 import type { Store, Tx } from '../../store/store.ts'
 import { appendChange } from '../changes/store.ts'
 import { defineOperation, type OperationContext, type WriteOperation } from '../operations.ts'
-import { findReceivable, moveSourceAmount } from '../receivables/store.ts'
+import { findReceivableCore, moveSourceAmount } from '../receivables/store.ts'
 import { EventWrite, type EventWriteBody, FAMILIES, type Family } from './schema.ts'
 import { type FinancialEventRow, findEvent, insertEvent } from './store.ts'
 
@@ -44,11 +44,11 @@ export function createFinancialEventService({ store, clock }: FinancialEventServ
         await lockIdentity(tx, clientCode, family, id)
         const existing = await findEvent(tx, clientCode, family, id)
         if (existing) {
-          if (canonicalJson(existing.body) === canonicalJson(body)) return { status: 200 as const, body: toResponse(existing) }
+          if (canonicalJson(existing.body) === canonicalJson(body)) return { status: 200 as const, body: async () => toResponse(existing) }
           throw new Problem('financial_event_conflict', `${FAMILIES[family].title} ${id} was already accepted with a different body.`)
         }
         await lockIdentity(tx, clientCode, 'receivable', body.externalReceivableId)
-        const receivable = await findReceivable(tx, clientCode, body.externalReceivableId)
+        const receivable = await findReceivableCore(tx, clientCode, body.externalReceivableId)
         if (!receivable) throw unknownReferences([{ pointer: '/externalReceivableId', what: `Receivable ${body.externalReceivableId}` }])
         if (body.amount.currency !== receivable.currency) {
           throw fieldProblem('/amount/currency', 'custom', `must be ${receivable.currency}, the Receivable's currency`)
@@ -80,7 +80,7 @@ export function createFinancialEventService({ store, clock }: FinancialEventServ
           revision: Number(receivable.revision) + 1,
           occurredAt: now,
         })
-        return { status: 201 as const, body: { ...body, externalEventId: id, acceptedAt: now } }
+        return { status: 201 as const, body: async () => ({ ...body, externalEventId: id, acceptedAt: now }) }
       },
     })
   }

@@ -31,13 +31,30 @@ export const SourceFreshness = z
   })
   .meta({ id: 'SourceFreshness' })
 
-/** Records that the Source was heard from (every accepted Source write, route or batch record). */
-export async function touchSourceActivity(tx: Tx, clientCode: string, feedMode: string, now: string): Promise<void> {
-  await tx.query(
-    `INSERT INTO source_activity (client_code, feed_mode, last_received_at) VALUES ($1, $2, $3)
-     ON CONFLICT (client_code) DO UPDATE SET feed_mode = $2, last_received_at = GREATEST(source_activity.last_received_at, $3)`,
-    [clientCode, feedMode, now],
-  )
+const touched = new WeakMap<Tx, Map<string, { feedMode: string; now: string }>>()
+
+/**
+ * Records that the Source was heard from (every accepted Source write, route or batch record). Written
+ * once per transaction and client, just before COMMIT, with the latest time: a batch chunk of 25 records
+ * touches the row once, and holds its lock only for the commit.
+ */
+export function touchSourceActivity(tx: Tx, clientCode: string, feedMode: string, now: string): void {
+  let pending = touched.get(tx)
+  if (!pending) {
+    const created = new Map<string, { feedMode: string; now: string }>()
+    touched.set(tx, created)
+    pending = created
+    tx.beforeCommit(async () => {
+      for (const [client, t] of created) {
+        await tx.query(
+          `INSERT INTO source_activity (client_code, feed_mode, last_received_at) VALUES ($1, $2, $3)
+           ON CONFLICT (client_code) DO UPDATE SET feed_mode = $2, last_received_at = GREATEST(source_activity.last_received_at, $3)`,
+          [client, t.feedMode, t.now],
+        )
+      }
+    })
+  }
+  pending.set(clientCode, { feedMode, now })
 }
 
 export async function recordSnapshotActivity(tx: Tx, clientCode: string, feedMode: string, position: number, now: string): Promise<void> {

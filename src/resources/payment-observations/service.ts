@@ -44,7 +44,7 @@ export function createPaymentObservationService({ store, clock }: { store: Store
       await lockIdentity(tx, clientCode, 'payment_observation', id)
       const existing = await findObservation(tx, clientCode, id)
       if (existing) {
-        if (canonicalJson(existing.body) === canonicalJson(body)) return { status: 200 as const, body: toResponse(existing) }
+        if (canonicalJson(existing.body) === canonicalJson(body)) return { status: 200 as const, body: async () => toResponse(existing) }
         throw new Problem('payment_observation_conflict', `Payment observation ${id} was already accepted with a different body.`)
       }
       const missing: { pointer: string; what: string }[] = []
@@ -100,7 +100,7 @@ export function createPaymentObservationService({ store, clock }: { store: Store
       })
       return {
         status: 201 as const,
-        body: toResponse({ external_event_id: id, body, unapplied_minor: unapplied.toString(), accepted_at: now }),
+        body: async () => toResponse({ external_event_id: id, body, unapplied_minor: unapplied.toString(), accepted_at: now }),
       }
     },
   })

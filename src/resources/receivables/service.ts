@@ -17,6 +17,7 @@ import { type ReceivableResponse, ReceivableWrite } from './schema.ts'
 import {
   bumpRevision,
   findReceivable,
+  findReceivableCore,
   insertReceivable,
   listReceivables,
   type ReceivableRow,
@@ -35,6 +36,8 @@ export const receivableNotFound = (id: string) => new Problem('receivable_not_fo
 
 /** The industry context each profile requires; a grant's profile fixes which one a Receivable must carry. */
 const PROFILE_CONTEXT = { credit_union: 'creditUnion' } as const
+
+const sortRestrictions = (list: readonly { type: string }[] | undefined) => [...(list ?? [])].sort((a, b) => (a.type < b.type ? -1 : 1))
 
 export function toReceivableResponse(row: ReceivableRow): ReceivableResponse {
   const source = BigInt(row.source_amount_minor)
@@ -98,12 +101,12 @@ export function createReceivableService({ store, clock, freshness }: ReceivableS
       )
       if (missing.length > 0) throw unknownReferences(missing)
 
-      const existing = await findReceivable(tx, clientCode, id)
+      const existing = await findReceivableCore(tx, clientCode, id)
       const now = isoNow(clock)
       const amount = toMinor(body.recoverableAmount.amount)
       if (!existing) {
         await insertReceivable(tx, clientCode, id, body, amount, now)
-        await syncRestrictions(tx, clientCode, 'receivable', id, body.restrictions ?? [])
+        if (body.restrictions?.length) await syncRestrictions(tx, clientCode, 'receivable', id, body.restrictions)
         appendChange(tx, clientCode, {
           type: 'receivable.created',
           resourceType: 'receivable',
@@ -111,7 +114,7 @@ export function createReceivableService({ store, clock, freshness }: ReceivableS
           revision: 1,
           occurredAt: now,
         })
-        return { status: 201 as const, body: await readInTx(tx, clientCode, id) }
+        return { status: 201 as const, body: () => readInTx(tx, clientCode, id) }
       }
       const current = Number(existing.source_revision)
       if (body.sourceRevision === current && canonicalJson(body) === canonicalJson(existing.representation)) {
@@ -119,7 +122,7 @@ export function createReceivableService({ store, clock, freshness }: ReceivableS
         if (await releaseOmissions(tx, clientCode, [id], now)) {
           await bumpAndRecord(tx, clientCode, id, now)
         }
-        return { status: 200 as const, body: await readInTx(tx, clientCode, id) }
+        return { status: 200 as const, body: () => readInTx(tx, clientCode, id) }
       }
       if (body.sourceRevision <= current) {
         throw new Problem(
@@ -134,25 +137,27 @@ export function createReceivableService({ store, clock, freshness }: ReceivableS
       await replaceReceivable(tx, clientCode, id, body, amount, now)
       await releaseOmissions(tx, clientCode, [id], now)
       // Its own revision moved with the replace; a restriction raised here still suspends its instruction.
-      await applyRestrictionChange(
-        tx,
-        clientCode,
-        [id],
-        now,
-        async () => {
-          await syncRestrictions(tx, clientCode, 'receivable', id, body.restrictions ?? [])
-        },
-        new Set([id]),
-      )
-      const after = await readInTx(tx, clientCode, id)
+      const restrictionsChanged =
+        canonicalJson(sortRestrictions(body.restrictions)) !== canonicalJson(sortRestrictions(existing.representation.restrictions))
+      if (restrictionsChanged)
+        await applyRestrictionChange(
+          tx,
+          clientCode,
+          [id],
+          now,
+          async () => {
+            await syncRestrictions(tx, clientCode, 'receivable', id, body.restrictions ?? [])
+          },
+          new Set([id]),
+        )
       appendChange(tx, clientCode, {
         type: 'receivable.updated',
         resourceType: 'receivable',
         resourceId: id,
-        revision: after.revision,
+        revision: Number(existing.revision) + 1,
         occurredAt: now,
       })
-      return { status: 200 as const, body: after }
+      return { status: 200 as const, body: () => readInTx(tx, clientCode, id) }
     },
   })
 

@@ -36,6 +36,27 @@ export async function findReceivable(db: Queryable, clientCode: string, id: stri
   )[0]
 }
 
+/** The stored row without holds: for rules that need only the Receivable's own columns (cheap). */
+export interface ReceivableCore {
+  external_receivable_id: string
+  revision: string
+  status: ReceivableStatus
+  source_revision: string
+  currency: string
+  source_amount_minor: string
+  representation: ReceivableWrite
+}
+
+export async function findReceivableCore(db: Queryable, clientCode: string, id: string): Promise<ReceivableCore | undefined> {
+  return (
+    await db.query<ReceivableCore>(
+      `SELECT external_receivable_id, revision, status, source_revision, currency, source_amount_minor, representation
+         FROM receivables WHERE client_code = $1 AND external_receivable_id = $2`,
+      [clientCode, id],
+    )
+  )[0]
+}
+
 export async function findReceivables(db: Queryable, clientCode: string, ids: readonly string[], stale = false): Promise<ReceivableRow[]> {
   return db.query<ReceivableRow>(`${select('$3')} WHERE r.client_code = $1 AND r.external_receivable_id = ANY($2::text[])`, [
     clientCode,
@@ -57,13 +78,26 @@ export async function listReceivables(
 }
 
 export async function insertReceivable(tx: Tx, clientCode: string, id: string, body: ReceivableWrite, amountMinor: bigint, now: string) {
+  // One statement for the Receivable and its responsible Customers (a batch inserts many of these).
   await tx.query(
-    `INSERT INTO receivables (client_code, external_receivable_id, revision, status, source_revision, currency, source_amount_minor,
-                              representation, created_at, updated_at)
-     VALUES ($1, $2, 1, 'active', $3, $4, $5, $6, $7, $7)`,
-    [clientCode, id, body.sourceRevision, body.recoverableAmount.currency, amountMinor.toString(), JSON.stringify(body), now],
+    `WITH r AS (
+       INSERT INTO receivables (client_code, external_receivable_id, revision, status, source_revision, currency, source_amount_minor,
+                                representation, created_at, updated_at)
+       VALUES ($1, $2, 1, 'active', $3, $4, $5, $6, $7, $7) RETURNING client_code, external_receivable_id)
+     INSERT INTO receivable_customers (client_code, external_customer_id, external_receivable_id, role)
+     SELECT r.client_code, c, r.external_receivable_id, role FROM r, unnest($8::text[], $9::text[]) AS t(c, role)`,
+    [
+      clientCode,
+      id,
+      body.sourceRevision,
+      body.recoverableAmount.currency,
+      amountMinor.toString(),
+      JSON.stringify(body),
+      now,
+      body.responsibleCustomers.map((c) => c.externalCustomerId),
+      body.responsibleCustomers.map((c) => c.role),
+    ],
   )
-  await replaceResponsibleCustomers(tx, clientCode, id, body)
 }
 
 /** A Source replace: new representation, the declared balance becomes the source amount. */
@@ -78,6 +112,10 @@ export async function replaceReceivable(tx: Tx, clientCode: string, id: string, 
 
 async function replaceResponsibleCustomers(tx: Tx, clientCode: string, id: string, body: ReceivableWrite) {
   await tx.query('DELETE FROM receivable_customers WHERE client_code = $1 AND external_receivable_id = $2', [clientCode, id])
+  await insertResponsibleCustomers(tx, clientCode, id, body)
+}
+
+async function insertResponsibleCustomers(tx: Tx, clientCode: string, id: string, body: ReceivableWrite) {
   await tx.query(
     `INSERT INTO receivable_customers (client_code, external_customer_id, external_receivable_id, role)
      SELECT $1, c, $2, r FROM unnest($3::text[], $4::text[]) AS t(c, r)`,
