@@ -12,7 +12,7 @@ import { appendChange } from '../changes/store.ts'
 import { defineOperation, type OperationContext } from '../operations.ts'
 import { applyRestrictionChange, receivablesOfCustomer, syncRestrictions } from '../recovery/restrictions.ts'
 import { type ContactT, type CustomerResponse, CustomerWrite } from './schema.ts'
-import { type CustomerRow, findCustomer, insertCustomer, listCustomers, updateCustomer } from './store.ts'
+import { type CustomerRow, findCustomer, insertCustomerIfNew, listCustomers, updateCustomer } from './store.ts'
 
 export interface CustomerServiceDeps {
   store: Store
@@ -80,12 +80,24 @@ export function createCustomerService({ store, clock }: CustomerServiceDeps) {
   /** The one code path of a Customer write, for the PUT route and a batch record alike. */
   async function putInTx(tx: Tx, clientCode: string, id: string, input: CustomerWrite): Promise<WriteResult<CustomerResponse>> {
     await lockIdentity(tx, clientCode, 'customer', id)
-    const existing = await findCustomer(tx, clientCode, id)
+    const now = isoNow(clock)
+    // A new Customer is one statement; only an existing one is read, compared and updated.
+    const created = await insertCustomerIfNew(tx, clientCode, id, { ...input, contacts: normalizeContacts(input.contacts ?? []) }, now)
+    if (created) {
+      // A new Customer is responsible for no Receivable yet: its restrictions protect nothing else.
+      if (input.restrictions?.length) await syncRestrictions(tx, clientCode, 'customer', id, input.restrictions)
+      appendChange(tx, clientCode, { type: 'customer.created', resourceType: 'customer', resourceId: id, revision: 1, occurredAt: now })
+      return { status: 201, resource: toCustomerResponse(created) }
+    }
+    const existing = (await findCustomer(tx, clientCode, id)) as CustomerRow
     const { active, deactivated } = mergeContacts(existing, input.contacts)
     const representation = { ...input, contacts: active }
-    const now = isoNow(clock)
+    const unchanged =
+      canonicalJson(representation) === canonicalJson(existing.representation) &&
+      canonicalJson(deactivated) === canonicalJson(existing.deactivated_contacts)
+    if (unchanged) return { status: 200, resource: toCustomerResponse(existing) }
     const restrictionsChanged =
-      canonicalJson(sortedRestrictions(input.restrictions)) !== canonicalJson(sortedRestrictions(existing?.representation.restrictions))
+      canonicalJson(sortedRestrictions(input.restrictions)) !== canonicalJson(sortedRestrictions(existing.representation.restrictions))
     if (restrictionsChanged) {
       // A Customer's restrictions protect every Receivable it is responsible for.
       const affected = await receivablesOfCustomer(tx, clientCode, id)
@@ -93,21 +105,6 @@ export function createCustomerService({ store, clock }: CustomerServiceDeps) {
         await syncRestrictions(tx, clientCode, 'customer', id, input.restrictions ?? [])
       })
     }
-    if (!existing) {
-      const row = await insertCustomer(tx, clientCode, id, representation, now)
-      appendChange(tx, clientCode, {
-        type: 'customer.created',
-        resourceType: 'customer',
-        resourceId: id,
-        revision: 1,
-        occurredAt: now,
-      })
-      return { status: 201, resource: toCustomerResponse(row) }
-    }
-    const unchanged =
-      canonicalJson(representation) === canonicalJson(existing.representation) &&
-      canonicalJson(deactivated) === canonicalJson(existing.deactivated_contacts)
-    if (unchanged) return { status: 200, resource: toCustomerResponse(existing) }
     const row = await updateCustomer(tx, clientCode, id, representation, deactivated, now)
     appendChange(tx, clientCode, {
       type: 'customer.updated',

@@ -19,19 +19,20 @@ export async function findCustomer(db: Queryable, clientCode: string, id: string
   return rows[0]
 }
 
-export async function insertCustomer(
+/** Creates the Customer unless it exists (then undefined): a create is one statement. */
+export async function insertCustomerIfNew(
   tx: Tx,
   clientCode: string,
   id: string,
   representation: CustomerRow['representation'],
   now: string,
-): Promise<CustomerRow> {
+): Promise<CustomerRow | undefined> {
   const rows = await tx.query<CustomerRow>(
     `INSERT INTO customers (client_code, external_customer_id, revision, representation, created_at, updated_at)
-     VALUES ($1, $2, 1, $3, $4, $4) RETURNING ${COLUMNS}`,
+     VALUES ($1, $2, 1, $3, $4, $4) ON CONFLICT (client_code, external_customer_id) DO NOTHING RETURNING ${COLUMNS}`,
     [clientCode, id, JSON.stringify(representation), now],
   )
-  return rows[0] as CustomerRow
+  return rows[0]
 }
 
 export async function updateCustomer(

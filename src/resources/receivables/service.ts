@@ -18,8 +18,9 @@ import {
   bumpRevision,
   findReceivable,
   findReceivableCore,
-  insertReceivable,
+  insertReceivableIfNew,
   listReceivables,
+  type ReceivableCore,
   type ReceivableRow,
   type ReceivableStatus,
   replaceReceivable,
@@ -101,11 +102,9 @@ export function createReceivableService({ store, clock, freshness }: ReceivableS
       )
       if (missing.length > 0) throw unknownReferences(missing)
 
-      const existing = await findReceivableCore(tx, clientCode, id)
       const now = isoNow(clock)
       const amount = toMinor(body.recoverableAmount.amount)
-      if (!existing) {
-        await insertReceivable(tx, clientCode, id, body, amount, now)
+      if (await insertReceivableIfNew(tx, clientCode, id, body, amount, now)) {
         if (body.restrictions?.length) await syncRestrictions(tx, clientCode, 'receivable', id, body.restrictions)
         appendChange(tx, clientCode, {
           type: 'receivable.created',
@@ -116,6 +115,7 @@ export function createReceivableService({ store, clock, freshness }: ReceivableS
         })
         return { status: 201 as const, body: () => readInTx(tx, clientCode, id) }
       }
+      const existing = (await findReceivableCore(tx, clientCode, id)) as ReceivableCore
       const current = Number(existing.source_revision)
       if (body.sourceRevision === current && canonicalJson(body) === canonicalJson(existing.representation)) {
         // The Source wrote it again: a complete-book omission is released (a change of holds).

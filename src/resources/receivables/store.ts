@@ -77,15 +77,29 @@ export async function listReceivables(
   )
 }
 
-export async function insertReceivable(tx: Tx, clientCode: string, id: string, body: ReceivableWrite, amountMinor: bigint, now: string) {
-  // One statement for the Receivable and its responsible Customers (a batch inserts many of these).
-  await tx.query(
+/**
+ * Creates the Receivable and its responsible Customers in one statement, unless it exists: returns
+ * whether it was created (a create is one round trip; an existing one is then read and compared).
+ */
+export async function insertReceivableIfNew(
+  tx: Tx,
+  clientCode: string,
+  id: string,
+  body: ReceivableWrite,
+  amountMinor: bigint,
+  now: string,
+): Promise<boolean> {
+  const rows = await tx.query<{ created: number }>(
     `WITH r AS (
        INSERT INTO receivables (client_code, external_receivable_id, revision, status, source_revision, currency, source_amount_minor,
                                 representation, created_at, updated_at)
-       VALUES ($1, $2, 1, 'active', $3, $4, $5, $6, $7, $7) RETURNING client_code, external_receivable_id)
-     INSERT INTO receivable_customers (client_code, external_customer_id, external_receivable_id, role)
-     SELECT r.client_code, c, r.external_receivable_id, role FROM r, unnest($8::text[], $9::text[]) AS t(c, role)`,
+       VALUES ($1, $2, 1, 'active', $3, $4, $5, $6, $7, $7)
+       ON CONFLICT (client_code, external_receivable_id) DO NOTHING
+       RETURNING client_code, external_receivable_id),
+     rc AS (
+       INSERT INTO receivable_customers (client_code, external_customer_id, external_receivable_id, role)
+       SELECT r.client_code, c, r.external_receivable_id, role FROM r, unnest($8::text[], $9::text[]) AS t(c, role))
+     SELECT count(*)::int AS created FROM r`,
     [
       clientCode,
       id,
@@ -98,6 +112,7 @@ export async function insertReceivable(tx: Tx, clientCode: string, id: string, b
       body.responsibleCustomers.map((c) => c.role),
     ],
   )
+  return rows[0]?.created === 1
 }
 
 /** A Source replace: new representation, the declared balance becomes the source amount. */
