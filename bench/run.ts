@@ -148,7 +148,7 @@ async function benchStore(store: string, service: Service) {
   for (let tries = 0; tries < 3000; tries++) {
     const last = await Promise.all(keys.map((k, i) => call(service.url, 'GET', `/v1/clients/bench-b${i}/batches/b-${perSubmitter - 1}`, k)))
     if (last.every((s) => s.status !== 'queued' && s.status !== 'running')) break
-    await new Promise((r) => setTimeout(r, 100))
+    await new Promise((r) => setTimeout(r, 250))
   }
   const batchSeconds = (performance.now() - batchStart) / 1000
   const states = await Promise.all(

@@ -26,7 +26,7 @@ export function scopesForKinds(operations: OperationsByKind, kinds: Iterable<str
   return [...scopes]
 }
 
-export function batchView(batch: BatchRow, records: BatchRecordRow[], docsUrl: string): BatchResponse {
+export function batchView(batch: BatchRow, records: Omit<BatchRecordRow, 'body'>[], docsUrl: string): BatchResponse {
   const counts = { total: records.length, pending: 0, succeeded: 0, failed: 0, dependencyFailed: 0 }
   for (const r of records) {
     if (r.status === 'dependency_failed') counts.dependencyFailed++

@@ -33,9 +33,10 @@ export async function findBatch(db: Queryable, clientCode: string, id: string): 
   )[0]
 }
 
-export async function batchRecords(db: Queryable, clientCode: string, id: string): Promise<BatchRecordRow[]> {
-  return db.query<BatchRecordRow>(
-    `SELECT position, record_id, kind, external_id, depends_on, body, status, http_status, problem_code, blocked_by
+/** Outcomes only: the record bodies are the runner's business, not the read's. */
+export async function batchRecords(db: Queryable, clientCode: string, id: string): Promise<Omit<BatchRecordRow, 'body'>[]> {
+  return db.query<Omit<BatchRecordRow, 'body'>>(
+    `SELECT position, record_id, kind, external_id, depends_on, status, http_status, problem_code, blocked_by
        FROM batch_records WHERE client_code = $1 AND external_batch_id = $2 ORDER BY position`,
     [clientCode, id],
   )

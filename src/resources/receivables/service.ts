@@ -95,16 +95,19 @@ export function createReceivableService({ store, clock, freshness }: ReceivableS
         })
       }
       await lockIdentity(tx, clientCode, 'receivable', id)
-      const ids = body.responsibleCustomers.map((c) => c.externalCustomerId)
-      const known = await existingCustomerIds(tx, clientCode, ids)
-      const missing = ids.flatMap((cid, i) =>
-        known.has(cid) ? [] : [{ pointer: `/responsibleCustomers/${i}/externalCustomerId`, what: `Customer ${cid}` }],
-      )
-      if (missing.length > 0) throw unknownReferences(missing)
-
       const now = isoNow(clock)
       const amount = toMinor(body.recoverableAmount.amount)
-      if (await insertReceivableIfNew(tx, clientCode, id, body, amount, now)) {
+      const { created, knownCustomers } = await insertReceivableIfNew(tx, clientCode, id, body, amount, now)
+      if (knownCustomers < body.responsibleCustomers.length) {
+        const ids = body.responsibleCustomers.map((c) => c.externalCustomerId)
+        const known = await existingCustomerIds(tx, clientCode, ids)
+        throw unknownReferences(
+          ids.flatMap((cid, i) =>
+            known.has(cid) ? [] : [{ pointer: `/responsibleCustomers/${i}/externalCustomerId`, what: `Customer ${cid}` }],
+          ),
+        )
+      }
+      if (created) {
         if (body.restrictions?.length) await syncRestrictions(tx, clientCode, 'receivable', id, body.restrictions)
         appendChange(tx, clientCode, {
           type: 'receivable.created',

@@ -78,8 +78,9 @@ export async function listReceivables(
 }
 
 /**
- * Creates the Receivable and its responsible Customers in one statement, unless it exists: returns
- * whether it was created (a create is one round trip; an existing one is then read and compared).
+ * Creates the Receivable and its responsible Customers in one statement, unless it exists or one of its
+ * Customers does not: a create is one round trip. Returns `created`, and how many of the responsible
+ * Customers exist (the caller reports the missing ones, or reads and compares an existing Receivable).
  */
 export async function insertReceivableIfNew(
   tx: Tx,
@@ -88,18 +89,21 @@ export async function insertReceivableIfNew(
   body: ReceivableWrite,
   amountMinor: bigint,
   now: string,
-): Promise<boolean> {
-  const rows = await tx.query<{ created: number }>(
-    `WITH r AS (
+): Promise<{ created: boolean; knownCustomers: number }> {
+  const customers = body.responsibleCustomers.map((c) => c.externalCustomerId)
+  const rows = await tx.query<{ created: number; known: number }>(
+    `WITH known AS (
+       SELECT count(*)::int AS n FROM customers WHERE client_code = $1 AND external_customer_id = ANY($8::text[])),
+     r AS (
        INSERT INTO receivables (client_code, external_receivable_id, revision, status, source_revision, currency, source_amount_minor,
                                 representation, created_at, updated_at)
-       VALUES ($1, $2, 1, 'active', $3, $4, $5, $6, $7, $7)
+       SELECT $1, $2, 1, 'active', $3, $4, $5, $6, $7, $7 FROM known WHERE known.n = cardinality($8::text[])
        ON CONFLICT (client_code, external_receivable_id) DO NOTHING
        RETURNING client_code, external_receivable_id),
      rc AS (
        INSERT INTO receivable_customers (client_code, external_customer_id, external_receivable_id, role)
        SELECT r.client_code, c, r.external_receivable_id, role FROM r, unnest($8::text[], $9::text[]) AS t(c, role))
-     SELECT count(*)::int AS created FROM r`,
+     SELECT (SELECT count(*)::int FROM r) AS created, (SELECT n FROM known) AS known`,
     [
       clientCode,
       id,
@@ -108,11 +112,11 @@ export async function insertReceivableIfNew(
       amountMinor.toString(),
       JSON.stringify(body),
       now,
-      body.responsibleCustomers.map((c) => c.externalCustomerId),
+      customers,
       body.responsibleCustomers.map((c) => c.role),
     ],
   )
-  return rows[0]?.created === 1
+  return { created: rows[0]?.created === 1, knownCustomers: rows[0]?.known ?? 0 }
 }
 
 /** A Source replace: new representation, the declared balance becomes the source amount. */
