@@ -43,14 +43,6 @@ const instruct = (id: string, receivableId: string, state: string, revision: num
     { scope: { type: 'receivable', externalReceivableId: receivableId }, state, revision, effectiveAt: '2026-01-01T00:00:00Z' },
     key,
   )
-const revisionOf = async (id: string) => (await c('GET', `/receivables/${id}`)).json.revision
-const events = async (id: string) =>
-  (
-    await t.store.query<{ revision: string }>(
-      `SELECT revision::text FROM change_events WHERE client_code = 'rec' AND resource_id = $1 ORDER BY seq`,
-      [id],
-    )
-  ).map((e) => Number(e.revision))
 
 describe('recovery instruction state table', () => {
   test('none→authorized (201), authorized→withdrawn, withdrawn→authorized, identical retry, refused transitions', async () => {
