@@ -38,6 +38,7 @@ export const ConfigSchema = z
     SEED_DEMO: Flag.default(true),
     FRESHNESS_STALE_AFTER_TRANSACTION_SECONDS: z.coerce.number().int().min(1).default(172_800),
     FRESHNESS_STALE_AFTER_SNAPSHOT_SECONDS: z.coerce.number().int().min(1).default(93_600),
+    FRESHNESS_SWEEP_MS: z.coerce.number().int().min(100).default(60_000),
     BATCH_CHUNK_SIZE: z.coerce.number().int().min(1).max(100).default(50),
     BATCH_LEASE_SECONDS: z.coerce.number().int().min(1).max(3600).default(30),
     BATCH_POLL_MS: z.coerce.number().int().min(10).default(500),
@@ -72,6 +73,7 @@ export const ConfigSchema = z
       freshness: {
         transactionSeconds: c.FRESHNESS_STALE_AFTER_TRANSACTION_SECONDS,
         snapshotSeconds: c.FRESHNESS_STALE_AFTER_SNAPSHOT_SECONDS,
+        sweepMs: c.FRESHNESS_SWEEP_MS,
       },
       batches: {
         chunkSize: c.BATCH_CHUNK_SIZE,

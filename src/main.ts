@@ -24,6 +24,11 @@ if (config.seedDemo && config.environment === 'sandbox') {
 }
 
 const stopRetention = startRetentionWorker(store, (err) => log.error({ errMessage: (err as Error).message }, 'retention failed'))
+// Flips the recorded freshness of Sources that went quiet (hold source_stale), with new revisions.
+const sweepTimer = setInterval(() => {
+  app.services.freshness.sweep(store).catch((err) => log.error({ errMessage: (err as Error).message }, 'freshness sweep failed'))
+}, config.freshness.sweepMs)
+sweepTimer.unref()
 await app.app.listen({ host: config.host, port: config.port })
 app.batchRunner.start()
 out(
@@ -36,6 +41,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     if (stopping) return
     stopping = true
     stopRetention()
+    clearInterval(sweepTimer)
     await app.batchRunner.stop()
     await app.app.close()
     await store.close()

@@ -4,8 +4,8 @@
  * read, the recovery instruction response and the collection summary's counts. An authorized instruction
  * removes only `recovery_not_authorized`; it clears no other hold.
  *
- * Freshness is per client and depends on the clock, so `source_stale` is a parameter computed once per
- * query by the freshness service and passed in as `$stale`.
+ * `source_stale` reads the client's recorded freshness (migration 0006), which only a transaction flips:
+ * the Source write that makes the client fresh, or the freshness sweeper when time runs out.
  */
 export const HOLD_CATEGORIES = [
   'recovery_not_authorized',
@@ -19,22 +19,22 @@ export const HOLD_CATEGORIES = [
 
 export type Hold = (typeof HOLD_CATEGORIES)[number]
 
-/** SQL predicate per hold over alias `h` (receivable_hold_facts); `stale` is the placeholder of the freshness parameter. */
-export function holdPredicates(stale: string): Record<Hold, string> {
+/** SQL predicate per hold over alias `h` (receivable_hold_facts). */
+export function holdPredicates(): Record<Hold, string> {
   return {
     recovery_not_authorized: `h.instruction_state <> 'authorized'`,
     collection_not_enabled: 'NOT h.collection_enabled',
     source_restriction: 'h.has_source_restriction',
     dispute: 'h.has_dispute',
-    source_stale: `${stale}::boolean`,
+    source_stale: 'h.source_stale',
     other_protection: `(h.status <> 'active' OR h.flagged)`,
     reconciliation_hold: 'h.reconciliation_held',
   }
 }
 
 /** `hold_<category>` boolean columns for a SELECT over alias `h`. */
-export function holdColumns(stale: string): string {
-  return Object.entries(holdPredicates(stale))
+export function holdColumns(): string {
+  return Object.entries(holdPredicates())
     .map(([hold, predicate]) => `(${predicate}) AS hold_${hold}`)
     .join(', ')
 }

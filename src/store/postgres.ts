@@ -1,5 +1,5 @@
 import pg from 'pg'
-import { normalizeRow, type Store, type Tx } from './store.ts'
+import { commitHooks, normalizeRow, type Store, type Tx } from './store.ts'
 
 export function openPostgres(connectionString: string, opts: { max?: number } = {}): Store {
   const pool = new pg.Pool({ connectionString, max: opts.max ?? 10 })
@@ -20,16 +20,16 @@ export function openPostgres(connectionString: string, opts: { max?: number } = 
       let broken = false
       try {
         await client.query('BEGIN')
-        const hooks: (() => Promise<void>)[] = []
+        const hooks = commitHooks()
         const result = await fn({
           query: (sql, params) => run(client, sql, params),
           exec: async (sql) => {
             await client.query(sql)
           },
-          beforeCommit: (hook) => hooks.push(hook),
+          beforeCommit: (hook, phase) => hooks.add(hook, phase),
           serialized: false,
         })
-        for (const hook of hooks) await hook()
+        await hooks.run()
         await client.query('COMMIT')
         return result
       } catch (err) {

@@ -22,14 +22,33 @@ export interface Tx extends Queryable {
    * so locks that only order concurrent writers can be skipped.
    */
   readonly serialized: boolean
-  /** Runs `fn` after the transaction's work and just before COMMIT (in registration order). */
-  beforeCommit(fn: () => Promise<void>): void
+  /**
+   * Runs `fn` after the transaction's work and just before COMMIT, in registration order: first every
+   * 'work' hook (which may still write, and append change events), then every 'final' hook (the change-feed
+   * flush), so that nothing is written after the feed.
+   */
+  beforeCommit(fn: () => Promise<void>, phase?: 'work' | 'final'): void
 }
 
 export interface Store extends Queryable {
   readonly kind: 'postgres' | 'pglite'
   transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T>
   close(): Promise<void>
+}
+
+/** The hooks of one transaction, run in phases before COMMIT. */
+export function commitHooks() {
+  const work: (() => Promise<void>)[] = []
+  const final: (() => Promise<void>)[] = []
+  return {
+    add(fn: () => Promise<void>, phase: 'work' | 'final' = 'work') {
+      ;(phase === 'final' ? final : work).push(fn)
+    },
+    async run() {
+      for (let i = 0; i < work.length; i++) await work[i]?.()
+      for (let i = 0; i < final.length; i++) await final[i]?.()
+    },
+  }
 }
 
 /** Both drivers hand timestamptz back as Date; the service speaks ISO strings with a literal Z. */

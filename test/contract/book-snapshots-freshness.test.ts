@@ -246,17 +246,36 @@ describe('source freshness', () => {
       lastSourcePosition: null,
       staleAfterSeconds: 172800,
     })
-    assert.ok(!(await t.call('GET', '/v1/clients/fresh/receivables/r', { key: k.apiKey })).json.recovery.holds.includes('source_stale'))
+    const receivableNow = async () => (await t.call('GET', '/v1/clients/fresh/receivables/r', { key: k.apiKey })).json
+    assert.deepEqual([(await receivableNow()).revision, (await receivableNow()).recovery.holds.includes('source_stale')], [1, false])
     now = new Date('2026-11-25T00:00:01.000Z')
     assert.equal((await get()).json.state, 'stale')
-    assert.ok((await t.call('GET', '/v1/clients/fresh/receivables/r', { key: k.apiKey })).json.recovery.holds.includes('source_stale'))
+    // The hold follows the recorded state, which the sweeper flips in a transaction with a new revision.
+    assert.ok((await t.app.services.freshness.sweep(t.store)) >= 1)
+    assert.equal(await t.app.services.freshness.sweep(t.store), 0)
+    const stale = await receivableNow()
+    assert.deepEqual([stale.revision, stale.recovery.holds.includes('source_stale')], [2, true])
+    const feed = async () =>
+      (
+        await t.store.query<{ revision: string }>(
+          `SELECT revision::text FROM change_events WHERE client_code = 'fresh' AND resource_id = 'r' ORDER BY seq`,
+        )
+      ).map((e) => Number(e.revision))
+    assert.deepEqual(await feed(), [1, 2])
+    // A Source write makes it fresh again in its own transaction: the hold goes, with one more revision.
+    await t.call('PUT', '/v1/clients/fresh/customers/cust-1', { key: k.apiKey, body: customer })
+    const freshAgain = await receivableNow()
+    assert.deepEqual([freshAgain.revision, freshAgain.recovery.holds.includes('source_stale')], [3, false])
+    assert.deepEqual(await feed(), [1, 2, 3])
+    now = new Date('2026-11-27T00:00:02.000Z')
+    await t.app.services.freshness.sweep(t.store)
     // A batch record counts as hearing from the Source.
     await t.call('PUT', '/v1/clients/fresh/batches/b', {
       key: k.apiKey,
       body: { records: [{ recordId: 'c', kind: 'customer', externalId: 'c2', body: customer }] },
     })
     await t.app.batchRunner.drain()
-    assert.equal((await get()).json.lastReceivedAt, '2026-11-25T00:00:01.000Z')
+    assert.equal((await get()).json.lastReceivedAt, '2026-11-27T00:00:02.000Z')
   })
 
   test('a snapshot_only connection is judged by its last snapshot', async () => {

@@ -28,7 +28,7 @@ export function appendChange(tx: Tx, clientCode: string, change: ChangeInput): v
       const byClient = new Map<string, ChangeInput[]>()
       for (const b of created) byClient.set(b.clientCode, [...(byClient.get(b.clientCode) ?? []), b.change])
       for (const [client, changes] of [...byClient].sort(([a], [b]) => (a < b ? -1 : 1))) await insertChanges(tx, client, changes)
-    })
+    }, 'final')
   }
   buffer.push({ clientCode, change })
 }
@@ -44,6 +44,15 @@ export function changeMark(tx: Tx): number {
 
 export function discardChangesAfter(tx: Tx, mark: number): void {
   buffers.get(tx)?.splice(mark)
+}
+
+/** Receivables this transaction has already given a new revision (their events are buffered). */
+export function receivablesChangedIn(tx: Tx, clientCode: string): Set<string> {
+  return new Set(
+    (buffers.get(tx) ?? [])
+      .filter((b) => b.clientCode === clientCode && b.change.resourceType === 'receivable')
+      .map((b) => b.change.resourceId),
+  )
 }
 
 /** Many events in one statement: the head advances by n and the rows take the n numbers in order. */

@@ -46,8 +46,7 @@ interface GroupRow {
  */
 export function createCollectionSummary({ clock, freshness }: { clock: Clock; freshness: Freshness }) {
   return async (db: Queryable, clientCode: string) => {
-    const stale = await freshness.staleFor(db, clientCode)
-    const predicates = holdPredicates('$2')
+    const predicates = holdPredicates()
     const rows = await db.query<GroupRow>(
       `SELECT h.status, h.currency, count(*)::int AS n, sum(h.source_amount_minor)::text AS source,
               sum(GREATEST(h.source_amount_minor - h.confirmed_unreconciled_minor, 0))::text AS working,
@@ -57,7 +56,7 @@ export function createCollectionSummary({ clock, freshness }: { clock: Clock; fr
                 .join(', ')}
          FROM receivable_hold_facts h WHERE h.client_code = $1
         GROUP BY h.status, h.currency ORDER BY h.currency, h.status`,
-      [clientCode, stale],
+      [clientCode],
     )
     const receivables = { total: 0, active: 0, paused: 0, closed: 0 }
     const holds = Object.fromEntries(HOLD_CATEGORIES.map((h) => [h, 0])) as Record<Hold, number>

@@ -76,7 +76,7 @@ export function createReceivableService({ store, clock, freshness }: ReceivableS
   const view = toReceivableResponse
 
   async function readInTx(tx: Queryable, clientCode: string, id: string): Promise<ReceivableResponse> {
-    const row = await findReceivable(tx, clientCode, id, await freshness.staleFor(tx, clientCode))
+    const row = await findReceivable(tx, clientCode, id)
     if (!row) throw receivableNotFound(id)
     return view(row)
   }
@@ -187,8 +187,7 @@ export function createReceivableService({ store, clock, freshness }: ReceivableS
     async list(clientCode: string, q: { cursor?: string | undefined; limit: number; status?: ReceivableStatus | undefined }) {
       const after = decodeCursor(q.cursor, z.object({ after: z.string() }))
       if (q.cursor !== undefined && !after) throw fieldProblem('/query/cursor', 'invalid_format', 'is not a cursor this list returned')
-      const stale = await freshness.staleFor(store, clientCode)
-      const rows = await listReceivables(store, clientCode, { after: after?.after, status: q.status, limit: q.limit + 1, stale })
+      const rows = await listReceivables(store, clientCode, { after: after?.after, status: q.status, limit: q.limit + 1 })
       const page = rows.slice(0, q.limit)
       const last = page.at(-1)
       return {

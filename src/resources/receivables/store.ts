@@ -21,19 +21,16 @@ export interface ReceivableRow {
 }
 
 /** The Receivable with its holds, from the one definition of holds over receivable_hold_facts. */
-function select(staleParam: string) {
+function select() {
   return `SELECT r.external_receivable_id, r.revision, r.status, r.source_revision, r.currency, r.source_amount_minor,
        r.confirmed_unreconciled_minor, r.receipt_acknowledged_minor, r.representation, r.updated_at, h.instruction_state,
-       ${holdColumns(staleParam)}
+       ${holdColumns()}
   FROM receivables r
   JOIN receivable_hold_facts h ON h.client_code = r.client_code AND h.external_receivable_id = r.external_receivable_id`
 }
 
-/** `stale`: the client's Source freshness (freshness service); it only affects the `source_stale` hold. */
-export async function findReceivable(db: Queryable, clientCode: string, id: string, stale = false): Promise<ReceivableRow | undefined> {
-  return (
-    await db.query<ReceivableRow>(`${select('$3')} WHERE r.client_code = $1 AND r.external_receivable_id = $2`, [clientCode, id, stale])
-  )[0]
+export async function findReceivable(db: Queryable, clientCode: string, id: string): Promise<ReceivableRow | undefined> {
+  return (await db.query<ReceivableRow>(`${select()} WHERE r.client_code = $1 AND r.external_receivable_id = $2`, [clientCode, id]))[0]
 }
 
 /** The stored row without holds: for rules that need only the Receivable's own columns (cheap). */
@@ -57,23 +54,19 @@ export async function findReceivableCore(db: Queryable, clientCode: string, id: 
   )[0]
 }
 
-export async function findReceivables(db: Queryable, clientCode: string, ids: readonly string[], stale = false): Promise<ReceivableRow[]> {
-  return db.query<ReceivableRow>(`${select('$3')} WHERE r.client_code = $1 AND r.external_receivable_id = ANY($2::text[])`, [
-    clientCode,
-    ids,
-    stale,
-  ])
+export async function findReceivables(db: Queryable, clientCode: string, ids: readonly string[]): Promise<ReceivableRow[]> {
+  return db.query<ReceivableRow>(`${select()} WHERE r.client_code = $1 AND r.external_receivable_id = ANY($2::text[])`, [clientCode, ids])
 }
 
 export async function listReceivables(
   db: Queryable,
   clientCode: string,
-  opts: { after?: string | undefined; status?: ReceivableStatus | undefined; limit: number; stale: boolean },
+  opts: { after?: string | undefined; status?: ReceivableStatus | undefined; limit: number },
 ): Promise<ReceivableRow[]> {
   return db.query<ReceivableRow>(
-    `${select('$5')} WHERE r.client_code = $1 AND ($2::text IS NULL OR r.external_receivable_id > $2) AND ($3::text IS NULL OR r.status = $3)
+    `${select()} WHERE r.client_code = $1 AND ($2::text IS NULL OR r.external_receivable_id > $2) AND ($3::text IS NULL OR r.status = $3)
       ORDER BY r.external_receivable_id LIMIT $4`,
-    [clientCode, opts.after ?? null, opts.status ?? null, opts.limit, opts.stale],
+    [clientCode, opts.after ?? null, opts.status ?? null, opts.limit],
   )
 }
 

@@ -47,7 +47,7 @@ const revisionConflict = (expected: number, got: number) =>
 
 export function createRecoveryService({ store, clock, freshness }: { store: Store; clock: Clock; freshness: Freshness }) {
   async function view(db: Queryable, clientCode: string, row: InstructionRow): Promise<InstructionResponse> {
-    const receivable = await findReceivable(db, clientCode, row.external_receivable_id, await freshness.staleFor(db, clientCode))
+    const receivable = await findReceivable(db, clientCode, row.external_receivable_id)
     const holds = receivable ? holdsFromRow(receivable) : []
     return {
       externalInstructionId: row.external_instruction_id,

@@ -7,7 +7,7 @@ import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable, Store } from '../../store/store.ts'
 import { releaseOmissions } from '../book/store.ts'
 import { appendChanges } from '../changes/store.ts'
-import { recordSnapshotActivity } from '../freshness/service.ts'
+import { touchSourceActivity } from '../freshness/service.ts'
 import type { BalanceSnapshotWrite } from './schema.ts'
 
 type Outcome = 'applied' | 'stale' | 'unknown_receivable'
@@ -128,7 +128,7 @@ export function createSnapshotService({ store, clock }: { store: Store; clock: C
            VALUES ($1, $2, $3, $4, $5, $6, $7)`,
           [clientCode, id, JSON.stringify(body), body.feedMode, body.sourcePosition, JSON.stringify(outcomes), now],
         )
-        await recordSnapshotActivity(tx, clientCode, grant.feedMode, body.sourcePosition, now)
+        touchSourceActivity(tx, clientCode, grant.feedMode, now, body.sourcePosition)
         return { status: 201 as const, body: view({ external_snapshot_id: id, body, outcomes, accepted_at: now }) }
       })
     },
