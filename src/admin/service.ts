@@ -3,7 +3,7 @@ import type { Environment } from '../config.ts'
 import { Problem } from '../domain/problems.ts'
 import { type Clock, isoNow } from '../domain/time.ts'
 import { digestSecret } from '../http/auth.ts'
-import { appendChanges } from '../resources/changes/store.ts'
+import { recordReceivableChanges } from '../resources/receivables/store.ts'
 import type { Queryable, Store, Tx } from '../store/store.ts'
 import type { GrantPut } from './schema.ts'
 import {
@@ -92,21 +92,7 @@ export function createAdminService({ store, clock, environment, onGrantRevoked }
         const row = rows[0] as ClientRow
         if (existing && existing.collection_enabled !== row.collection_enabled) {
           // collection_not_enabled is a hold of every Receivable of the client: each one changes.
-          const bumped = await tx.query<{ external_receivable_id: string; revision: string }>(
-            `UPDATE receivables SET revision = revision + 1, updated_at = $2 WHERE client_code = $1 RETURNING external_receivable_id, revision`,
-            [clientCode, now],
-          )
-          appendChanges(
-            tx,
-            clientCode,
-            bumped.map((b) => ({
-              type: 'receivable.updated',
-              resourceType: 'receivable' as const,
-              resourceId: b.external_receivable_id,
-              revision: Number(b.revision),
-              occurredAt: now,
-            })),
-          )
+          await recordReceivableChanges(tx, clientCode, { allExcept: [] }, now)
         }
         await recordAudit(tx, {
           action: existing ? 'client.updated' : 'client.created',

@@ -38,14 +38,21 @@ export function normalizeAmount(amount: string): string {
 
 export const Currency = z
   .string()
-  .regex(/^[A-Z]{3}$/, 'must be an ISO 4217 code such as USD')
-  .refine((c) => !/^[A-Z]{3}$/.test(c) || currencySet.has(c), 'must be an ISO 4217 currency with two decimal places')
+  .regex(/^[A-Z]{3}$/, { message: 'must be an ISO 4217 code such as USD', abort: true })
+  .refine((c) => currencySet.has(c), { message: 'must be an ISO 4217 currency with two decimal places', abort: true })
   .meta({ id: 'Currency', description: 'ISO 4217 currency code with a minor unit of two digits.', examples: ['USD'] })
 
-/** Request Money: `{amount, currency}`, amount a non-negative decimal string with at most two decimals. */
+/**
+ * Request Money: `{amount, currency}`, amount a non-negative decimal string with at most two decimals.
+ * An invalid amount or currency aborts: the refinements of an enclosing schema (sums, one currency per
+ * Receivable) never see a Money that toMinor would refuse, so they report nothing misleading and never throw.
+ */
 export const Money = z
   .strictObject({
-    amount: z.string().regex(AMOUNT, 'must be a non-negative decimal string with at most two fractional digits, such as "125.50"'),
+    amount: z.string().regex(AMOUNT, {
+      message: 'must be a non-negative decimal string with at most two fractional digits, such as "125.50"',
+      abort: true,
+    }),
     currency: Currency,
   })
   .transform((m) => ({ amount: normalizeAmount(m.amount), currency: m.currency }))

@@ -53,6 +53,24 @@ interface CallerRow {
   receipt_delivery_owner: Grant['receiptDeliveryOwner'] | null
 }
 
+type GrantColumns = Pick<
+  CallerRow,
+  'integration_id' | 'scopes' | 'ip_allowlist' | 'recovery_entry_mode' | 'feed_mode' | 'industry_profile' | 'receipt_delivery_owner'
+>
+
+function toGrant(clientCode: string, row: GrantColumns): Grant {
+  return {
+    clientCode,
+    integrationId: row.integration_id,
+    scopes: new Set(row.scopes ?? []),
+    ipAllowlist: row.ip_allowlist ?? [],
+    recoveryEntryMode: row.recovery_entry_mode ?? 'explicit_instruction',
+    feedMode: row.feed_mode ?? 'transaction',
+    industryProfile: row.industry_profile ?? 'credit_union',
+    receiptDeliveryOwner: row.receipt_delivery_owner ?? 'partner',
+  }
+}
+
 const invalidKey = () => new Problem('invalid_api_key', 'The API key is missing, malformed, unknown, revoked or for another environment.')
 
 /** 401 unless the header carries an active key of this deployment's environment. */
@@ -75,19 +93,7 @@ export async function identifyCaller(
   )
   const row = rows[0]
   if (!row || row.environment !== environment) throw invalidKey()
-  const grant: Grant | null =
-    row.grant_status === 'active'
-      ? {
-          clientCode,
-          integrationId: row.integration_id,
-          scopes: new Set(row.scopes ?? []),
-          ipAllowlist: row.ip_allowlist ?? [],
-          recoveryEntryMode: row.recovery_entry_mode ?? 'explicit_instruction',
-          feedMode: row.feed_mode ?? 'transaction',
-          industryProfile: row.industry_profile ?? 'credit_union',
-          receiptDeliveryOwner: row.receipt_delivery_owner ?? 'partner',
-        }
-      : null
+  const grant = row.grant_status === 'active' ? toGrant(clientCode, row) : null
   return { apiKeyId: row.api_key_id, integrationId: row.integration_id, grant }
 }
 
@@ -99,17 +105,7 @@ export async function loadActiveGrant(db: Queryable, integrationId: string, clie
     [clientCode, integrationId],
   )
   const row = rows[0]
-  if (!row || row.status !== 'active') return null
-  return {
-    clientCode,
-    integrationId,
-    scopes: new Set(row.scopes ?? []),
-    ipAllowlist: row.ip_allowlist ?? [],
-    recoveryEntryMode: row.recovery_entry_mode ?? 'explicit_instruction',
-    feedMode: row.feed_mode ?? 'transaction',
-    industryProfile: row.industry_profile ?? 'credit_union',
-    receiptDeliveryOwner: row.receipt_delivery_owner ?? 'partner',
-  }
+  return row?.status === 'active' ? toGrant(clientCode, row) : null
 }
 
 /** IPv4-mapped IPv6 (::ffff:10.0.0.1) is matched as the IPv4 address it carries. */

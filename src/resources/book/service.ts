@@ -4,8 +4,8 @@ import { type Clock, isoNow } from '../../domain/time.ts'
 import type { Grant } from '../../http/auth.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable, Store } from '../../store/store.ts'
-import { appendChanges } from '../changes/store.ts'
 import { touchSourceActivity } from '../freshness/service.ts'
+import { recordReceivableChanges } from '../receivables/store.ts'
 import { type BookCompletionWrite, MAX_LISTED_OMISSIONS } from './schema.ts'
 import { type CompletionRow, findCompletion, omissionsPage } from './store.ts'
 
@@ -115,24 +115,7 @@ export function createBookService({ store, clock }: { store: Store; clock: Clock
           flagged.length,
         ])
         const changed = flagged.filter((f) => f.newly_held).map((f) => f.external_receivable_id)
-        if (changed.length > 0) {
-          const revisions = await tx.query<{ external_receivable_id: string; revision: string }>(
-            `UPDATE receivables SET revision = revision + 1, updated_at = $3
-              WHERE client_code = $1 AND external_receivable_id = ANY($2::text[]) RETURNING external_receivable_id, revision`,
-            [clientCode, changed, now],
-          )
-          appendChanges(
-            tx,
-            clientCode,
-            revisions.map((r) => ({
-              type: 'receivable.updated',
-              resourceType: 'receivable' as const,
-              resourceId: r.external_receivable_id,
-              revision: Number(r.revision),
-              occurredAt: now,
-            })),
-          )
-        }
+        await recordReceivableChanges(tx, clientCode, { only: changed }, now)
         touchSourceActivity(tx, clientCode, grant.feedMode, now)
         const row = (await findCompletion(tx, clientCode, id)) as CompletionRow
         return { status: 201 as const, body: await view(tx, clientCode, row) }

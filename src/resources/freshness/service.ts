@@ -2,7 +2,8 @@ import { z } from 'zod'
 import type { Clock } from '../../domain/time.ts'
 import { Timestamp } from '../../domain/time.ts'
 import type { Queryable, Store, Tx } from '../../store/store.ts'
-import { appendChanges, receivablesChangedIn } from '../changes/store.ts'
+import { receivablesChangedIn } from '../changes/store.ts'
+import { recordReceivableChanges } from '../receivables/store.ts'
 
 /**
  * Source freshness: how recently the Source was heard from. A `transaction` connection streams changes,
@@ -79,28 +80,9 @@ async function writeActivity(tx: Tx, clientCode: string, t: Touch): Promise<void
      RETURNING stale_before AS was_stale`,
     [clientCode, t.feedMode, t.now, t.snapshotPosition ?? null, makesFresh],
   )
-  if (makesFresh && rows[0]?.was_stale === true) await bumpAllReceivables(tx, clientCode, t.now, receivablesChangedIn(tx, clientCode))
-}
-
-/** A change of the client-wide `source_stale` hold is a change of each of its Receivables. */
-async function bumpAllReceivables(tx: Tx, clientCode: string, now: string, skip: ReadonlySet<string>): Promise<void> {
-  const rows = await tx.query<{ external_receivable_id: string; revision: string }>(
-    `UPDATE receivables SET revision = revision + 1, updated_at = $3
-      WHERE client_code = $1 AND NOT (external_receivable_id = ANY($2::text[]))
-      RETURNING external_receivable_id, revision`,
-    [clientCode, [...skip], now],
-  )
-  appendChanges(
-    tx,
-    clientCode,
-    rows.map((r) => ({
-      type: 'receivable.updated',
-      resourceType: 'receivable' as const,
-      resourceId: r.external_receivable_id,
-      revision: Number(r.revision),
-      occurredAt: now,
-    })),
-  )
+  if (makesFresh && rows[0]?.was_stale === true)
+    // A change of the client-wide source_stale hold is a change of each of its Receivables.
+    await recordReceivableChanges(tx, clientCode, { allExcept: [...receivablesChangedIn(tx, clientCode)] }, t.now)
 }
 
 export function createFreshness({ clock, thresholds }: { clock: Clock; thresholds: FreshnessThresholds }) {
@@ -128,7 +110,7 @@ export function createFreshness({ clock, thresholds }: { clock: Clock; threshold
         const stale = evaluate(row, row.feed_mode).state === 'stale'
         if (stale === row.stale_recorded) return
         await tx.query('UPDATE source_activity SET stale_recorded = $2 WHERE client_code = $1', [c.client_code, stale])
-        await bumpAllReceivables(tx, c.client_code, clock.now().toISOString(), new Set())
+        await recordReceivableChanges(tx, c.client_code, { allExcept: [] }, clock.now().toISOString())
         flipped++
       })
     }

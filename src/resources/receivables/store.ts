@@ -1,5 +1,6 @@
 import { holdColumns } from '../../domain/holds.ts'
 import type { Queryable, Tx } from '../../store/store.ts'
+import { appendChanges } from '../changes/store.ts'
 import type { ReceivableWrite } from './schema.ts'
 
 export type ReceivableStatus = 'active' | 'paused' | 'closed'
@@ -164,6 +165,38 @@ export async function moveSourceAmount(
     `UPDATE receivables SET source_amount_minor = $3, source_revision = $4, revision = revision + 1, updated_at = $5
       WHERE client_code = $1 AND external_receivable_id = $2`,
     [clientCode, id, newAmountMinor.toString(), sourceRevision, now],
+  )
+}
+
+/**
+ * A change of derived state (holds) of many Receivables at once: each gets a new revision and a
+ * `receivable.updated` event in the caller's transaction. `which` selects them: listed ids, or every
+ * Receivable of the client except the listed ones (already changed by this transaction).
+ */
+export async function recordReceivableChanges(
+  tx: Tx,
+  clientCode: string,
+  which: { only: readonly string[] } | { allExcept: readonly string[] },
+  now: string,
+): Promise<void> {
+  const only = 'only' in which
+  if (only && which.only.length === 0) return
+  const rows = await tx.query<{ external_receivable_id: string; revision: string }>(
+    `UPDATE receivables SET revision = revision + 1, updated_at = $4
+      WHERE client_code = $1 AND (external_receivable_id = ANY($2::text[])) = $3
+      RETURNING external_receivable_id, revision`,
+    [clientCode, only ? which.only : which.allExcept, only, now],
+  )
+  appendChanges(
+    tx,
+    clientCode,
+    rows.map((r) => ({
+      type: 'receivable.updated',
+      resourceType: 'receivable' as const,
+      resourceId: r.external_receivable_id,
+      revision: Number(r.revision),
+      occurredAt: now,
+    })),
   )
 }
 

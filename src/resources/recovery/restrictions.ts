@@ -3,8 +3,7 @@ import { holdsFromRow } from '../../domain/holds.ts'
 import type { RestrictionT } from '../../domain/restrictions.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Tx } from '../../store/store.ts'
-import { appendChanges } from '../changes/store.ts'
-import { findReceivables } from '../receivables/store.ts'
+import { findReceivables, recordReceivableChanges } from '../receivables/store.ts'
 
 /**
  * What follows a change of Source restrictions or Disputes:
@@ -69,23 +68,7 @@ export async function recordHoldChanges(
 ) {
   const after = await holdSnapshot(tx, clientCode, [...before.keys()])
   const changed = [...before.keys()].filter((id) => !skip.has(id) && before.get(id) !== after.get(id))
-  if (changed.length === 0) return
-  const rows = await tx.query<{ external_receivable_id: string; revision: string }>(
-    `UPDATE receivables SET revision = revision + 1, updated_at = $3
-      WHERE client_code = $1 AND external_receivable_id = ANY($2::text[]) RETURNING external_receivable_id, revision`,
-    [clientCode, changed, now],
-  )
-  appendChanges(
-    tx,
-    clientCode,
-    rows.map((r) => ({
-      type: 'receivable.updated',
-      resourceType: 'receivable' as const,
-      resourceId: r.external_receivable_id,
-      revision: Number(r.revision),
-      occurredAt: now,
-    })),
-  )
+  await recordReceivableChanges(tx, clientCode, { only: changed }, now)
 }
 
 /** Suspends the authorized instructions of these Receivables that a restriction or Dispute now protects. */
