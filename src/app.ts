@@ -47,11 +47,11 @@ export function createApp({ store, config, adminTokenDigest, clock = systemClock
   const freshness = createFreshness({ clock, thresholds: config.freshness })
   const services = {
     customers: createCustomerService({ store, clock }),
-    receivables: createReceivableService({ store, clock, freshness }),
+    receivables: createReceivableService({ store, clock }),
     book: createBookService({ store, clock }),
     snapshots: createSnapshotService({ store, clock }),
     freshness,
-    recovery: createRecoveryService({ store, clock, freshness }),
+    recovery: createRecoveryService({ store, clock }),
     financialEvents: createFinancialEventService({ store, clock }),
     paymentObservations: createPaymentObservationService({ store, clock }),
     changes: createChangeService({ store }),
@@ -86,7 +86,7 @@ export function createApp({ store, config, adminTokenDigest, clock = systemClock
     ...snapshotRoutes(services.snapshots),
     ...freshnessRoutes(store, freshness),
     ...recoveryRoutes(services.recovery),
-    ...collectionRoutes(store, createCollectionSummary({ clock, freshness })),
+    ...collectionRoutes(store, createCollectionSummary({ clock })),
     ...adminRoutes(services.admin, store),
   ]
   let document: Record<string, unknown> | undefined

@@ -103,6 +103,20 @@ describe('recovery instruction state table', () => {
   })
 })
 
+describe('reopen never resumes recovery', () => {
+  test('an authorized instruction is suspended when its closed Receivable is reopened; a new revision resumes', async () => {
+    await c('PUT', '/receivables/r-reopen', receivable())
+    assert.equal((await instruct('i-reopen', 'r-reopen', 'authorized', 1)).status, 201)
+    assert.equal((await c('POST', '/receivables/r-reopen/close', { effectiveAt: '2026-02-01T00:00:00Z', reason: 'settled' })).status, 200)
+    const reopened = await c('POST', '/receivables/r-reopen/reopen', { effectiveAt: '2026-02-02T00:00:00Z' })
+    assert.equal(reopened.json.status, 'active')
+    assert.ok(reopened.json.recovery.holds.includes('recovery_not_authorized'))
+    const ins = (await c('GET', '/recovery-instructions/i-reopen')).json
+    assert.deepEqual([ins.state, ins.revision], ['suspended', 2])
+    assert.equal((await instruct('i-reopen', 'r-reopen', 'authorized', 3)).json.state, 'authorized')
+  })
+})
+
 describe('restrictions and disputes', () => {
   test('a Dispute on a co-borrower suspends; clearing it alone never resumes; only a new revision does', async () => {
     await c('PUT', '/receivables/r4', receivable())

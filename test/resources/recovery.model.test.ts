@@ -192,7 +192,11 @@ class Lifecycle implements fc.AsyncCommand<Model, Real> {
     if ((from as readonly string[]).includes(m.status)) {
       assert.equal(res.status, 200, res.body)
       m.status = to
-      // Lifecycle never touches the instruction: reopen does not resume recovery.
+      // Reopen never resumes recovery: an authorized instruction is suspended by the service.
+      if (this.command === 'reopen' && m.state === 'authorized') {
+        m.state = 'suspended'
+        m.revision += 1
+      }
     } else {
       assert.equal(res.status, 409, res.body)
       assert.equal(problemCode(res), 'receivable_state_conflict')

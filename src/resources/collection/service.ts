@@ -3,7 +3,6 @@ import { HOLD_CATEGORIES, type Hold, holdPredicates } from '../../domain/holds.t
 import { formatMinor } from '../../domain/money.ts'
 import { type Clock, isoNow, Timestamp } from '../../domain/time.ts'
 import type { Queryable } from '../../store/store.ts'
-import type { Freshness } from '../freshness/service.ts'
 
 const HoldCounts = z.object(Object.fromEntries(HOLD_CATEGORIES.map((h) => [h, z.number().int()])) as Record<Hold, z.ZodNumber>)
 
@@ -44,7 +43,7 @@ interface GroupRow {
  * Computed in the store: one GROUP BY over receivable_hold_facts with the same hold predicates the
  * Receivable read uses, so counts here and holds there cannot disagree. Nothing is loaded per Receivable.
  */
-export function createCollectionSummary({ clock, freshness }: { clock: Clock; freshness: Freshness }) {
+export function createCollectionSummary({ clock }: { clock: Clock }) {
   return async (db: Queryable, clientCode: string) => {
     const predicates = holdPredicates()
     const rows = await db.query<GroupRow>(

@@ -10,9 +10,8 @@ import type { Queryable, Store, Tx } from '../../store/store.ts'
 import { releaseOmissions } from '../book/store.ts'
 import { appendChange } from '../changes/store.ts'
 import { existingCustomerIds } from '../customers/store.ts'
-import type { Freshness } from '../freshness/service.ts'
 import { defineOperation, type OperationContext } from '../operations.ts'
-import { applyRestrictionChange, syncRestrictions } from '../recovery/restrictions.ts'
+import { applyRestrictionChange, suspendInstructionsOf, syncRestrictions } from '../recovery/restrictions.ts'
 import { type ReceivableResponse, ReceivableWrite } from './schema.ts'
 import {
   bumpRevision,
@@ -30,7 +29,6 @@ import {
 export interface ReceivableServiceDeps {
   store: Store
   clock: Clock
-  freshness: Freshness
 }
 
 export const receivableNotFound = (id: string) => new Problem('receivable_not_found', `No Receivable ${id} for this client.`)
@@ -72,7 +70,7 @@ const TRANSITIONS = {
 } as const satisfies Record<string, { from: readonly ReceivableStatus[]; to: ReceivableStatus }>
 export type LifecycleCommand = keyof typeof TRANSITIONS
 
-export function createReceivableService({ store, clock, freshness }: ReceivableServiceDeps) {
+export function createReceivableService({ store, clock }: ReceivableServiceDeps) {
   const view = toReceivableResponse
 
   async function readInTx(tx: Queryable, clientCode: string, id: string): Promise<ReceivableResponse> {
@@ -211,6 +209,9 @@ export function createReceivableService({ store, clock, freshness }: ReceivableS
         const now = isoNow(clock)
         await setStatus(tx, clientCode, id, t.to, body.reason ?? null, body.effectiveAt, now)
         if (command === 'close') await releaseOmissions(tx, clientCode, [id], now)
+        // Reopening never resumes recovery by itself: an authorized instruction is suspended and needs a
+        // new revision from the Source (spec, Receivable status table).
+        if (command === 'reopen') await suspendInstructionsOf(tx, clientCode, [id], now, 'receivable_reopened')
         const after = await readInTx(tx, clientCode, id)
         appendChange(tx, clientCode, {
           type: 'receivable.updated',

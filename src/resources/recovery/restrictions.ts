@@ -73,26 +73,37 @@ export async function recordHoldChanges(
 
 /** Suspends the authorized instructions of these Receivables that a restriction or Dispute now protects. */
 export async function suspendRestrictedInstructions(tx: Tx, clientCode: string, receivableIds: readonly string[], now: string) {
+  await suspend(tx, clientCode, receivableIds, now, 'source_restriction_or_dispute_raised', true)
+}
+
+/** Suspends every authorized instruction of these Receivables (a reopened Receivable never resumes by itself). */
+export async function suspendInstructionsOf(tx: Tx, clientCode: string, receivableIds: readonly string[], now: string, cause: string) {
+  await suspend(tx, clientCode, receivableIds, now, cause, false)
+}
+
+/** The service's own revision of an instruction: suspended, revision + 1, recorded in the history with why. */
+async function suspend(tx: Tx, clientCode: string, receivableIds: readonly string[], now: string, cause: string, onlyRestricted: boolean) {
   if (receivableIds.length === 0) return
   const suspended = await tx.query<{ external_instruction_id: string; revision: string; effective_at: string }>(
     `UPDATE recovery_instructions ri SET state = 'suspended', revision = ri.revision + 1, recorded_at = $3
        FROM receivable_hold_facts h
       WHERE ri.client_code = $1 AND ri.external_receivable_id = ANY($2::text[]) AND ri.state = 'authorized'
         AND h.client_code = ri.client_code AND h.external_receivable_id = ri.external_receivable_id
-        AND (h.has_dispute OR h.has_source_restriction)
+        AND (NOT $4::boolean OR h.has_dispute OR h.has_source_restriction)
       RETURNING ri.external_instruction_id, ri.revision, ri.effective_at`,
-    [clientCode, receivableIds, now],
+    [clientCode, receivableIds, now, onlyRestricted],
   )
   if (suspended.length === 0) return
   await tx.query(
     `INSERT INTO recovery_instruction_history (client_code, external_instruction_id, revision, state, actor, cause, effective_at, recorded_at)
-     SELECT $1, i, r, 'suspended', 'service', 'source_restriction_or_dispute_raised', e, $5 FROM unnest($2::text[], $3::bigint[], $4::text[]) AS x(i, r, e)`,
+     SELECT $1, i, r, 'suspended', 'service', $6, e, $5 FROM unnest($2::text[], $3::bigint[], $4::text[]) AS x(i, r, e)`,
     [
       clientCode,
-      suspended.map((s) => s.external_instruction_id),
-      suspended.map((s) => s.revision),
-      suspended.map((s) => s.effective_at),
+      suspended.map((x) => x.external_instruction_id),
+      suspended.map((x) => x.revision),
+      suspended.map((x) => x.effective_at),
       now,
+      cause,
     ],
   )
 }

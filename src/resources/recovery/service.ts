@@ -4,7 +4,6 @@ import { type Clock, isoNow } from '../../domain/time.ts'
 import type { Grant } from '../../http/auth.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable, Store, Tx } from '../../store/store.ts'
-import type { Freshness } from '../freshness/service.ts'
 import { findReceivable } from '../receivables/store.ts'
 import { holdSnapshot, recordHoldChanges } from './restrictions.ts'
 import type { InstructionResponse, InstructionWrite } from './schema.ts'
@@ -45,7 +44,7 @@ const revisionConflict = (expected: number, got: number) =>
     },
   )
 
-export function createRecoveryService({ store, clock, freshness }: { store: Store; clock: Clock; freshness: Freshness }) {
+export function createRecoveryService({ store, clock }: { store: Store; clock: Clock }) {
   async function view(db: Queryable, clientCode: string, row: InstructionRow): Promise<InstructionResponse> {
     const receivable = await findReceivable(db, clientCode, row.external_receivable_id)
     const holds = receivable ? holdsFromRow(receivable) : []
