@@ -25,8 +25,11 @@ export const LOG_REDACT_PATHS = [
   '*.adminToken',
   'signingSecret',
   '*.signingSecret',
-  'url',
-  '*.url',
+  // Webhook destinations (request paths stay visible: they carry only opaque identifiers).
+  'webhookUrl',
+  '*.webhookUrl',
+  'destination',
+  '*.destination',
   'body',
   '*.body',
 ]
