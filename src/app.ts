@@ -40,7 +40,10 @@ export interface AppOptions {
   clock?: Clock
 }
 
-const OpenApiDocument = z.record(z.string(), z.unknown()).meta({ id: 'OpenApiDocument' })
+const OpenApiDocument = z.record(z.string(), z.unknown()).meta({
+  id: 'OpenApiDocument',
+  examples: [{ openapi: '3.1.0', info: { title: 'Inbound Receivables Service', version: '1.0.0' }, paths: {}, components: {} }],
+})
 
 /** The one wiring root of the HTTP process: services, their routes, the server. */
 export function createApp({ store, config, adminTokenDigest, clock = systemClock }: AppOptions) {
@@ -87,7 +90,7 @@ export function createApp({ store, config, adminTokenDigest, clock = systemClock
     ...freshnessRoutes(store, freshness),
     ...recoveryRoutes(services.recovery),
     ...collectionRoutes(store, createCollectionSummary({ clock })),
-    ...adminRoutes(services.admin, store),
+    ...adminRoutes(services.admin, store, { serverUrl: config.publicBaseUrl, docsUrl: config.docsUrl }),
   ]
   let document: Record<string, unknown> | undefined
   const openapiRoute = defineRoute({
@@ -108,7 +111,7 @@ export function createApp({ store, config, adminTokenDigest, clock = systemClock
   const allRoutes = [...routes, openapiRoute]
   const limiter = createLimiter(store, { perMinute: config.limits.perMinute, concurrency: config.limits.concurrencyPerKey })
   const app = buildServer({ db: store, config, limiter, adminTokenDigest }, allRoutes)
-  registerInfraRoutes(app, store)
+  registerInfraRoutes(app, store, allRoutes)
   return { app, services: { ...services, batches }, routes: allRoutes, batchRunner }
 }
 

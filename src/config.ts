@@ -26,7 +26,7 @@ export const ConfigSchema = z
     DATABASE_URL: z.string().url().optional(),
     DATA_DIR: z.string().min(1).default('./data'),
     SERVICE_ENVIRONMENT: z.enum(['sandbox', 'production']).default('sandbox'),
-    ADMIN_TOKEN: z.string().min(24, 'ADMIN_TOKEN must be at least 24 characters').optional(),
+    ADMIN_TOKEN: z.string().min(24, 'is shorter than 24 characters').optional(),
     PUBLIC_BASE_URL: z.string().url().optional(),
     DOCS_URL: z.string().url().optional(),
     RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(60),
@@ -89,11 +89,58 @@ export const ConfigSchema = z
 export type Config = z.output<typeof ConfigSchema>
 export type Environment = Config['environment']
 
+/** How to fix each variable, shown beside the problem when the configuration is refused. */
+const FIXES: Record<string, string> = {
+  HOST: 'set HOST to the address to listen on, such as 127.0.0.1 (the default) or 0.0.0.0',
+  PORT: 'set PORT to a whole number from 0 to 65535, or unset it for 8080',
+  DATABASE_URL: 'set DATABASE_URL to a URL such as postgres://user:password@host:5432/database, or unset it for the embedded store',
+  DATA_DIR: 'set DATA_DIR to a directory path, or unset it for ./data',
+  SERVICE_ENVIRONMENT: 'set SERVICE_ENVIRONMENT to sandbox or production',
+  ADMIN_TOKEN:
+    'set ADMIN_TOKEN to a random string of at least 24 characters (for example the output of `openssl rand -hex 24`), or unset it to have one generated at first start',
+  PUBLIC_BASE_URL: 'set PUBLIC_BASE_URL to an absolute URL such as https://receivables.example.com, or unset it',
+  DOCS_URL: 'set DOCS_URL to an absolute URL such as https://receivables.example.com/docs, or unset it',
+  RATE_LIMIT_PER_MINUTE: 'set RATE_LIMIT_PER_MINUTE to a whole number of at least 1, or unset it for 60',
+  CONCURRENCY_PER_KEY: 'set CONCURRENCY_PER_KEY to a whole number of at least 1, or unset it for 1',
+  WEBHOOK_INTERVAL_MS: 'set WEBHOOK_INTERVAL_MS to a whole number of milliseconds of at least 100, or unset it for 60000',
+  WEBHOOK_RETRY_SCHEDULE: 'set WEBHOOK_RETRY_SCHEDULE to comma-separated durations such as 1m,5m,30m,2h (units s, m, h, d), or unset it',
+  WEBHOOK_DEV_ALLOW_LOOPBACK: 'set WEBHOOK_DEV_ALLOW_LOOPBACK to 0 or 1, and to 1 only outside SERVICE_ENVIRONMENT=production',
+  LOG_LEVEL: 'set LOG_LEVEL to one of fatal, error, warn, info, debug, trace, silent',
+  SEED_DEMO: 'set SEED_DEMO to 0 or 1',
+  FRESHNESS_STALE_AFTER_TRANSACTION_SECONDS: 'set it to a whole number of seconds of at least 1, or unset it for 172800',
+  FRESHNESS_STALE_AFTER_SNAPSHOT_SECONDS: 'set it to a whole number of seconds of at least 1, or unset it for 93600',
+  FRESHNESS_SWEEP_MS: 'set FRESHNESS_SWEEP_MS to a whole number of milliseconds of at least 100, or unset it for 60000',
+  BATCH_CHUNK_SIZE: 'set BATCH_CHUNK_SIZE to a whole number from 1 to 100, or unset it for 50',
+  BATCH_LEASE_SECONDS: 'set BATCH_LEASE_SECONDS to a whole number from 1 to 3600, or unset it for 30',
+  BATCH_POLL_MS: 'set BATCH_POLL_MS to a whole number of milliseconds of at least 10, or unset it for 500',
+  BATCH_WORKER_CONCURRENCY: 'set BATCH_WORKER_CONCURRENCY to a whole number from 0 to 16, or unset it for 1',
+}
+
+export interface ConfigProblem {
+  variable: string
+  problem: string
+  fix: string
+}
+
+/** The environment was refused: every problem with its fix, and never a value (one may be a secret). */
+export class ConfigError extends Error {
+  constructor(readonly problems: ConfigProblem[]) {
+    super(
+      `Invalid configuration; the service did not start:\n${problems.map((p) => `  ${p.variable}: ${p.problem}. Fix: ${p.fix}.`).join('\n')}`,
+    )
+    this.name = 'ConfigError'
+  }
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const parsed = ConfigSchema.safeParse(env)
   if (!parsed.success) {
-    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`)
-    throw new Error(`Invalid configuration:\n${lines.join('\n')}`)
+    throw new ConfigError(
+      parsed.error.issues.map((i) => {
+        const variable = i.path.map(String).join('.')
+        return { variable, problem: i.message, fix: FIXES[variable] ?? 'see the Configuration table in README.md' }
+      }),
+    )
   }
   return parsed.data
 }

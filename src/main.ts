@@ -1,50 +1,167 @@
-import { resolveAdminToken } from './admin/service.ts'
+import pino from 'pino'
+import { randomBase62 } from './admin/service.ts'
 import { createApp } from './app.ts'
-import { loadConfig } from './config.ts'
+import { type Config, ConfigError, loadConfig } from './config.ts'
+import { digestSecret } from './http/auth.ts'
+import { logOptions } from './http/server.ts'
 import { seedDemo } from './seed.ts'
+import { DataDirLockedError } from './store/data-dir-lock.ts'
 import { openStore } from './store/open.ts'
+import type { Store } from './store/store.ts'
 import { startRetentionWorker } from './workers/retention.ts'
 
-/** The service process: configuration, store and migrations, HTTP, background workers. */
-const config = loadConfig()
-const store = await openStore({ databaseUrl: config.databaseUrl, dataDir: config.dataDir })
-const adminToken = await resolveAdminToken(store, config.adminToken)
-const app = createApp({ store, config, adminTokenDigest: adminToken.digest })
-const log = app.app.log
+/**
+ * The service process: configuration, store and migrations, HTTP, background workers.
+ *
+ * - Every line it prints is a log line in the service's one format (logOptions: pretty in a terminal, JSON
+ *   otherwise); the credentials shown once are printed in the same shape but never through the logger (showOnce).
+ * - A start that fails (bad configuration, DATA_DIR in use, port taken) says why in one line and exits 1.
+ *   Nothing shown once is stored or printed before the port is bound, so a failed start loses nothing.
+ * - SIGTERM and SIGINT stop it: no new connections, requests in flight answered, batch leases handed back,
+ *   store closed (which frees DATA_DIR), "stopped" logged, exit 0. A signal during start stops it once up.
+ */
+const STOP_DEADLINE_MS = 20_000
 
-// Shown once, on the console, never through the logger.
-const out = (line: string) => process.stdout.write(`${line}\n`)
-if (adminToken.generated) out(`Operator token (shown once; set ADMIN_TOKEN to choose your own): ${adminToken.generated}`)
+const startOptions = logOptions('info')
+const log = pino(startOptions, startOptions.stream)
+
+let stopSignal: NodeJS.Signals | null = null
+let onStopSignal: ((signal: NodeJS.Signals) => void) | null = null
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  // A terminal's Ctrl-C reaches both npm (which forwards it) and this process: act on the first only.
+  process.on(signal, () => {
+    if (stopSignal) return
+    stopSignal = signal
+    onStopSignal?.(signal)
+  })
+}
+
+function startFailed(message: string, err?: unknown): never {
+  log.fatal(err === undefined ? {} : { err }, message)
+  process.exit(1)
+}
+
+let config: Config
+try {
+  config = loadConfig()
+} catch (err) {
+  if (err instanceof ConfigError) startFailed(err.message)
+  throw err
+}
+log.level = config.logLevel
+
+let store: Store
+try {
+  store = await openStore({ databaseUrl: config.databaseUrl, dataDir: config.dataDir })
+} catch (err) {
+  if (err instanceof DataDirLockedError) startFailed(err.message)
+  startFailed(`could not open the ${config.databaseUrl ? 'PostgreSQL' : 'embedded'} store: ${(err as Error).message}`, err)
+}
+
+const adminToken = await planAdminToken(store, config.adminToken)
+const app = createApp({ store, config, adminTokenDigest: adminToken.digest })
+try {
+  await app.app.listen({ host: config.host, port: config.port })
+} catch (err) {
+  await app.app.close().catch(() => {})
+  await store.close().catch(() => {})
+  startFailed(listenFailure(err as NodeJS.ErrnoException, config))
+}
+
+let stopRetention: (() => void) | undefined
+let sweepTimer: NodeJS.Timeout | undefined
+
+// Listening: only now is anything shown once generated into the store.
+const shown: string[] = []
+if (adminToken.generated) {
+  const stored = await store.query(
+    `INSERT INTO settings (key, value) VALUES ('admin_token_digest', $1) ON CONFLICT (key) DO NOTHING RETURNING value`,
+    [adminToken.digest],
+  )
+  if (stored.length === 0) {
+    log.fatal('another instance generated the operator token at the same moment; start this one again to use it')
+    await stop(1)
+  }
+  shown.push(`Operator token (shown once; set ADMIN_TOKEN to choose your own): ${adminToken.generated}`)
+}
 if (config.seedDemo && config.environment === 'sandbox') {
   const seeded = await seedDemo(store, app)
   if (seeded) {
-    out(`Sandbox demo seeded: client "demo", API key (shown once): ${seeded.apiKey}`)
-    out(`Try: curl -H "Authorization: Bearer ${seeded.apiKey}" ${config.publicBaseUrl}/v1/clients/demo/customers/cust-demo-1`)
+    shown.push(`Sandbox demo seeded: client "demo", API key (shown once): ${seeded.apiKey}`)
+    shown.push(`Try: curl -H "Authorization: Bearer ${seeded.apiKey}" ${config.publicBaseUrl}/v1/clients/demo/customers/cust-demo-1`)
   }
 }
 
-const stopRetention = startRetentionWorker(store, (err) => log.error({ errMessage: (err as Error).message }, 'retention failed'))
+stopRetention = startRetentionWorker(store, (err) => log.error({ errMessage: (err as Error).message }, 'retention failed'))
 // Flips the recorded freshness of Sources that went quiet (hold source_stale), with new revisions.
-const sweepTimer = setInterval(() => {
+sweepTimer = setInterval(() => {
   app.services.freshness.sweep(store).catch((err) => log.error({ errMessage: (err as Error).message }, 'freshness sweep failed'))
 }, config.freshness.sweepMs)
 sweepTimer.unref()
-await app.app.listen({ host: config.host, port: config.port })
 app.batchRunner.start()
-out(
+
+log.info(
+  { url: config.publicBaseUrl, store: store.kind, environment: config.environment },
   `Inbound Receivables Service listening on ${config.publicBaseUrl} (${store.kind} store, ${config.environment}); docs at ${config.publicBaseUrl}/docs`,
 )
+showOnce(shown)
 
-let stopping = false
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.on(signal, async () => {
-    if (stopping) return
-    stopping = true
-    stopRetention()
+onStopSignal = (signal) => {
+  log.info({ signal }, `${signal}: stopping (finishing requests in flight, handing back batch leases)`)
+  void stop(0)
+}
+if (stopSignal) onStopSignal(stopSignal)
+
+async function stop(code: number): Promise<never> {
+  const deadline = setTimeout(() => {
+    log.fatal(`did not stop within ${STOP_DEADLINE_MS / 1000} s; exiting anyway`)
+    process.exit(1)
+  }, STOP_DEADLINE_MS)
+  deadline.unref()
+  try {
+    stopRetention?.()
     clearInterval(sweepTimer)
-    await app.batchRunner.stop()
-    await app.app.close()
+    await Promise.all([app.app.close(), app.batchRunner.stop()])
     await store.close()
-    process.exit(0)
-  })
+    log.info('stopped')
+  } catch (err) {
+    log.fatal({ err }, 'stopping failed')
+    code = 1
+  }
+  process.exit(code)
+}
+
+/** The operator token's digest; a new token is only planned here and stored once the port is bound. */
+async function planAdminToken(db: Store, configured: string | undefined): Promise<{ digest: string; generated?: string }> {
+  if (configured) return { digest: digestSecret(configured) }
+  const rows = await db.query<{ value: string }>(`SELECT value FROM settings WHERE key = 'admin_token_digest'`)
+  if (rows[0]) return { digest: rows[0].value }
+  const generated = `adm_${randomBase62(40)}`
+  return { digest: digestSecret(generated), generated }
+}
+
+function listenFailure(err: NodeJS.ErrnoException, c: Config): string {
+  const where = `${c.host}:${c.port}`
+  if (err.code === 'EADDRINUSE') return `cannot listen on ${where}: the port is already in use; stop what uses it or set PORT`
+  if (err.code === 'EACCES')
+    return `cannot listen on ${where}: permission denied; choose a PORT above 1023 or run with the right to bind it`
+  if (err.code === 'EADDRNOTAVAIL') return `cannot listen on ${where}: no such address on this machine; set HOST`
+  return `cannot listen on ${where}: ${err.message}`
+}
+
+/**
+ * Credentials shown once are printed on stdout after the listening line, as design.md section 2 asks ("prints
+ * the key and a curl line"), but never through the logger (whose redaction would hide them and whose transports
+ * may ship them). In a terminal they are plain lines; otherwise each is one JSON line in the log's shape, marked
+ * `"shownOnce": true`, so a JSON log reader still parses every line and a shipper can drop these by that field.
+ * Lost anyway? Set ADMIN_TOKEN, and create a new demo key with the CLI (README).
+ */
+function showOnce(lines: string[]): void {
+  if (lines.length === 0) return
+  if (process.stdout.isTTY) {
+    process.stdout.write(`\n${lines.join('\n')}\n\n`)
+    return
+  }
+  const time = Date.now()
+  process.stdout.write(lines.map((msg) => `${JSON.stringify({ level: 30, time, shownOnce: true, msg })}\n`).join(''))
 }

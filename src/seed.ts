@@ -1,34 +1,67 @@
 import type { App } from './app.ts'
 import { SCOPES } from './domain/scopes.ts'
+import { type Clock, isoNow, systemClock } from './domain/time.ts'
+import { loadActiveGrant } from './http/auth.ts'
+import { CUSTOMER_EXAMPLE_ID, CustomerWrite, customerWriteExample } from './resources/customers/schema.ts'
+import { existingCustomerIds } from './resources/customers/store.ts'
+import { runOperation } from './resources/operations.ts'
+import { RECEIVABLE_EXAMPLE_ID, ReceivableWrite, receivableWriteExample } from './resources/receivables/schema.ts'
+import { findReceivableCore } from './resources/receivables/store.ts'
 import type { Store } from './store/store.ts'
+
+export const DEMO_CLIENT = 'demo'
+const DEMO_INTEGRATION = 'demo-integration'
 
 /**
  * The sandbox demo, seeded once: client `demo`, integration `demo-integration`, a grant with every
- * scope, one API key (returned to print once) and a demo Customer to read back.
+ * scope, one API key (returned to print once), and the OpenAPI document's examples to read back: the
+ * Customer `cust-demo-1` and the Receivable `rcv-demo-1` with its financial position. The examples are
+ * the very objects the document publishes, so each request example can be sent as is to the demo.
+ *
+ * Each part is claimed by a settings row, so a restart seeds nothing twice; the Receivable has its own
+ * claim so that a demo seeded before it existed gains it on the next start.
  */
-export async function seedDemo(store: Store, app: App): Promise<{ apiKey: string } | null> {
+export async function seedDemo(store: Store, app: App, clock: Clock = systemClock): Promise<{ apiKey: string } | null> {
+  const seeded = await seedAccess(store, app)
+  await seedReceivable(store, app, clock)
+  return seeded
+}
+
+async function seedAccess(store: Store, app: App): Promise<{ apiKey: string } | null> {
   const claimed = await store.query(
     `INSERT INTO settings (key, value) VALUES ('demo_seeded', 'true') ON CONFLICT (key) DO NOTHING RETURNING key`,
   )
   if (claimed.length === 0) return null
   const { admin, customers } = app.services
-  await admin.putClient('demo', { name: 'Demo Credit Union', collectionEnabled: false })
-  await admin.putIntegration('demo-integration', { name: 'Demo accounting Source' })
-  await admin.putGrant('demo-integration', 'demo', { scopes: [...SCOPES] })
-  const key = await admin.createApiKey('demo-integration')
-  await customers.put('demo', 'cust-demo-1', {
-    type: 'person',
-    name: { firstName: 'Ada', lastName: 'Example' },
-    sourceReference: 'ledger/customers/demo-1',
-    contacts: [
-      {
-        externalContactId: 'contact-demo-1',
-        fullName: 'Ada Example',
-        isCustomerSelf: true,
-        isMain: true,
-        email: { address: 'ada@example.com', type: 'personal' },
-      },
-    ],
-  })
+  await admin.putClient(DEMO_CLIENT, { name: 'Demo Credit Union', collectionEnabled: false })
+  await admin.putIntegration(DEMO_INTEGRATION, { name: 'Demo accounting Source' })
+  await admin.putGrant(DEMO_INTEGRATION, DEMO_CLIENT, { scopes: [...SCOPES] })
+  const key = await admin.createApiKey(DEMO_INTEGRATION)
+  await customers.put(DEMO_CLIENT, CUSTOMER_EXAMPLE_ID, CustomerWrite.parse(customerWriteExample))
   return { apiKey: key.apiKey }
+}
+
+/**
+ * Written through the Receivable's own write operation under the demo grant, as its PUT would be. The claim
+ * and the write share one transaction; a demo whose grant, Customer or Receivable was changed since is left
+ * as it is.
+ */
+async function seedReceivable(store: Store, app: App, clock: Clock): Promise<void> {
+  await store.transaction(async (tx) => {
+    const claimed = await tx.query(
+      `INSERT INTO settings (key, value) VALUES ('demo_receivable_seeded', 'true') ON CONFLICT (key) DO NOTHING RETURNING key`,
+    )
+    if (claimed.length === 0) return
+    const grant = await loadActiveGrant(tx, DEMO_INTEGRATION, DEMO_CLIENT)
+    if (!grant?.scopes.has('receivables:write')) return
+    if ((await existingCustomerIds(tx, DEMO_CLIENT, [CUSTOMER_EXAMPLE_ID])).size === 0) return
+    if (await findReceivableCore(tx, DEMO_CLIENT, RECEIVABLE_EXAMPLE_ID)) return
+    await runOperation(
+      tx,
+      app.services.receivables.put,
+      { clientCode: DEMO_CLIENT, grant, id: RECEIVABLE_EXAMPLE_ID },
+      ReceivableWrite.parse(receivableWriteExample),
+      isoNow(clock),
+    )
+  })
 }

@@ -1,30 +1,83 @@
+import { ListQuery } from '../http/common-schemas.ts'
+import { buildOpenApi } from '../http/openapi.ts'
 import { defineRoute, type RouteDef } from '../http/route.ts'
 import type { Store } from '../store/store.ts'
 import {
   ApiKeyCreated,
+  ApiKeyList,
   ApiKeyParams,
   ApiKeyView,
   AuditList,
   AuditQuery,
   ClientCodeParams,
+  ClientList,
   ClientPut,
   ClientView,
   EmptyBody,
+  GrantList,
   GrantParams,
   GrantPut,
   GrantView,
+  IntegrationList,
   IntegrationParams,
   IntegrationPut,
   IntegrationView,
+  OperatorOpenApiDocument,
 } from './schema.ts'
 import type { AdminService } from './service.ts'
 
 const admin = { kind: 'admin' } as const
 const json = 'application/json' as const
 
-/** The operator API of design.md section 1, under /admin/v1. */
-export function adminRoutes(svc: AdminService, store: Store): RouteDef[] {
-  return [
+/**
+ * The operator API (docs/operator-api.md), under /admin/v1, every route behind the operator token. None is
+ * `public`: the v1 document leaves them out, and /admin/v1/openapi.json publishes exactly these.
+ */
+export function adminRoutes(svc: AdminService, store: Store, doc: { serverUrl: string; docsUrl: string }): RouteDef[] {
+  let document: Record<string, unknown> | undefined
+  const routes: RouteDef[] = [
+    defineRoute({
+      method: 'GET',
+      path: '/admin/v1/openapi.json',
+      operationId: 'adminGetOpenApi',
+      summary: 'The OpenAPI 3.1 document of the operator API',
+      tags: ['Operator'],
+      auth: admin,
+      responses: { 200: { schema: OperatorOpenApiDocument, description: 'OpenAPI 3.1 of exactly the /admin/v1 routes' } },
+      problems: [],
+      public: false,
+      handler: async () => {
+        document ??= buildOpenApi(routes, { ...doc, audience: 'operator' })
+        return { status: 200, body: document }
+      },
+    }),
+    defineRoute({
+      method: 'GET',
+      path: '/admin/v1/clients',
+      operationId: 'adminListClients',
+      summary: 'List clients',
+      description: 'By client code; `?cursor=&limit=` pages (limit 1..200, default 50).',
+      tags: ['Operator'],
+      auth: admin,
+      query: ListQuery,
+      responses: { 200: { schema: ClientList, description: 'A page of clients, by client code' } },
+      problems: [],
+      public: false,
+      handler: async ({ query }) => ({ status: 200, body: await svc.listClients(query) }),
+    }),
+    defineRoute({
+      method: 'GET',
+      path: '/admin/v1/clients/:clientCode',
+      operationId: 'adminGetClient',
+      summary: 'Read a client',
+      tags: ['Operator'],
+      auth: admin,
+      params: ClientCodeParams,
+      responses: { 200: { schema: ClientView, description: 'The client' } },
+      problems: ['client_not_found'],
+      public: false,
+      handler: async ({ params }) => ({ status: 200, body: await svc.getClient(params.clientCode) }),
+    }),
     defineRoute({
       method: 'PUT',
       path: '/admin/v1/clients/:clientCode',
@@ -38,6 +91,48 @@ export function adminRoutes(svc: AdminService, store: Store): RouteDef[] {
       problems: [],
       public: false,
       handler: async ({ params, body }) => svc.putClient(params.clientCode, body),
+    }),
+    defineRoute({
+      method: 'GET',
+      path: '/admin/v1/clients/:clientCode/grants',
+      operationId: 'adminListClientGrants',
+      summary: "List a client's grants (which integrations may act for it)",
+      description: 'By integration id, revoked grants included; `?cursor=&limit=` pages (limit 1..200, default 50).',
+      tags: ['Operator'],
+      auth: admin,
+      params: ClientCodeParams,
+      query: ListQuery,
+      responses: { 200: { schema: GrantList, description: 'A page of grants, by integration id' } },
+      problems: ['client_not_found'],
+      public: false,
+      handler: async ({ params, query }) => ({ status: 200, body: await svc.listGrantsOfClient(params.clientCode, query) }),
+    }),
+    defineRoute({
+      method: 'GET',
+      path: '/admin/v1/integrations',
+      operationId: 'adminListIntegrations',
+      summary: 'List integrations',
+      description: 'By integration id; `?cursor=&limit=` pages (limit 1..200, default 50).',
+      tags: ['Operator'],
+      auth: admin,
+      query: ListQuery,
+      responses: { 200: { schema: IntegrationList, description: 'A page of integrations, by integration id' } },
+      problems: [],
+      public: false,
+      handler: async ({ query }) => ({ status: 200, body: await svc.listIntegrations(query) }),
+    }),
+    defineRoute({
+      method: 'GET',
+      path: '/admin/v1/integrations/:integrationId',
+      operationId: 'adminGetIntegration',
+      summary: 'Read an integration',
+      tags: ['Operator'],
+      auth: admin,
+      params: IntegrationParams,
+      responses: { 200: { schema: IntegrationView, description: 'The integration' } },
+      problems: ['integration_not_found'],
+      public: false,
+      handler: async ({ params }) => ({ status: 200, body: await svc.getIntegration(params.integrationId) }),
     }),
     defineRoute({
       method: 'PUT',
@@ -57,6 +152,22 @@ export function adminRoutes(svc: AdminService, store: Store): RouteDef[] {
       handler: async ({ params, body }) => svc.putIntegration(params.integrationId, body),
     }),
     defineRoute({
+      method: 'GET',
+      path: '/admin/v1/integrations/:integrationId/api-keys',
+      operationId: 'adminListApiKeys',
+      summary: "List an integration's API keys (never the keys themselves)",
+      description:
+        'Oldest first, revoked keys included; `?cursor=&limit=` pages (limit 1..200, default 50). Only a digest of each key is stored: a key is shown once, when issued, and never again; `hint` shows its last 4 characters.',
+      tags: ['Operator'],
+      auth: admin,
+      params: IntegrationParams,
+      query: ListQuery,
+      responses: { 200: { schema: ApiKeyList, description: 'A page of API keys, oldest first' } },
+      problems: ['integration_not_found'],
+      public: false,
+      handler: async ({ params, query }) => ({ status: 200, body: await svc.listApiKeys(params.integrationId, query) }),
+    }),
+    defineRoute({
       method: 'POST',
       path: '/admin/v1/integrations/:integrationId/api-keys',
       operationId: 'adminCreateApiKey',
@@ -71,6 +182,19 @@ export function adminRoutes(svc: AdminService, store: Store): RouteDef[] {
       handler: async ({ params }) => ({ status: 201, body: await svc.createApiKey(params.integrationId) }),
     }),
     defineRoute({
+      method: 'GET',
+      path: '/admin/v1/api-keys/:apiKeyId',
+      operationId: 'adminGetApiKey',
+      summary: 'Read an API key (never the key itself)',
+      tags: ['Operator'],
+      auth: admin,
+      params: ApiKeyParams,
+      responses: { 200: { schema: ApiKeyView, description: 'The API key, without the key' } },
+      problems: ['api_key_not_found'],
+      public: false,
+      handler: async ({ params }) => ({ status: 200, body: await svc.getApiKey(params.apiKeyId) }),
+    }),
+    defineRoute({
       method: 'POST',
       path: '/admin/v1/api-keys/:apiKeyId/revoke',
       operationId: 'adminRevokeApiKey',
@@ -83,6 +207,34 @@ export function adminRoutes(svc: AdminService, store: Store): RouteDef[] {
       problems: ['api_key_not_found'],
       public: false,
       handler: async ({ params }) => ({ status: 200, body: await svc.revokeApiKey(params.apiKeyId) }),
+    }),
+    defineRoute({
+      method: 'GET',
+      path: '/admin/v1/integrations/:integrationId/grants',
+      operationId: 'adminListIntegrationGrants',
+      summary: "List an integration's grants (which clients it may act for)",
+      description: 'By client code, revoked grants included; `?cursor=&limit=` pages (limit 1..200, default 50).',
+      tags: ['Operator'],
+      auth: admin,
+      params: IntegrationParams,
+      query: ListQuery,
+      responses: { 200: { schema: GrantList, description: 'A page of grants, by client code' } },
+      problems: ['integration_not_found'],
+      public: false,
+      handler: async ({ params, query }) => ({ status: 200, body: await svc.listGrantsOfIntegration(params.integrationId, query) }),
+    }),
+    defineRoute({
+      method: 'GET',
+      path: '/admin/v1/integrations/:integrationId/grants/:clientCode',
+      operationId: 'adminGetGrant',
+      summary: 'Read a grant',
+      tags: ['Operator'],
+      auth: admin,
+      params: GrantParams,
+      responses: { 200: { schema: GrantView, description: 'The grant' } },
+      problems: ['grant_not_found'],
+      public: false,
+      handler: async ({ params }) => ({ status: 200, body: await svc.getGrant(params.integrationId, params.clientCode) }),
     }),
     defineRoute({
       method: 'PUT',
@@ -126,4 +278,5 @@ export function adminRoutes(svc: AdminService, store: Store): RouteDef[] {
       handler: async ({ query }) => ({ status: 200, body: await svc.listAudit(store, query) }),
     }),
   ]
+  return routes
 }

@@ -3,67 +3,155 @@ import { ExternalId, Text200 } from '../domain/identifiers.ts'
 import { SCOPES } from '../domain/scopes.ts'
 import { Timestamp } from '../domain/time.ts'
 import { isValidCidr } from '../http/auth.ts'
+import { listResponse } from '../http/common-schemas.ts'
+
+/*
+ * Schemas of the operator API (docs/operator-api.md). Every request and response schema carries an id so
+ * that the operator OpenAPI document (/admin/v1/openapi.json) can name it; the ids start with `Operator`
+ * because Zod's registry is global and the public document has its own `Customer`, `Receivable`, ...
+ */
+
+/** The time in the examples. */
+const AT = '2026-01-31T09:30:00.000Z'
 
 export const ClientCodeParams = z.strictObject({ clientCode: ExternalId })
 export const IntegrationParams = z.strictObject({ integrationId: ExternalId })
 export const GrantParams = z.strictObject({ integrationId: ExternalId, clientCode: ExternalId })
 export const ApiKeyParams = z.strictObject({ apiKeyId: z.string().regex(/^ak_[A-Za-z0-9]{24}$/, 'must be an apiKeyId such as ak_…') })
-export const EmptyBody = z.strictObject({})
+export const EmptyBody = z.strictObject({}).meta({ id: 'OperatorEmptyBody', description: 'An empty object (or no body at all).' })
 
-export const ClientPut = z.strictObject({ name: Text200.optional(), collectionEnabled: z.boolean().optional() })
-export const ClientView = z.object({
-  clientCode: z.string(),
-  name: z.string().nullable(),
-  collectionEnabled: z.boolean(),
-  createdAt: Timestamp,
-  updatedAt: Timestamp,
-})
+export const ClientPut = z
+  .strictObject({
+    name: Text200.optional(),
+    collectionEnabled: z.boolean().optional().describe('Unchanged when omitted; false for a new client.'),
+  })
+  .meta({ id: 'OperatorClientPut', examples: [{ name: 'Acme Credit Union', collectionEnabled: true }] })
+export const ClientView = z
+  .object({
+    clientCode: z.string(),
+    name: z.string().nullable(),
+    collectionEnabled: z.boolean().describe('While false, every Receivable of the client carries hold `collection_not_enabled`.'),
+    createdAt: Timestamp,
+    updatedAt: Timestamp,
+  })
+  .meta({
+    id: 'OperatorClient',
+    examples: [
+      { clientCode: 'acme-cu', name: 'Acme Credit Union', collectionEnabled: true, createdAt: AT, updatedAt: '2026-02-03T14:05:00.000Z' },
+    ],
+  })
 
-export const IntegrationPut = z.strictObject({ name: Text200 })
-export const IntegrationView = z.object({ integrationId: z.string(), name: z.string(), createdAt: Timestamp, updatedAt: Timestamp })
+export const IntegrationPut = z.strictObject({ name: Text200 }).meta({ id: 'OperatorIntegrationPut', examples: [{ name: 'Core ledger' }] })
+export const IntegrationView = z
+  .object({ integrationId: z.string(), name: z.string(), createdAt: Timestamp, updatedAt: Timestamp })
+  .meta({ id: 'OperatorIntegration', examples: [{ integrationId: 'core-ledger', name: 'Core ledger', createdAt: AT, updatedAt: AT }] })
 
-export const ApiKeyCreated = z.object({
-  apiKeyId: z.string(),
-  apiKey: z.string(),
-  environment: z.enum(['sandbox', 'production']),
-  createdAt: Timestamp,
-})
-export const ApiKeyView = z.object({
-  apiKeyId: z.string(),
-  integrationId: z.string(),
-  environment: z.enum(['sandbox', 'production']),
-  createdAt: Timestamp,
-  revokedAt: Timestamp.nullable(),
-})
+const Environment = z.enum(['sandbox', 'production'])
+
+export const ApiKeyCreated = z
+  .object({
+    apiKeyId: z.string(),
+    apiKey: z.string().describe('irk_<environment>_<40 base62 characters>. Shown this once: only a digest is stored.'),
+    environment: Environment,
+    createdAt: Timestamp,
+  })
+  .meta({
+    id: 'OperatorApiKeyCreated',
+    examples: [
+      {
+        apiKeyId: 'ak_3kQ9wZxT0bVn7LmR2pYc8HdE',
+        apiKey: 'irk_sandbox_EXAMPLEexampleEXAMPLEexampleEXAMPLEexamp',
+        environment: 'sandbox',
+        createdAt: AT,
+      },
+    ],
+  })
+export const ApiKeyView = z
+  .object({
+    apiKeyId: z.string(),
+    integrationId: z.string(),
+    environment: Environment,
+    hint: z
+      .string()
+      .nullable()
+      .describe(
+        'The key with all but its last 4 characters hidden (`irk_sandbox_…Ab3d`), to tell keys apart; null for keys issued before hints were kept. The key itself is never shown again.',
+      ),
+    createdAt: Timestamp,
+    revokedAt: Timestamp.nullable(),
+  })
+  .meta({
+    id: 'OperatorApiKey',
+    examples: [
+      {
+        apiKeyId: 'ak_3kQ9wZxT0bVn7LmR2pYc8HdE',
+        integrationId: 'core-ledger',
+        environment: 'sandbox',
+        hint: 'irk_sandbox_…xamp',
+        createdAt: AT,
+        revokedAt: null,
+      },
+    ],
+  })
 
 const Cidr = z.string().refine(isValidCidr, 'must be a CIDR such as 203.0.113.0/24 or 2001:db8::/32')
 
-export const GrantPut = z.strictObject({
-  scopes: z
-    .array(z.enum(SCOPES))
-    .min(1)
-    .refine((s) => new Set(s).size === s.length, 'must not repeat a scope'),
-  ipAllowlist: z.array(Cidr).max(100).optional(),
-  recoveryEntryMode: z.enum(['explicit_instruction', 'approved_rules']).optional(),
-  feedMode: z.enum(['transaction', 'snapshot_only']).optional(),
-  industryProfile: z.enum(['credit_union']).optional(),
-  receiptDeliveryOwner: z.enum(['partner', 'service']).optional(),
-})
+export const GrantPut = z
+  .strictObject({
+    scopes: z
+      .array(z.enum(SCOPES))
+      .min(1)
+      .refine((s) => new Set(s).size === s.length, 'must not repeat a scope'),
+    ipAllowlist: z.array(Cidr).max(100).optional().describe('CIDRs, IPv4 and IPv6; empty or omitted: any address.'),
+    recoveryEntryMode: z.enum(['explicit_instruction', 'approved_rules']).optional(),
+    feedMode: z.enum(['transaction', 'snapshot_only']).optional(),
+    industryProfile: z.enum(['credit_union']).optional(),
+    receiptDeliveryOwner: z.enum(['partner', 'service']).optional(),
+  })
+  .meta({
+    id: 'OperatorGrantPut',
+    description: 'Replaces the grant: omitted settings take their defaults.',
+    examples: [{ scopes: ['customers:write', 'receivables:write', 'receivables:read'], ipAllowlist: ['203.0.113.0/24'] }],
+  })
 export type GrantPut = z.output<typeof GrantPut>
 
-export const GrantView = z.object({
-  integrationId: z.string(),
-  clientCode: z.string(),
-  scopes: z.array(z.string()),
-  ipAllowlist: z.array(z.string()),
-  status: z.enum(['active', 'revoked']),
-  recoveryEntryMode: z.string(),
-  feedMode: z.string(),
-  industryProfile: z.string(),
-  receiptDeliveryOwner: z.string(),
-  createdAt: Timestamp,
-  updatedAt: Timestamp,
-})
+export const GrantView = z
+  .object({
+    integrationId: z.string(),
+    clientCode: z.string(),
+    scopes: z.array(z.string()),
+    ipAllowlist: z.array(z.string()),
+    status: z.enum(['active', 'revoked']),
+    recoveryEntryMode: z.string(),
+    feedMode: z.string(),
+    industryProfile: z.string(),
+    receiptDeliveryOwner: z.string(),
+    createdAt: Timestamp,
+    updatedAt: Timestamp,
+  })
+  .meta({
+    id: 'OperatorGrant',
+    examples: [
+      {
+        integrationId: 'core-ledger',
+        clientCode: 'acme-cu',
+        scopes: ['customers:write', 'receivables:read', 'receivables:write'],
+        ipAllowlist: ['203.0.113.0/24'],
+        status: 'active',
+        recoveryEntryMode: 'explicit_instruction',
+        feedMode: 'transaction',
+        industryProfile: 'credit_union',
+        receiptDeliveryOwner: 'partner',
+        createdAt: AT,
+        updatedAt: AT,
+      },
+    ],
+  })
+
+export const ClientList = listResponse(ClientView, 'OperatorClientList')
+export const IntegrationList = listResponse(IntegrationView, 'OperatorIntegrationList')
+export const GrantList = listResponse(GrantView, 'OperatorGrantList')
+export const ApiKeyList = listResponse(ApiKeyView, 'OperatorApiKeyList')
 
 export const AuditQuery = z.strictObject({
   clientCode: ExternalId.optional(),
@@ -74,15 +162,34 @@ export const AuditQuery = z.strictObject({
   limit: z.coerce.number().int().min(1).max(200).default(50),
 })
 
-export const AuditEventView = z.object({
-  auditEventId: z.string(),
-  occurredAt: Timestamp,
-  actor: z.string(),
-  action: z.string(),
-  clientCode: z.string().nullable(),
-  targetType: z.string(),
-  targetId: z.string(),
-  details: z.record(z.string(), z.unknown()),
-  changeDigest: z.string(),
-})
-export const AuditList = z.object({ data: z.array(AuditEventView), nextCursor: z.string().nullable() })
+export const AuditEventView = z
+  .object({
+    auditEventId: z.string(),
+    occurredAt: Timestamp,
+    actor: z.string(),
+    action: z.string(),
+    clientCode: z.string().nullable(),
+    targetType: z.string(),
+    targetId: z.string(),
+    details: z.record(z.string(), z.unknown()),
+    changeDigest: z.string().describe('SHA-256 of the canonical JSON of what changed; the change itself is not kept.'),
+  })
+  .meta({
+    id: 'OperatorAuditEvent',
+    examples: [
+      {
+        auditEventId: '0b6f3c1e-9d2a-4c57-8e0f-2a7d1b9c4e55',
+        occurredAt: AT,
+        actor: 'operator',
+        action: 'grant.created',
+        clientCode: 'acme-cu',
+        targetType: 'grant',
+        targetId: 'core-ledger/acme-cu',
+        details: { integrationId: 'core-ledger', scopes: ['customers:write', 'receivables:read', 'receivables:write'], status: 'active' },
+        changeDigest: '9f2c4a7e1b3d5f6081a2c3e4f5061728394a5b6c7d8e9f0a1b2c3d4e5f607182',
+      },
+    ],
+  })
+export const AuditList = listResponse(AuditEventView, 'OperatorAuditEventList')
+
+export const OperatorOpenApiDocument = z.record(z.string(), z.unknown()).meta({ id: 'OperatorOpenApiDocument' })

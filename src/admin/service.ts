@@ -1,19 +1,28 @@
 import { randomBytes } from 'node:crypto'
+import { z } from 'zod'
 import type { Environment } from '../config.ts'
-import { Problem } from '../domain/problems.ts'
-import { type Clock, isoNow } from '../domain/time.ts'
+import { fieldProblem, Problem } from '../domain/problems.ts'
+import { type Clock, isoNow, Timestamp } from '../domain/time.ts'
 import { digestSecret } from '../http/auth.ts'
+import { decodeCursor, encodeCursor } from '../http/common-schemas.ts'
 import { recordReceivableChanges } from '../resources/receivables/store.ts'
 import type { Queryable, Store, Tx } from '../store/store.ts'
 import type { GrantPut } from './schema.ts'
 import {
+  API_KEY_COLUMNS,
   type ApiKeyRow,
   type ClientRow,
+  findApiKey,
   findClient,
   findGrant,
   findIntegration,
   type GrantRow,
   type IntegrationRow,
+  listApiKeys,
+  listClients,
+  listGrantsOfClient,
+  listGrantsOfIntegration,
+  listIntegrations,
   recordAudit,
 } from './store.ts'
 
@@ -51,6 +60,7 @@ export const apiKeyView = (r: ApiKeyRow) => ({
   apiKeyId: r.api_key_id,
   integrationId: r.integration_id,
   environment: r.environment,
+  hint: r.last4 === null ? null : `irk_${r.environment}_…${r.last4}`,
   createdAt: r.created_at,
   revokedAt: r.revoked_at,
 })
@@ -67,6 +77,29 @@ export const grantView = (r: GrantRow) => ({
   createdAt: r.created_at,
   updatedAt: r.updated_at,
 })
+
+/** `?cursor=&limit=` of the operator lists (the API's list convention). */
+export interface Page {
+  cursor?: string | undefined
+  limit: number
+}
+
+const AfterKey = z.object({ after: z.string() })
+const AfterApiKey = z.object({ after: z.tuple([Timestamp, z.string()]) })
+
+/** The decoded cursor; a cursor this list did not return is a 422 at /query/cursor (as the public lists answer). */
+function pageAfter<T>(q: Page, schema: z.ZodType<T>): T | undefined {
+  const after = decodeCursor(q.cursor, schema)
+  if (q.cursor !== undefined && !after) throw fieldProblem('/query/cursor', 'invalid_format', 'is not a cursor this list returned')
+  return after
+}
+
+/** Rows were read with limit + 1: the extra row only says whether another page follows. */
+function page<R, V>(rows: R[], limit: number, view: (r: R) => V, cursorOf: (r: R) => unknown) {
+  const shown = rows.slice(0, limit)
+  const last = shown.at(-1)
+  return { data: shown.map(view), nextCursor: rows.length > limit && last ? encodeCursor(cursorOf(last)) : null }
+}
 
 export interface AdminServiceDeps {
   store: Store
@@ -138,13 +171,10 @@ export function createAdminService({ store, clock, environment, onGrantRevoked }
         const now = isoNow(clock)
         const apiKey = newApiKey(environment)
         const apiKeyId = `ak_${randomBase62(24)}`
-        await tx.query('INSERT INTO api_keys (api_key_id, integration_id, environment, digest, created_at) VALUES ($1, $2, $3, $4, $5)', [
-          apiKeyId,
-          integrationId,
-          environment,
-          digestSecret(apiKey),
-          now,
-        ])
+        await tx.query(
+          'INSERT INTO api_keys (api_key_id, integration_id, environment, digest, last4, created_at) VALUES ($1, $2, $3, $4, $5, $6)',
+          [apiKeyId, integrationId, environment, digestSecret(apiKey), apiKey.slice(-4), now],
+        )
         await recordAudit(tx, {
           action: 'api_key.created',
           clientCode: null,
@@ -163,7 +193,7 @@ export function createAdminService({ store, clock, environment, onGrantRevoked }
         const now = isoNow(clock)
         const rows = await tx.query<ApiKeyRow>(
           `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $2) WHERE api_key_id = $1
-           RETURNING api_key_id, integration_id, environment, created_at, revoked_at`,
+           RETURNING ${API_KEY_COLUMNS}`,
           [apiKeyId, now],
         )
         const row = rows[0]
@@ -252,6 +282,64 @@ export function createAdminService({ store, clock, environment, onGrantRevoked }
       })
     },
 
+    async getClient(clientCode: string) {
+      const row = await findClient(store, clientCode)
+      if (!row) throw new Problem('client_not_found', `No client ${clientCode}.`)
+      return clientView(row)
+    },
+
+    async listClients(q: Page) {
+      const after = pageAfter(q, AfterKey)
+      const rows = await listClients(store, after?.after, q.limit + 1)
+      return page(rows, q.limit, clientView, (r) => ({ after: r.client_code }))
+    },
+
+    async getIntegration(integrationId: string) {
+      const row = await findIntegration(store, integrationId)
+      if (!row) throw new Problem('integration_not_found', `No integration ${integrationId}.`)
+      return integrationView(row)
+    },
+
+    async listIntegrations(q: Page) {
+      const after = pageAfter(q, AfterKey)
+      const rows = await listIntegrations(store, after?.after, q.limit + 1)
+      return page(rows, q.limit, integrationView, (r) => ({ after: r.integration_id }))
+    },
+
+    async getGrant(integrationId: string, clientCode: string) {
+      const row = await findGrant(store, integrationId, clientCode)
+      if (!row) throw new Problem('grant_not_found', `No grant of integration ${integrationId} for client ${clientCode}.`)
+      return grantView(row)
+    },
+
+    /** An unknown integration is a 404, not an empty list: a typo must not read as "no grants". */
+    async listGrantsOfIntegration(integrationId: string, q: Page) {
+      const after = pageAfter(q, AfterKey)
+      if (!(await findIntegration(store, integrationId))) throw new Problem('integration_not_found', `No integration ${integrationId}.`)
+      const rows = await listGrantsOfIntegration(store, integrationId, after?.after, q.limit + 1)
+      return page(rows, q.limit, grantView, (r) => ({ after: r.client_code }))
+    },
+
+    async listGrantsOfClient(clientCode: string, q: Page) {
+      const after = pageAfter(q, AfterKey)
+      if (!(await findClient(store, clientCode))) throw new Problem('client_not_found', `No client ${clientCode}.`)
+      const rows = await listGrantsOfClient(store, clientCode, after?.after, q.limit + 1)
+      return page(rows, q.limit, grantView, (r) => ({ after: r.integration_id }))
+    },
+
+    async getApiKey(apiKeyId: string) {
+      const row = await findApiKey(store, apiKeyId)
+      if (!row) throw new Problem('api_key_not_found', `No API key ${apiKeyId}.`)
+      return apiKeyView(row)
+    },
+
+    async listApiKeys(integrationId: string, q: Page) {
+      const after = pageAfter(q, AfterApiKey)
+      if (!(await findIntegration(store, integrationId))) throw new Problem('integration_not_found', `No integration ${integrationId}.`)
+      const rows = await listApiKeys(store, integrationId, after && { createdAt: after.after[0], apiKeyId: after.after[1] }, q.limit + 1)
+      return page(rows, q.limit, apiKeyView, (r) => ({ after: [r.created_at, r.api_key_id] }))
+    },
+
     async listAudit(db: Queryable, q: { clientCode?: string; cursor?: string; limit: number }) {
       const rows = await db.query<{
         seq: string
@@ -289,22 +377,3 @@ export function createAdminService({ store, clock, environment, onGrantRevoked }
 }
 
 export type AdminService = ReturnType<typeof createAdminService>
-
-/**
- * The operator token: ADMIN_TOKEN when set; otherwise one generated at first start, of which only the
- * digest is stored and the token printed once. Returns the digest to check against, and the token when
- * it was generated now (for printing).
- */
-export async function resolveAdminToken(store: Store, configured: string | undefined): Promise<{ digest: string; generated?: string }> {
-  if (configured) return { digest: digestSecret(configured) }
-  const generated = `adm_${randomBase62(40)}`
-  return store.transaction(async (tx) => {
-    const inserted = await tx.query<{ value: string }>(
-      `INSERT INTO settings (key, value) VALUES ('admin_token_digest', $1) ON CONFLICT (key) DO NOTHING RETURNING value`,
-      [digestSecret(generated)],
-    )
-    if (inserted[0]) return { digest: inserted[0].value, generated }
-    const rows = await tx.query<{ value: string }>(`SELECT value FROM settings WHERE key = 'admin_token_digest'`)
-    return { digest: (rows[0] as { value: string }).value }
-  })
-}

@@ -67,15 +67,74 @@ export interface ApiKeyRow {
   api_key_id: string
   integration_id: string
   environment: 'sandbox' | 'production'
+  /** The key's last 4 characters (null for keys issued before migration 0008). Never the key or its digest. */
+  last4: string | null
   created_at: string
   revoked_at: string | null
 }
 
+/** The api_keys columns an operator may see: every column but `digest`. */
+export const API_KEY_COLUMNS = 'api_key_id, integration_id, environment, last4, created_at, revoked_at'
+
 export async function findApiKey(db: Queryable, id: string): Promise<ApiKeyRow | undefined> {
-  return (
-    await db.query<ApiKeyRow>(
-      'SELECT api_key_id, integration_id, environment, created_at, revoked_at FROM api_keys WHERE api_key_id = $1',
-      [id],
-    )
-  )[0]
+  return (await db.query<ApiKeyRow>(`SELECT ${API_KEY_COLUMNS} FROM api_keys WHERE api_key_id = $1`, [id]))[0]
+}
+
+/*
+ * Lists for the operator API: keyset pages in a stable order (`WHERE key > after ORDER BY key LIMIT n`), so
+ * a page never repeats or skips a row that existed when the listing started, however many are added
+ * meanwhile. The operator tables are small (clients and integrations by the hundred, keys and grants by the
+ * handful per integration); each order is served by the primary key or a short sort.
+ */
+
+export async function listClients(db: Queryable, after: string | undefined, limit: number): Promise<ClientRow[]> {
+  return db.query<ClientRow>('SELECT * FROM clients WHERE ($1::text IS NULL OR client_code > $1) ORDER BY client_code LIMIT $2', [
+    after ?? null,
+    limit,
+  ])
+}
+
+export async function listIntegrations(db: Queryable, after: string | undefined, limit: number): Promise<IntegrationRow[]> {
+  return db.query<IntegrationRow>(
+    'SELECT * FROM integrations WHERE ($1::text IS NULL OR integration_id > $1) ORDER BY integration_id LIMIT $2',
+    [after ?? null, limit],
+  )
+}
+
+/** The grants of one integration, by client code. */
+export async function listGrantsOfIntegration(
+  db: Queryable,
+  integrationId: string,
+  after: string | undefined,
+  limit: number,
+): Promise<GrantRow[]> {
+  return db.query<GrantRow>(
+    `SELECT * FROM grants WHERE integration_id = $1 AND ($2::text IS NULL OR client_code > $2)
+      ORDER BY client_code LIMIT $3`,
+    [integrationId, after ?? null, limit],
+  )
+}
+
+/** The grants for one client, by integration id (the primary key's order). */
+export async function listGrantsOfClient(db: Queryable, clientCode: string, after: string | undefined, limit: number): Promise<GrantRow[]> {
+  return db.query<GrantRow>(
+    `SELECT * FROM grants WHERE client_code = $1 AND ($2::text IS NULL OR integration_id > $2)
+      ORDER BY integration_id LIMIT $3`,
+    [clientCode, after ?? null, limit],
+  )
+}
+
+/** The keys of one integration, oldest first; the id breaks ties between keys issued in the same millisecond. */
+export async function listApiKeys(
+  db: Queryable,
+  integrationId: string,
+  after: { createdAt: string; apiKeyId: string } | undefined,
+  limit: number,
+): Promise<ApiKeyRow[]> {
+  return db.query<ApiKeyRow>(
+    `SELECT ${API_KEY_COLUMNS} FROM api_keys
+      WHERE integration_id = $1 AND ($2::timestamptz IS NULL OR (created_at, api_key_id) > ($2::timestamptz, $3::text))
+      ORDER BY created_at, api_key_id LIMIT $4`,
+    [integrationId, after?.createdAt ?? null, after?.apiKeyId ?? null, limit],
+  )
 }

@@ -1,8 +1,9 @@
+import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import { request } from 'undici'
 
 /**
- * `inbound`: the operator API (design.md section 1) for people. Readable output by default, `--json` for
+ * `inbound`: the operator API (docs/operator-api.md) for people. Readable output by default, `--json` for
  * the raw response. Exit codes: 0 success, 1 the service refused (its problem printed), 2 usage.
  */
 const HELP = `inbound - operate the Inbound Receivables Service
@@ -10,20 +11,34 @@ const HELP = `inbound - operate the Inbound Receivables Service
 Usage: inbound <command> [options]
 
 Commands:
+  client list [PAGING]
+  client show <clientCode>
   client put <clientCode> [--name N] [--collection-enabled true|false]
+  integration list [PAGING]
+  integration show <integrationId>
   integration put <integrationId> --name N
-  key create <integrationId>                 issue an API key (shown once)
-  key revoke <apiKeyId>
+  grant list --integration I | --client C [PAGING]
+  grant show <integrationId> <clientCode>
   grant put <integrationId> <clientCode> --scopes a,b [--ip-allowlist cidr,cidr]
             [--recovery-entry-mode M] [--feed-mode M] [--industry-profile P] [--receipt-delivery-owner O]
   grant revoke <integrationId> <clientCode>
-  audit list [--client C] [--limit N] [--cursor X]
+  key list <integrationId> [PAGING]          never shows the keys, only their last 4 characters
+  key show <apiKeyId>
+  key create <integrationId>                 issue an API key (shown once)
+  key revoke <apiKeyId>
+  audit list [--client C] [PAGING]
+
+Paging (PAGING):
+  --limit N    rows per page, 1..200 (default 50)
+  --cursor X   the page after X (printed as "more: --cursor X" under a page)
+  --all        follow the cursors and print every row
 
 Options:
   --url U      service base URL (env INBOUND_URL, default http://127.0.0.1:8080)
   --token T    operator token (env ADMIN_TOKEN or INBOUND_ADMIN_TOKEN)
-  --json       print the raw JSON response
+  --json       print the raw JSON response (with --all: {"data": [every row], "nextCursor": null})
   -h, --help   this help
+  --version    the version of this CLI
 `
 
 class UsageError extends Error {}
@@ -37,6 +52,9 @@ const { values: opts, positionals } = (() => {
         token: { type: 'string' },
         json: { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
+        version: { type: 'boolean', default: false },
+        all: { type: 'boolean', default: false },
+        integration: { type: 'string' },
         name: { type: 'string' },
         'collection-enabled': { type: 'string' },
         scopes: { type: 'string' },
@@ -97,34 +115,132 @@ function show(result: Record<string, unknown>) {
   }
   const width = Math.max(...Object.keys(result).map((k) => k.length))
   for (const [k, v] of Object.entries(result)) {
-    const text = Array.isArray(v) ? v.join(', ') || '(none)' : v === null ? '-' : String(v)
+    // An empty allowlist admits any address: "(none)" would read as the opposite.
+    const empty = k === 'ipAllowlist' ? 'any address' : '(none)'
+    const text = Array.isArray(v) ? v.join(', ') || empty : v === null ? '-' : String(v)
     process.stdout.write(`${k.padEnd(width)}  ${text}\n`)
   }
 }
 
-function showAudit(result: Record<string, unknown>) {
+type Row = Record<string, unknown>
+type Column = [header: string, cell: (row: Row) => string]
+
+const cell = (v: unknown): string => (v === null || v === undefined ? '-' : Array.isArray(v) ? v.join(',') || '-' : String(v))
+const field =
+  (name: string): Column[1] =>
+  (row) =>
+    cell(row[name])
+
+/** A page as a table (header line, one line per row) and, when more follow, how to get the next page. */
+function showTable(result: Row, columns: Column[]) {
   if (opts.json) return show(result)
-  const rows = (result.data as Record<string, string>[]) ?? []
-  const cols = ['occurredAt', 'action', 'clientCode', 'targetType', 'targetId'] as const
-  const table = [cols.map(String), ...rows.map((r) => cols.map((c) => String(r[c] ?? '-')))]
-  const widths = cols.map((_, i) => Math.max(...table.map((row) => (row[i] ?? '').length)))
+  const rows = (result.data as Row[] | undefined) ?? []
+  const table = [columns.map(([h]) => h), ...rows.map((r) => columns.map(([, f]) => f(r)))]
+  const widths = columns.map((_, i) => Math.max(...table.map((row) => (row[i] ?? '').length)))
   for (const row of table)
     process.stdout.write(
       `${row
-        .map((cell, i) => cell.padEnd(widths[i] ?? 0))
+        .map((text, i) => text.padEnd(widths[i] ?? 0))
         .join('  ')
         .trimEnd()}\n`,
     )
+  if (rows.length === 0) process.stdout.write('(none)\n')
   if (result.nextCursor) process.stdout.write(`more: --cursor ${result.nextCursor}\n`)
+}
+
+const COLUMNS = {
+  client: [
+    ['clientCode', field('clientCode')],
+    ['name', field('name')],
+    ['collectionEnabled', field('collectionEnabled')],
+    ['createdAt', field('createdAt')],
+  ],
+  integration: [
+    ['integrationId', field('integrationId')],
+    ['name', field('name')],
+    ['createdAt', field('createdAt')],
+  ],
+  grant: [
+    ['integrationId', field('integrationId')],
+    ['clientCode', field('clientCode')],
+    ['status', field('status')],
+    ['ipAllowlist', (r) => (Array.isArray(r.ipAllowlist) && r.ipAllowlist.length > 0 ? r.ipAllowlist.join(',') : 'any')],
+    ['updatedAt', field('updatedAt')],
+    ['scopes', field('scopes')],
+  ],
+  key: [
+    ['apiKeyId', field('apiKeyId')],
+    ['hint', field('hint')],
+    ['status', (r) => (r.revokedAt ? 'revoked' : 'active')],
+    ['createdAt', field('createdAt')],
+    ['revokedAt', field('revokedAt')],
+  ],
+  audit: [
+    ['occurredAt', field('occurredAt')],
+    ['action', field('action')],
+    ['clientCode', field('clientCode')],
+    ['targetType', field('targetType')],
+    ['targetId', field('targetId')],
+  ],
+} satisfies Record<string, Column[]>
+
+/** GET of a list with the paging options; with --all, every page, as one. */
+async function listing(path: string, filters: Record<string, string | undefined> = {}): Promise<Row> {
+  const q = new URLSearchParams()
+  for (const [k, v] of Object.entries(filters)) if (v !== undefined) q.set(k, v)
+  if (opts.limit) q.set('limit', opts.limit)
+  if (opts.cursor) q.set('cursor', opts.cursor)
+  const get = () => admin('GET', `${path}${q.size ? `?${q}` : ''}`)
+  if (!opts.all) return get()
+  const data: unknown[] = []
+  for (;;) {
+    const page = await get()
+    data.push(...((page.data as unknown[] | undefined) ?? []))
+    if (typeof page.nextCursor !== 'string') return { data, nextCursor: null }
+    q.set('cursor', page.nextCursor)
+  }
+}
+
+const seg = encodeURIComponent
+
+function version(): string {
+  // package.json is two folders up both from src/cli/ and from a compiled dist/cli/.
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
+  return pkg.version
 }
 
 async function main(): Promise<void> {
   const [noun, verb, a, b] = positionals
+  if (opts.version) {
+    process.stdout.write(`inbound ${version()}\n`)
+    return
+  }
   if (opts.help || !noun) {
     process.stdout.write(HELP)
     return
   }
   switch (`${noun} ${verb ?? ''}`) {
+    case 'client list':
+      return showTable(await listing('/admin/v1/clients'), COLUMNS.client)
+    case 'client show':
+      return show(await admin('GET', `/admin/v1/clients/${seg(need(a, 'clientCode'))}`))
+    case 'integration list':
+      return showTable(await listing('/admin/v1/integrations'), COLUMNS.integration)
+    case 'integration show':
+      return show(await admin('GET', `/admin/v1/integrations/${seg(need(a, 'integrationId'))}`))
+    case 'grant list': {
+      if (Boolean(opts.integration) === Boolean(opts.client)) throw new UsageError('grant list takes one of --integration I or --client C')
+      const path = opts.integration
+        ? `/admin/v1/integrations/${seg(opts.integration)}/grants`
+        : `/admin/v1/clients/${seg(need(opts.client, '--client'))}/grants`
+      return showTable(await listing(path), COLUMNS.grant)
+    }
+    case 'grant show':
+      return show(await admin('GET', `/admin/v1/integrations/${seg(need(a, 'integrationId'))}/grants/${seg(need(b, 'clientCode'))}`))
+    case 'key list':
+      return showTable(await listing(`/admin/v1/integrations/${seg(need(a, 'integrationId'))}/api-keys`), COLUMNS.key)
+    case 'key show':
+      return show(await admin('GET', `/admin/v1/api-keys/${seg(need(a, 'apiKeyId'))}`))
     case 'client put': {
       const enabled = opts['collection-enabled']
       if (enabled !== undefined && enabled !== 'true' && enabled !== 'false')
@@ -159,13 +275,8 @@ async function main(): Promise<void> {
       )
     case 'grant revoke':
       return show(await admin('POST', `/admin/v1/integrations/${need(a, 'integrationId')}/grants/${need(b, 'clientCode')}/revoke`, {}))
-    case 'audit list': {
-      const q = new URLSearchParams()
-      if (opts.client) q.set('clientCode', opts.client)
-      if (opts.limit) q.set('limit', opts.limit)
-      if (opts.cursor) q.set('cursor', opts.cursor)
-      return showAudit(await admin('GET', `/admin/v1/audit-events${q.size ? `?${q}` : ''}`))
-    }
+    case 'audit list':
+      return showTable(await listing('/admin/v1/audit-events', { clientCode: opts.client }), COLUMNS.audit)
     default:
       throw new UsageError(`unknown command: ${positionals.join(' ')}`)
   }

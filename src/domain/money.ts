@@ -32,6 +32,11 @@ export function formatMinor(minor: bigint): string {
   return negative ? `-${text}` : text
 }
 
+/** "225.00 USD": an amount as the request writes it, for problem details (never minor units). */
+export function describeMoney(minor: bigint, currency: string): string {
+  return `${formatMinor(minor)} ${currency}`
+}
+
 export function normalizeAmount(amount: string): string {
   return formatMinor(toMinor(amount))
 }

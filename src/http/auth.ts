@@ -131,12 +131,17 @@ export function isValidCidr(cidr: string): boolean {
 
 const denied = (why: string) => new Problem('client_scope_denied', why)
 
-/** 403 unless the grant is active, holds every required scope and admits the calling address. */
-export function authorize(caller: Caller, clientCode: string, required: readonly Scope[], ip: string): Grant {
-  const grant = caller.grant
+/** 403 unless the grant is active and holds every required scope (a batch record checks this when it runs). */
+export function grantWithScopes(grant: Grant | null, clientCode: string, required: readonly Scope[]): Grant {
   if (!grant) throw denied(`This API key has no active grant for client ${clientCode}.`)
   const missing = required.filter((s) => !grant.scopes.has(s))
   if (missing.length > 0) throw denied(`The grant for client ${clientCode} lacks the scope ${missing.join(', ')}.`)
+  return grant
+}
+
+/** 403 unless the grant is active, holds every required scope and admits the calling address. */
+export function authorize(caller: Caller, clientCode: string, required: readonly Scope[], ip: string): Grant {
+  const grant = grantWithScopes(caller.grant, clientCode, required)
   if (!ipAllowed(ip, grant.ipAllowlist)) throw denied(`The calling address is outside the grant's IP allowlist.`)
   return grant
 }

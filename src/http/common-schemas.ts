@@ -12,8 +12,12 @@ export const ListQuery = z.strictObject({
   limit: z.coerce.number().int().min(1).max(200).default(50),
 })
 
+/** A page of `item`s; its example is a last page holding the item's own first example. */
 export function listResponse<T extends z.ZodType>(item: T, id: string) {
-  return z.object({ data: z.array(item), nextCursor: z.string().nullable() }).meta({ id })
+  const itemExample = (z.globalRegistry.get(item)?.examples as unknown[] | undefined)?.[0]
+  return z
+    .object({ data: z.array(item), nextCursor: z.string().nullable() })
+    .meta({ id, ...(itemExample === undefined ? {} : { examples: [{ data: [itemExample], nextCursor: null }] }) })
 }
 
 export function encodeCursor(value: unknown): string {

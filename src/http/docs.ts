@@ -4,33 +4,76 @@ import type { FastifyInstance } from 'fastify'
 import swaggerUi from 'swagger-ui-dist'
 import { type ProblemCode, problemCatalogue } from '../domain/problems.ts'
 import type { Queryable } from '../store/store.ts'
+import { problemPageText } from './problem-docs.ts'
+import { crossCuttingProblems, type RouteDef } from './route.ts'
 
 const ASSETS = new Set(['swagger-ui.css', 'swagger-ui-bundle.js', 'swagger-ui-standalone-preset.js'])
 
 const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 
-/** What each problem means for the integrator and what to do: the page behind every problem `type`. */
-const advice: Partial<Record<ProblemCode, string>> = {
-  malformed_json: 'The body is not valid JSON. Fix the payload; retrying the same bytes will fail again.',
-  invalid_api_key: 'Send Authorization: Bearer <API key> with an active key issued for this environment.',
-  client_scope_denied:
-    'The key has no active grant for this client, the grant lacks the scope, or your address is outside its IP allowlist.',
-  validation_error: 'See errors[]: each entry names the field (a JSON pointer) and a Zod issue code. Nothing was saved.',
-  rate_limit_exceeded: 'Wait for Retry-After seconds. At most 60 requests a minute and one at a time per key.',
-  projection_unavailable: 'Nothing was saved. Retry the same request with exponential backoff; retries are safe.',
-  request_too_large: 'Bodies are limited to 256 KiB. Split the work, for example into batches.',
-  unsupported_media_type: 'Send uncompressed application/json (application/merge-patch+json for PATCH).',
-}
+/** Page text: escaped, with `backticked` spans as code. */
+const inline = (s: string) => escapeHtml(s).replace(/`([^`]+)`/g, '<code>$1</code>')
+
+/** `/v1/clients/:clientCode` as the API reference writes it: `/v1/clients/{clientCode}`. */
+const displayPath = (path: string) => path.replace(/:([A-Za-z]+)/g, '{$1}')
+
+/** Routes listed in full on a problem page; beyond this they fold away (cross-cutting codes name nearly every route). */
+const ROUTES_SHOWN_OPEN = 8
 
 function page(title: string, body: string): string {
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<style>body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0 1rem;line-height:1.5}code{background:#f3f3f3;padding:0 .2em}</style>
+<style>body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0 1rem;line-height:1.5}code{background:#f3f3f3;padding:0 .2em}h2{font-size:1.1rem;margin-top:1.5rem}</style>
 </head><body>${body}</body></html>`
 }
 
-/** Infrastructure routes outside the v1 contract: health, readiness and the human documentation. */
-export function registerInfraRoutes(app: FastifyInstance, db: Queryable): void {
+/** Which routes can answer each problem code, from the same route table that generates the OpenAPI document. */
+function routesByProblem(routes: readonly RouteDef[]): Map<ProblemCode, string[]> {
+  const byCode = new Map<ProblemCode, string[]>()
+  for (const def of routes) {
+    for (const code of new Set([...def.problems, ...crossCuttingProblems(def)])) {
+      const list = byCode.get(code) ?? []
+      list.push(`${def.method} ${displayPath(def.path)}`)
+      byCode.set(code, list)
+    }
+  }
+  return byCode
+}
+
+function routeList(routes: readonly string[]): string {
+  if (routes.length === 0) return ''
+  const items = `<ul>${routes.map((r) => `<li><code>${escapeHtml(r)}</code></li>`).join('')}</ul>`
+  const body = routes.length > ROUTES_SHOWN_OPEN ? `<details><summary>${routes.length} routes</summary>${items}</details>` : items
+  return `<h2>Routes that answer it</h2>${body}`
+}
+
+function problemPage(code: ProblemCode, routes: readonly string[]): string {
+  const entry = problemCatalogue[code]
+  const text = problemPageText(code)
+  return page(
+    `${entry.title} (${code})`,
+    `<h1>${escapeHtml(entry.title)}</h1>
+<p>HTTP status <strong>${entry.status}</strong>, code <code>${code}</code>, sent as <code>application/problem+json</code>.</p>
+<h2>What causes it</h2><p>${inline(text.cause)}</p>
+<h2>How to fix it</h2><p>${inline(text.fix)}</p>
+<h2>Retrying the identical request</h2><p>${inline(text.retry)}</p>
+${routeList(routes)}
+<p><a href="/docs/problems">All problem types</a> · <a href="/docs">API reference</a></p>`,
+  )
+}
+
+/** `target` with the query of the request URL, if any. The target is a fixed local path, so no open redirect. */
+function withQuery(target: string, url: string): string {
+  const q = url.indexOf('?')
+  return q === -1 ? target : `${target}${url.slice(q)}`
+}
+
+/**
+ * Infrastructure routes outside the v1 contract: health, readiness and the human documentation. `routes` is
+ * the service's route table, so each problem page lists exactly the routes that can answer it.
+ */
+export function registerInfraRoutes(app: FastifyInstance, db: Queryable, routes: readonly RouteDef[]): void {
+  const answeredBy = routesByProblem(routes)
   app.get('/healthz', async () => ({ status: 'ok' }))
   app.get('/readyz', async (_request, reply) => {
     try {
@@ -40,10 +83,18 @@ export function registerInfraRoutes(app: FastifyInstance, db: Queryable): void {
       return reply.code(503).send({ status: 'unavailable' })
     }
   })
+  // The service root and `/docs/` lead people to the reference. 302, not 301: browsers keep a 301 for good,
+  // and the root may one day serve something of its own.
+  app.get('/', async (request, reply) => reply.redirect(withQuery('/docs', request.url), 302))
+  app.get('/docs/', async (request, reply) => reply.redirect(withQuery('/docs', request.url), 302))
   app.get('/docs', async (_request, reply) => {
     reply.type('text/html; charset=utf-8')
     return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Inbound Receivables Service API</title>
-<link rel="stylesheet" href="/docs/assets/swagger-ui.css"></head><body><div id="ui"></div>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="stylesheet" href="/docs/assets/swagger-ui.css"></head><body>
+<noscript><p>The API reference needs JavaScript. The OpenAPI document is at <a href="/v1/openapi.json">/v1/openapi.json</a>.</p></noscript>
+<p style="font-family:system-ui,sans-serif;margin:1rem 1.25rem 0">Errors: <a href="/docs/problems">problem types</a>, what causes each and how to fix it.</p>
+<div id="ui"></div>
 <script src="/docs/assets/swagger-ui-bundle.js"></script>
 <script>window.ui = SwaggerUIBundle({ url: '/v1/openapi.json', dom_id: '#ui', deepLinking: true })</script>
 </body></html>`
@@ -55,22 +106,31 @@ export function registerInfraRoutes(app: FastifyInstance, db: Queryable): void {
     return readFile(join(swaggerUi.getAbsoluteFSPath(), file))
   })
   app.get('/docs/problems', async (_request, reply) => {
-    const rows = Object.entries(problemCatalogue)
-      .map(([code, p]) => `<li><a href="/docs/problems/${code}"><code>${code}</code></a> (${p.status}) ${escapeHtml(p.title)}</li>`)
+    const rows = (Object.entries(problemCatalogue) as [ProblemCode, (typeof problemCatalogue)[ProblemCode]][])
+      .map(
+        ([code, p]) =>
+          `<tr><td>${p.status}</td><td><a href="/docs/problems/${code}"><code>${code}</code></a></td><td>${escapeHtml(p.title)}</td></tr>`,
+      )
       .join('')
     reply.type('text/html; charset=utf-8')
-    return page('Problem types', `<h1>Problem types</h1><ul>${rows}</ul>`)
+    return page(
+      'Problem types',
+      `<h1>Problem types</h1>
+<p>Every error is an <code>application/problem+json</code> body whose <code>type</code> links to one of these pages.</p>
+<table><thead><tr><th>Status</th><th>Code</th><th>Title</th></tr></thead><tbody>${rows}</tbody></table>
+<p><a href="/docs">API reference</a></p>`,
+    )
   })
   app.get<{ Params: { code: string } }>('/docs/problems/:code', async (request, reply) => {
-    const code = request.params.code as ProblemCode
-    const entry = Object.hasOwn(problemCatalogue, code) ? problemCatalogue[code] : undefined
+    const code = request.params.code
+    // `/docs/problems/` reaches this route with an empty code.
+    if (code === '') return reply.redirect(withQuery('/docs/problems', request.url), 302)
     reply.type('text/html; charset=utf-8')
-    if (!entry) return reply.code(404).send(page('Unknown problem type', '<h1>Unknown problem type</h1>'))
-    return page(
-      entry.title,
-      `<h1>${escapeHtml(entry.title)}</h1><p>HTTP status <strong>${entry.status}</strong>, code <code>${code}</code>.</p>
-<p>${escapeHtml(advice[code] ?? 'See the detail field of the problem for the specific cause.')}</p>
-<p><a href="/docs/problems">All problem types</a> · <a href="/docs">API reference</a></p>`,
-    )
+    if (!Object.hasOwn(problemCatalogue, code)) {
+      return reply
+        .code(404)
+        .send(page('Unknown problem type', '<h1>Unknown problem type</h1><p><a href="/docs/problems">All problem types</a></p>'))
+    }
+    return problemPage(code as ProblemCode, answeredBy.get(code as ProblemCode) ?? [])
   })
 }

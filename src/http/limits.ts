@@ -12,7 +12,9 @@ import type { Queryable } from '../store/store.ts'
  *
  * Concurrency: a bucket has N slots; a request claims a free or expired slot with one INSERT .. ON
  * CONFLICT statement (the primary key makes the claim atomic across instances) and releases it before
- * its response is written. A slot of a process that died mid-request expires after `leaseSeconds`.
+ * its response is written, or when its connection ends first (src/http/server.ts ties the slot to the HTTP
+ * exchange). Releasing is best effort: a failed release is retried in the background a few times, and a
+ * slot nobody released (a process that died mid-request, a store that stayed down) expires after `leaseSeconds`.
  */
 export interface RateResult {
   allowed: boolean
@@ -21,17 +23,47 @@ export interface RateResult {
   resetSeconds: number
 }
 
+/** Where a failed release is reported (a pino logger fits); only the error's name, code and message are passed. */
+export interface ReleaseLog {
+  warn(obj: Record<string, unknown>, msg: string): void
+  error(obj: Record<string, unknown>, msg: string): void
+}
+
 export interface Lease {
+  /**
+   * Frees the slots; the first call does it, later calls do nothing. Never rejects: it runs after the request's
+   * work is done (often after commit), and nothing there may change the answer. A failed release is reported
+   * to the `log` given to `acquire` and retried in the background after each of `RELEASE_RETRY_DELAYS_MS`;
+   * should every retry fail, the lease's expiry frees the slots.
+   */
   release(): Promise<void>
 }
 
 export interface Limiter {
   count(buckets: string[]): Promise<RateResult>
-  acquire(buckets: string[]): Promise<Lease | null>
+  /** A slot in every bucket, or null (and nothing held) when one of them is full. */
+  acquire(buckets: string[], log?: ReleaseLog): Promise<Lease | null>
 }
 
-export function createLimiter(db: Queryable, opts: { perMinute: number; concurrency: number; leaseSeconds?: number }): Limiter {
+/**
+ * Background retries of a failed release: seen failing while PostgreSQL restarts, which takes seconds. They
+ * end (about 15 s) well inside the 30 s lease, after which expiry would free the slot anyway.
+ */
+export const RELEASE_RETRY_DELAYS_MS = [250, 1000, 2000, 4000, 8000] as const
+
+export function createLimiter(
+  db: Queryable,
+  opts: { perMinute: number; concurrency: number; leaseSeconds?: number; releaseRetryDelaysMs?: readonly number[] },
+): Limiter {
   const leaseSeconds = opts.leaseSeconds ?? 30
+  const retryDelays = opts.releaseRetryDelaysMs ?? RELEASE_RETRY_DELAYS_MS
+  /**
+   * Holders of this process whose request is over but whose release has not reached the store yet (it failed,
+   * say while PostgreSQL restarted, and is being retried). Their slots are free in fact, so a claim of this
+   * process may take them over at once: the key serves again as soon as the store is back, not after the
+   * next retry. Other instances still wait for the release or the lease's expiry, which is what they can know.
+   */
+  const unreleased = new Set<string>()
 
   async function claim(bucket: string, holder: string): Promise<number | null> {
     // Racing requests start their search for a free slot at random offsets, so they rarely pick the same
@@ -44,14 +76,15 @@ export function createLimiter(db: Queryable, opts: { perMinute: number; concurre
         `WITH free AS (
            SELECT (g + $5::int) % $2::int AS slot FROM generate_series(0, least($2::int, 16) - 1) AS g
            WHERE NOT EXISTS (SELECT 1 FROM inflight_requests i
-                             WHERE i.bucket = $1 AND i.slot = (g + $5::int) % $2::int AND i.expires_at > clock_timestamp())
+                             WHERE i.bucket = $1 AND i.slot = (g + $5::int) % $2::int AND i.expires_at > clock_timestamp()
+                               AND i.holder <> ALL($6::uuid[]))
            LIMIT 1)
          INSERT INTO inflight_requests (bucket, slot, holder, expires_at)
          SELECT $1, slot, $3, clock_timestamp() + make_interval(secs => $4) FROM free
          ON CONFLICT (bucket, slot) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
-           WHERE inflight_requests.expires_at <= clock_timestamp()
+           WHERE inflight_requests.expires_at <= clock_timestamp() OR inflight_requests.holder = ANY($6::uuid[])
          RETURNING slot`,
-        [bucket, opts.concurrency, holder, leaseSeconds, offset],
+        [bucket, opts.concurrency, holder, leaseSeconds, offset, [...unreleased]],
       )
       if (rows[0]) return rows[0].slot
       if (opts.concurrency <= 16) return null
@@ -59,13 +92,33 @@ export function createLimiter(db: Queryable, opts: { perMinute: number; concurre
     return null
   }
 
-  async function releaseSlots(held: { bucket: string; slot: number }[], holder: string): Promise<void> {
-    if (held.length === 0) return
-    await db.query(
-      `DELETE FROM inflight_requests i USING unnest($1::text[], $2::int[]) AS h(bucket, slot)
-       WHERE i.bucket = h.bucket AND i.slot = h.slot AND i.holder = $3`,
-      [held.map((h) => h.bucket), held.map((h) => h.slot), holder],
-    )
+  /**
+   * By bucket and holder, not by slot: a claim whose answer was lost (the connection dropped after the INSERT)
+   * is released too. The primary key's leading `bucket` column finds the bucket's few slots.
+   */
+  async function releaseSlots(buckets: string[], holder: string): Promise<void> {
+    if (buckets.length === 0) return
+    await db.query(`DELETE FROM inflight_requests WHERE bucket = ANY($1::text[]) AND holder = $2`, [buckets, holder])
+  }
+
+  async function releaseWithRetries(held: string[], holder: string, log: ReleaseLog | undefined, attempt: number) {
+    try {
+      await releaseSlots(held, holder)
+      unreleased.delete(holder)
+    } catch (err) {
+      const e = err as { name?: string; code?: string; message?: string }
+      const failure = { errName: e.name, errCode: e.code, errMessage: e.message, attempt: attempt + 1, buckets: held.length }
+      const delay = retryDelays[attempt]
+      if (delay === undefined) {
+        unreleased.delete(holder)
+        log?.error(failure, 'concurrency slot release failed; its lease expiry will free it')
+        return
+      }
+      unreleased.add(holder)
+      log?.warn({ ...failure, retryInMs: delay }, 'concurrency slot release failed; retrying in the background')
+      // unref: a pending retry never keeps a stopping process alive (the lease expires on its own).
+      setTimeout(() => void releaseWithRetries(held, holder, log, attempt + 1), delay).unref()
+    }
   }
 
   return {
@@ -86,23 +139,30 @@ export function createLimiter(db: Queryable, opts: { perMinute: number; concurre
         resetSeconds,
       }
     },
-    async acquire(buckets) {
+    async acquire(buckets, log) {
       const holder = randomUUID()
-      const held: { bucket: string; slot: number }[] = []
-      for (const bucket of buckets) {
-        const slot = await claim(bucket, holder)
-        if (slot === null) {
-          await releaseSlots(held, holder)
-          return null
+      // Every bucket a claim was attempted for: what a failed or refused acquisition must give back.
+      const held: string[] = []
+      try {
+        for (const bucket of buckets) {
+          held.push(bucket)
+          const slot = await claim(bucket, holder)
+          if (slot === null) {
+            await releaseWithRetries(held, holder, log, 0)
+            return null
+          }
         }
-        held.push({ bucket, slot })
+      } catch (err) {
+        // A claim that failed part-way must not leave the slots it did take held until they expire.
+        await releaseWithRetries(held, holder, log, 0)
+        throw err
       }
       let released = false
       return {
         async release() {
           if (released) return
           released = true
-          await releaseSlots(held, holder)
+          await releaseWithRetries(held, holder, log, 0)
         },
       }
     },

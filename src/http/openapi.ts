@@ -74,9 +74,60 @@ function reachable(start: unknown, all: Record<string, Json>): Record<string, Js
   return out
 }
 
-export function buildOpenApi(routes: RouteDef[], opts: { serverUrl: string; docsUrl: string }): Json {
+/**
+ * Zod drops `examples` from a schema that transforms (such as Money, which normalizes the amount) when it
+ * renders the input side, since they might show the output. Ours are request bodies the service accepts
+ * as is (test/contract/examples.test.ts), so they are put back.
+ */
+function restoreExamples(ctx: { zodSchema: unknown; jsonSchema: Json }): void {
+  const examples = z.globalRegistry.get(ctx.zodSchema as z.ZodType)?.examples
+  if (examples !== undefined && !('examples' in ctx.jsonSchema)) ctx.jsonSchema.examples = examples
+}
+
+/**
+ * Which document: `public` is the v1 contract for integrators (routes marked `public`); `operator` is the
+ * operator API (every route behind the operator token), served at /admin/v1/openapi.json.
+ */
+export type OpenApiAudience = 'public' | 'operator'
+
+const AUDIENCES = {
+  public: {
+    select: (r: RouteDef) => r.public,
+    info: {
+      title: 'Inbound Receivables Service',
+      version: '1.0.0',
+      description:
+        "Receivables ingestion from a creditor's accounting Source. Every route is scoped by a client code. Errors are application/problem+json.",
+    },
+    securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', description: 'An API key irk_<environment>_<random>' } },
+  },
+  operator: {
+    select: (r: RouteDef) => r.auth.kind === 'admin',
+    info: {
+      title: 'Inbound Receivables Service: operator API',
+      version: '1.0.0',
+      description:
+        'Clients, integrations, grants and API keys, and the audit trail of every change to them, for the people who run the service. Every route needs the operator token (ADMIN_TOKEN). API keys are shown once, when issued; reads never show a key or its digest. Errors are application/problem+json.',
+    },
+    securitySchemes: {
+      operatorToken: { type: 'http', scheme: 'bearer', description: 'The operator token: ADMIN_TOKEN, or the one printed at first start' },
+    },
+  },
+} as const
+
+function security(def: RouteDef): Json {
+  if (def.auth.kind === 'api_key') return { security: [{ apiKey: [] }], 'x-required-scopes': def.auth.scopes }
+  if (def.auth.kind === 'admin') return { security: [{ operatorToken: [] }] }
+  return { security: [] }
+}
+
+export function buildOpenApi(
+  routes: RouteDef[],
+  opts: { serverUrl: string; docsUrl: string; audience?: OpenApiAudience | undefined },
+): Json {
+  const audience = AUDIENCES[opts.audience ?? 'public']
   const paths: Record<string, Record<string, Json>> = {}
-  for (const def of routes.filter((r) => r.public)) {
+  for (const def of routes.filter(audience.select)) {
     const path = def.path.replace(/:([A-Za-z]+)/g, '{$1}')
     const responses: Json = {}
     for (const [status, r] of Object.entries(def.responses)) {
@@ -111,7 +162,7 @@ export function buildOpenApi(routes: RouteDef[], opts: { serverUrl: string; docs
       tags: def.tags,
       parameters: parameters(def),
       responses,
-      ...(def.auth.kind === 'api_key' ? { security: [{ apiKey: [] }], 'x-required-scopes': def.auth.scopes } : { security: [] }),
+      ...security(def),
     }
     if (def.body) {
       operation.requestBody = {
@@ -122,7 +173,12 @@ export function buildOpenApi(routes: RouteDef[], opts: { serverUrl: string; docs
     paths[path] = { ...paths[path], [def.method.toLowerCase()]: operation }
   }
   const all = (
-    z.toJSONSchema(z.globalRegistry, { io: 'input', unrepresentable: 'any', uri: (id) => `#/components/schemas/${id}` }) as {
+    z.toJSONSchema(z.globalRegistry, {
+      io: 'input',
+      unrepresentable: 'any',
+      uri: (id) => `#/components/schemas/${id}`,
+      override: restoreExamples,
+    }) as {
       schemas: Record<string, Json>
     }
   ).schemas
@@ -131,17 +187,12 @@ export function buildOpenApi(routes: RouteDef[], opts: { serverUrl: string; docs
   )
   return {
     openapi: '3.1.0',
-    info: {
-      title: 'Inbound Receivables Service',
-      version: '1.0.0',
-      description:
-        "Receivables ingestion from a creditor's accounting Source. Every route is scoped by a client code. Errors are application/problem+json.",
-    },
+    info: { ...audience.info },
     servers: [{ url: opts.serverUrl }],
     paths,
     components: {
       schemas: Object.fromEntries(Object.entries(components).sort(([a], [b]) => (a < b ? -1 : 1))),
-      securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', description: 'An API key irk_<environment>_<random>' } },
+      securitySchemes: { ...audience.securitySchemes },
     },
   }
 }

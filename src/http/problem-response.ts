@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { Problem, problemCatalogue } from '../domain/problems.ts'
+import { Problem, type ProblemCode, problemCatalogue } from '../domain/problems.ts'
 
 export interface ProblemBody {
   type: string
@@ -24,8 +24,25 @@ export function problemBody(problem: Problem, requestId: string, docsUrl: string
   }
 }
 
+/** The protection space of each credential a 401 can be about (RFC 9110 section 11.6.1). */
+const REALMS: Partial<Record<ProblemCode, string>> = {
+  invalid_api_key: 'inbound-receivables',
+  invalid_admin_token: 'inbound-receivables-operator',
+}
+
+/**
+ * The challenge every 401 carries (RFC 6750 section 3): the realm, and `error="invalid_token"` when a Bearer
+ * credential was presented but refused. A request with no credential (or another scheme) gets no error code.
+ */
+export function bearerChallenge(problem: Problem, authorization: string | undefined): string {
+  const realm = REALMS[problem.code] ?? 'inbound-receivables'
+  const presented = authorization !== undefined && /^bearer(\s|$)/i.test(authorization.trim())
+  return presented ? `Bearer realm="${realm}", error="invalid_token"` : `Bearer realm="${realm}"`
+}
+
 export function sendProblem(request: FastifyRequest, reply: FastifyReply, problem: Problem, docsUrl: string) {
   if (problem.headers) reply.headers(problem.headers)
+  if (problem.status === 401) reply.header('www-authenticate', bearerChallenge(problem, request.headers.authorization))
   return reply
     .code(problem.status)
     .type('application/problem+json')

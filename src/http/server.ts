@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto'
+import { createRequire } from 'node:module'
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
-import sjson from 'secure-json-parse'
 import type { Config } from '../config.ts'
 import { isProblem, Problem } from '../domain/problems.ts'
-import type { Queryable } from '../store/store.ts'
+import { CommitOutcomeUnknownError, type Queryable } from '../store/store.ts'
 import { authorize, bearerToken, type Caller, constantTimeEqualHex, digestSecret, type Grant, identifyCaller } from './auth.ts'
+import { assertStorableParameters, parseJsonBody } from './json-body.ts'
 import type { Lease, Limiter } from './limits.ts'
 import { checkMediaType } from './media.ts'
 import { problemFromFastifyError, sendProblem } from './problem-response.ts'
@@ -34,6 +35,16 @@ export const LOG_REDACT_PATHS = [
   '*.body',
 ]
 
+/**
+ * Options of every logger of the service: redaction always; pretty lines when stdout is a terminal (a person
+ * reads it), JSON lines otherwise (a supervisor or a log shipper reads it). pino-pretty is loaded only then.
+ */
+export function logOptions(level: string) {
+  if (!process.stdout.isTTY) return { level, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' } }
+  const pretty: typeof import('pino-pretty').build = createRequire(import.meta.url)('pino-pretty')
+  return { level, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' }, stream: pretty({ sync: true }) }
+}
+
 export interface HttpDeps {
   db: Queryable
   config: Pick<Config, 'environment' | 'docsUrl' | 'logLevel'>
@@ -46,7 +57,12 @@ interface RequestState {
   query: Record<string, unknown>
   caller: Caller | null
   grant: Grant | null
+  /** The concurrency slot, from its claim until `releaseSlot` gives it back. */
   lease: Lease | null
+  /** The HTTP exchange has ended (response written, or the client went away). */
+  closed: boolean
+  /** The route handler finished: a write may have committed, so a later failure must not say "Nothing was saved". */
+  handled: boolean
 }
 
 declare module 'fastify' {
@@ -56,6 +72,40 @@ declare module 'fastify' {
 }
 
 const UNEXPECTED = 'An unexpected error prevented a safe commit. Nothing was saved. Retry with backoff.'
+const AFTER_HANDLER =
+  'The request was processed, but its answer could not be produced; it may have been saved. Read the resource before retrying.'
+const COMMIT_OUTCOME_UNKNOWN =
+  'The database connection was lost while this write was being committed, so its outcome is unknown. Retrying the identical request is safe: every write is idempotent by its identity.'
+
+/**
+ * Gives the request's concurrency slot back, once. Never throws: it runs after the request's work (often after
+ * commit), and a failure there (logged, retried in the background by the limiter) must not change the answer.
+ */
+function releaseSlot(state: RequestState | null): Promise<void> {
+  const lease = state?.lease
+  if (!state || !lease) return Promise.resolve()
+  state.lease = null
+  return lease.release()
+}
+
+/**
+ * How long a response waits for its slot's release. A store that hangs (no answer while PostgreSQL restarts;
+ * the pool waits up to 10 s for a connection) must not hold back a committed answer: the release goes on in
+ * the background, and the client's next request may meet a 429 with Retry-After 1 meanwhile.
+ */
+const RELEASE_WAIT_MS = 2000
+
+async function releaseSlotWithin(state: RequestState | null, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined
+  const waited = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms)
+  })
+  try {
+    await Promise.race([releaseSlot(state), waited])
+  } finally {
+    clearTimeout(timer)
+  }
+}
 
 function compilePath(path: string): RegExp {
   return new RegExp(`^${path.replace(/:[A-Za-z]+/g, '[^/]+')}$`)
@@ -63,7 +113,7 @@ function compilePath(path: string): RegExp {
 
 export function buildServer(deps: HttpDeps, routes: RouteDef[]): FastifyInstance {
   const app = Fastify({
-    logger: { level: deps.config.logLevel, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' } },
+    logger: logOptions(deps.config.logLevel),
     genReqId: () => randomUUID(),
     requestIdHeader: false,
     bodyLimit: BODY_LIMIT_BYTES,
@@ -93,25 +143,23 @@ export function buildServer(deps: HttpDeps, routes: RouteDef[]): FastifyInstance
     reply.header('service-api-version', 'v1')
     reply.header('x-request-id', request.id)
   })
-  // The concurrency slot is freed before the response is written, so a client that waits for each
-  // response before sending the next request is never refused.
+  // The concurrency slot lives exactly as long as the HTTP exchange, and is given back in the two places
+  // every exchange passes through: here, before the response is written (so a client that waits for each
+  // response before sending the next request is never refused), and on the connection's end (see `gate`),
+  // for a request whose client went away before it was answered. `releaseSlot` never throws.
   app.addHook('onSend', async (request, _reply, payload) => {
-    await request.irs?.lease?.release()
+    await releaseSlotWithin(request.irs, RELEASE_WAIT_MS)
     return payload
-  })
-  app.addHook('onRequestAbort', async (request) => {
-    await request.irs?.lease?.release()
-  })
-  app.addHook('onResponse', async (request) => {
-    await request.irs?.lease?.release()
   })
 
   app.removeAllContentTypeParsers()
+  // The one body parser of every route, operator routes included: malformed JSON is a 400, text the store
+  // cannot keep (U+0000, unpaired surrogates) a 422, both before anything reaches the store.
   app.addContentTypeParser(['application/json', 'application/merge-patch+json'], { parseAs: 'string' }, (_request, body, done) => {
     try {
-      done(null, sjson.parse(body as string, { protoAction: 'error', constructorAction: 'error' }))
-    } catch {
-      done(new Problem('malformed_json', 'The request body is not valid JSON.'), undefined)
+      done(null, parseJsonBody(body as string))
+    } catch (err) {
+      done(err as Error, undefined)
     }
   })
 
@@ -121,7 +169,12 @@ export function buildServer(deps: HttpDeps, routes: RouteDef[]): FastifyInstance
       const e = err as { name?: string; code?: string; message?: string; stack?: string }
       // Never the error's `detail` or parameters: they can hold customer data.
       request.log.error({ errName: e.name, errCode: e.code, errMessage: e.message, stack: e.stack }, 'unexpected error')
-      problem = new Problem('projection_unavailable', UNEXPECTED)
+      // "Nothing was saved" only while it is true: once a write's handler has finished, it may have committed.
+      const mayHaveSaved = request.irs?.handled === true && request.method !== 'GET' && request.method !== 'HEAD'
+      problem = new Problem(
+        'projection_unavailable',
+        err instanceof CommitOutcomeUnknownError ? COMMIT_OUTCOME_UNKNOWN : mayHaveSaved ? AFTER_HANDLER : UNEXPECTED,
+      )
     }
     if (problem.code === 'request_too_large') reply.header('connection', 'close')
     return sendProblem(request, reply, problem, docsUrl)
@@ -144,9 +197,35 @@ export function buildServer(deps: HttpDeps, routes: RouteDef[]): FastifyInstance
     return sendProblem(request, reply, new Problem('route_not_found', `No route ${request.method} ${path}.`), docsUrl)
   })
 
+  /** The client went away while the gate was waiting on the store: stop here, holding nothing. */
+  function abandon(request: FastifyRequest, reply: FastifyReply, state: RequestState, stage: string): Promise<void> {
+    request.log.info({ stage }, 'client closed the connection before the request was served')
+    // Hijacked, Fastify runs nothing more for this request (no body parsing that would wait forever on a
+    // closed stream, no handler); there is no one to answer.
+    reply.hijack()
+    return releaseSlot(state)
+  }
+
   async function gate(def: RouteDef, request: FastifyRequest, reply: FastifyReply): Promise<void> {
-    const state: RequestState = { params: {}, query: {}, caller: null, grant: null, lease: null }
+    const state: RequestState = { params: {}, query: {}, caller: null, grant: null, lease: null, closed: false, handled: false }
     request.irs = state
+    // The exchange's end frees the slot, whatever stage the request is at: the response's 'close' comes when
+    // it is written or its connection ends; the request's, with `aborted`, when the client goes away before
+    // the request is complete (a pipelined request has no response socket yet). Measured before this: a
+    // request aborted while its slot was being claimed kept the key at 429 for the whole 30 s lease.
+    const onEnd = () => {
+      state.closed = true
+      void releaseSlot(state)
+    }
+    reply.raw.once('close', onEnd)
+    request.raw.once('close', () => {
+      if (request.raw.aborted) onEnd()
+    })
+    if (request.raw.socket?.destroyed === true) state.closed = true
+
+    // Route parameters and query strings may not carry text the store cannot keep (`%00`), whatever the route.
+    assertStorableParameters(request.params, '/path', 'A route parameter')
+    assertStorableParameters(request.query ?? {}, '/query', 'A query parameter')
     // Route parameters are validated before authentication (spec, endpoint rule 12).
     if (def.params) state.params = parseOrThrow(def.params, request.params, '/path', 'A route parameter') as Record<string, unknown>
     if (def.query) state.query = parseOrThrow(def.query, request.query ?? {}, '/query', 'A query parameter') as Record<string, unknown>
@@ -164,6 +243,7 @@ export function buildServer(deps: HttpDeps, routes: RouteDef[]): FastifyInstance
       // In sandbox the limits hold per client across all its keys too (only for a client the key is granted,
       // so an unknown client code cannot grow the counter table).
       if (deps.config.environment === 'sandbox' && caller.grant) buckets.push(`client:${clientCode}`)
+      if (state.closed) return abandon(request, reply, state, 'authenticate')
       const rate = await deps.limiter.count(buckets)
       reply.header('ratelimit-policy', `"per-minute";q=${rate.limit};w=60`)
       reply.header('ratelimit', `"per-minute";r=${rate.remaining};t=${rate.resetSeconds}`)
@@ -176,7 +256,8 @@ export function buildServer(deps: HttpDeps, routes: RouteDef[]): FastifyInstance
           },
         )
       }
-      const lease = await deps.limiter.acquire(buckets)
+      if (state.closed) return abandon(request, reply, state, 'count')
+      const lease = await deps.limiter.acquire(buckets, request.log)
       if (!lease) {
         throw new Problem(
           'rate_limit_exceeded',
@@ -187,6 +268,8 @@ export function buildServer(deps: HttpDeps, routes: RouteDef[]): FastifyInstance
         )
       }
       state.lease = lease
+      // Closed while the claim ran: its 'close' found no slot to give back, so give it back now.
+      if (state.closed) return abandon(request, reply, state, 'claim')
       state.grant = authorize(caller, clientCode, def.auth.scopes, request.ip)
     }
     checkMediaType(def, request)
@@ -218,6 +301,7 @@ export function buildServer(deps: HttpDeps, routes: RouteDef[]): FastifyInstance
             if (state.caller) state.grant = authorize(state.caller, clientCode, scopes, request.ip)
           },
         })
+        state.handled = true
         if (result.headers) reply.headers(result.headers)
         reply.code(result.status)
         const response = def.responses[result.status]

@@ -96,7 +96,14 @@ export function putRoute(
       const id = String((params as Record<string, unknown>)[meta.idParam])
       return store.transaction(async (tx) => {
         const result = await runOperation(tx, op, { clientCode, grant, id }, body, isoNow(clock))
-        return { status: result.status, body: await result.body() }
+        // The response is rendered (and checked against its schema) as the very last work before COMMIT,
+        // after the freshness flip and every other commit hook: it shows exactly what commits, and a
+        // response that does not fit its schema rolls the write back instead of answering 503 after it.
+        const answer: { status: 200 | 201; body: unknown } = { status: result.status, body: undefined }
+        tx.beforeCommit(async () => {
+          answer.body = meta.response.parse(await result.body())
+        }, 'final')
+        return answer
       })
     },
   })

@@ -1,14 +1,91 @@
 import pg from 'pg'
-import { commitHooks, normalizeRow, type Store, type Tx } from './store.ts'
+import { CommitOutcomeUnknownError, commitHooks, normalizeRow, type Store, type Tx } from './store.ts'
 
-export function openPostgres(connectionString: string, opts: { max?: number } = {}): Store {
-  const pool = new pg.Pool({ connectionString, max: opts.max ?? 10 })
-  // An idle client that errors (server restart) must not crash the process; the next query reconnects.
-  pool.on('error', () => {})
+/**
+ * The PostgreSQL store: one `pg` pool.
+ *
+ * Connection loss (server restart or crash, failover, pg_terminate_backend, a network reset) can happen at
+ * any moment, and `pg` reports it as an 'error' event on the client; an event nobody listens to kills the
+ * process. So no client is ever without a listener: the pool's own while a client is idle (it discards the
+ * client) or inside `pool.query`, and ours for the whole time `transaction` holds one. A client whose
+ * connection broke is released with its error, which destroys it instead of returning it to the pool; the
+ * next checkout opens a new connection, so the service serves again as soon as the server is back.
+ */
+export interface PostgresOptions {
+  max?: number
+  /**
+   * How long a checkout may wait, to open a connection or for a free one in a full pool, before it fails
+   * (the request answers 503). Refused connections fail at once; this bounds an unreachable server.
+   */
+  connectionTimeoutMillis?: number
+  /** Told about each idle connection that was lost (the pool has already discarded it). */
+  onIdleError?: (err: Error) => void
+}
+
+/** An error the server sent as an ordinary ERROR: the statement failed, the connection is fine. */
+function isStatementError(err: unknown): boolean {
+  return err instanceof pg.DatabaseError && err.severity === 'ERROR'
+}
+
+export function openPostgres(connectionString: string, opts: PostgresOptions = {}): Store {
+  const pool = new pg.Pool({
+    connectionString,
+    max: opts.max ?? 10,
+    connectionTimeoutMillis: opts.connectionTimeoutMillis ?? 10_000,
+    // A peer that vanished without closing the socket (network partition, host power loss) is found by
+    // TCP keepalive instead of holding a connection forever.
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
+  })
+  // An idle client that errors has already been removed by the pool; the next checkout reconnects.
+  pool.on('error', (err) => opts.onIdleError?.(err))
   const run = async <T extends object>(c: pg.Pool | pg.PoolClient, sql: string, params?: readonly unknown[]) => {
     const res = await c.query(sql, params as unknown[] | undefined)
     return res.rows.map((r) => normalizeRow<T>(r))
   }
+
+  /** A checked-out client and what happened to its connection while we held it. */
+  interface Held {
+    client: pg.PoolClient
+    /** The connection error, once the connection broke. */
+    lost: Error | null
+    release(err?: unknown): void
+  }
+
+  function hold(client: pg.PoolClient): Held {
+    const held: Held = {
+      client,
+      lost: null,
+      release(err) {
+        client.removeListener('error', onError)
+        // Any error destroys the client: a broken connection must never go back to the pool.
+        client.release(held.lost ?? (err as Error | undefined))
+      },
+    }
+    const onError = (err: Error) => {
+      held.lost ??= err
+    }
+    client.on('error', onError)
+    return held
+  }
+
+  /**
+   * A client with BEGIN done. A connection lost before BEGIN finished (a stale pooled connection, a backend
+   * terminated just then) started nothing, so one more attempt on a fresh connection is safe.
+   */
+  async function begin(): Promise<Held> {
+    for (let attempt = 1; ; attempt++) {
+      const held = hold(await pool.connect())
+      try {
+        await held.client.query('BEGIN')
+        return held
+      } catch (err) {
+        held.release(err)
+        if (attempt >= 2 || isStatementError(err)) throw err
+      }
+    }
+  }
+
   return {
     kind: 'postgres',
     query: (sql, params) => run(pool, sql, params),
@@ -16,31 +93,53 @@ export function openPostgres(connectionString: string, opts: { max?: number } = 
       await pool.query(sql)
     },
     async transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
-      const client = await pool.connect()
-      let broken = false
+      const held = await begin()
+      const { client } = held
+      // A statement that failed other than with an ordinary ERROR (a FATAL, a socket error) means the
+      // connection is gone, even before the client's 'error' event says so, and even if `fn` catches it.
+      const watched = async <R>(work: Promise<R>): Promise<R> => {
+        try {
+          return await work
+        } catch (err) {
+          if (!isStatementError(err)) held.lost ??= err as Error
+          throw err
+        }
+      }
+      let releaseWith: unknown
       try {
-        await client.query('BEGIN')
         const hooks = commitHooks()
         const result = await fn({
-          query: (sql, params) => run(client, sql, params),
+          query: (sql, params) => watched(run(client, sql, params)),
           exec: async (sql) => {
-            await client.query(sql)
+            await watched(client.query(sql))
           },
           beforeCommit: (hook, phase) => hooks.add(hook, phase),
           serialized: false,
         })
         await hooks.run()
-        await client.query('COMMIT')
+        // Lost before COMMIT was sent: the server rolls the transaction back, so nothing was saved.
+        if (held.lost) throw held.lost
+        try {
+          await client.query('COMMIT')
+        } catch (err) {
+          // The server refused the COMMIT (a deferred constraint, a serialization failure): rolled back.
+          // Anything else (the connection failed, a FATAL) may have come after the commit was durable.
+          if (isStatementError(err) && !held.lost) throw err
+          releaseWith = err
+          throw new CommitOutcomeUnknownError(err)
+        }
         return result
       } catch (err) {
-        try {
-          await client.query('ROLLBACK')
-        } catch {
-          broken = true
+        if (releaseWith === undefined && !held.lost) {
+          try {
+            await client.query('ROLLBACK')
+          } catch (rollbackErr) {
+            releaseWith = rollbackErr
+          }
         }
         throw err
       } finally {
-        client.release(broken)
+        held.release(releaseWith)
       }
     },
     close: () => pool.end(),

@@ -5,6 +5,9 @@
  * Guarantees:
  * - `transaction(fn)` runs `fn` in one database transaction (READ COMMITTED); it commits when `fn`
  *   resolves and rolls back when it throws. Every write of a request goes through exactly one.
+ * - A lost connection is a failed transaction, never a dead process: `transaction` rejects and nothing
+ *   was saved, except when the connection is lost while COMMIT is in flight, where it rejects with
+ *   `CommitOutcomeUnknownError` (the write may have committed).
  * - Rows come back with int8/numeric as strings (exact) and timestamptz as ISO-8601 UTC strings with
  *   millisecond precision, the same on both engines.
  */
@@ -34,6 +37,18 @@ export interface Store extends Queryable {
   readonly kind: 'postgres' | 'pglite'
   transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T>
   close(): Promise<void>
+}
+
+/**
+ * The connection was lost while COMMIT was in flight, so the transaction may or may not have committed.
+ * It must never be reported as "nothing was saved". Every write is idempotent by its identity, so the
+ * caller can safely retry the identical request to learn (or complete) the outcome.
+ */
+export class CommitOutcomeUnknownError extends Error {
+  override readonly name = 'CommitOutcomeUnknownError'
+  constructor(cause: unknown) {
+    super('The database connection was lost while COMMIT was in flight; the outcome is unknown.', { cause })
+  }
 }
 
 /** The hooks of one transaction, run in phases before COMMIT. */

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto'
-import { isProblem } from '../domain/problems.ts'
+import { isProblem, Problem } from '../domain/problems.ts'
 import { type Clock, isoNow } from '../domain/time.ts'
-import { type Grant, loadActiveGrant } from '../http/auth.ts'
+import { type Grant, grantWithScopes, loadActiveGrant } from '../http/auth.ts'
+import { parseOrThrow } from '../http/validation.ts'
 import type { OperationsByKind } from '../resources/batches/service.ts'
 import {
   type BatchRecordRow,
@@ -10,11 +11,15 @@ import {
   completeBatch,
   holdLease,
   type RecordOutcome,
+  recordsToRun,
   saveOutcomes,
 } from '../resources/batches/store.ts'
 import { changeMark, discardChangesAfter } from '../resources/changes/store.ts'
 import { type RecordKind, runOperation } from '../resources/operations.ts'
 import type { Store, Tx } from '../store/store.ts'
+
+/** The synchronous routes' answer to an unexpected error (http/server.ts), for a record that met one. */
+const UNEXPECTED = 'An unexpected error prevented a safe commit. Nothing was saved. Retry with backoff.'
 
 /**
  * The batch runner. Guarantees:
@@ -25,7 +30,9 @@ import type { Store, Tx } from '../store/store.ts'
  * - Shared by instances: claiming uses FOR UPDATE SKIP LOCKED and a lease token; a dead worker's lease
  *   expires and another instance resumes the batch where the last committed chunk ended.
  * - One code path: each record runs the same WriteOperation as its PUT route, with the grant re-read
- *   when its chunk runs, inside a savepoint so a refused record leaves nothing behind.
+ *   when its chunk runs, inside a savepoint so a refused record leaves nothing behind. A refused record
+ *   keeps the whole problem the route would have answered (detail, errors[] with pointers into the record
+ *   body, extension members), so the integrator can fix it without replaying it.
  */
 export interface BatchRunnerOptions {
   store: Store
@@ -56,32 +63,45 @@ export function createBatchRunner(opts: BatchRunnerOptions) {
     rec: BatchRecordRow,
     done: Map<string, string>,
   ): Promise<RecordOutcome> {
-    const failed = (httpStatus: number, problemCode: string): RecordOutcome => ({
-      position: rec.position,
-      status: 'failed',
-      httpStatus,
-      problemCode,
-      blockedBy: null,
-    })
     const blocker = rec.depends_on.find((dep) => done.get(dep) !== 'succeeded')
     if (blocker !== undefined) {
-      return { position: rec.position, status: 'dependency_failed', httpStatus: null, problemCode: null, blockedBy: blocker }
+      return { position: rec.position, status: 'dependency_failed', httpStatus: null, problemCode: null, problem: null, blockedBy: blocker }
     }
+    const failed = (problem: Problem): RecordOutcome => ({
+      position: rec.position,
+      status: 'failed',
+      httpStatus: problem.status,
+      problemCode: problem.code,
+      // Everything the synchronous route's problem body says beyond type, title and status.
+      problem: {
+        detail: problem.detail,
+        ...(problem.errors ? { errors: problem.errors } : {}),
+        ...(problem.extensions ? { extensions: problem.extensions } : {}),
+      },
+      blockedBy: null,
+    })
     const op = operations[rec.kind as RecordKind]
-    if (!grant || !op.scopes.every((s) => grant.scopes.has(s))) return failed(403, 'client_scope_denied')
-    const parsed = op.body.safeParse(rec.body)
-    if (!parsed.success) return failed(422, 'validation_error')
+    // The synchronous route's order: authorization (the grant as it is now), then the body, then the write.
+    let current: Grant
+    let body: unknown
+    try {
+      current = grantWithScopes(grant, b.client_code, op.scopes)
+      body = parseOrThrow(op.body, rec.body, '', 'The request body')
+    } catch (err) {
+      if (isProblem(err)) return failed(err)
+      throw err
+    }
     await tx.query('SAVEPOINT batch_record')
     const mark = changeMark(tx)
     try {
-      const result = await runOperation(tx, op, { clientCode: b.client_code, grant, id: rec.external_id }, parsed.data, isoNow(clock))
-      return { position: rec.position, status: 'succeeded', httpStatus: result.status, problemCode: null, blockedBy: null }
+      const result = await runOperation(tx, op, { clientCode: b.client_code, grant: current, id: rec.external_id }, body, isoNow(clock))
+      return { position: rec.position, status: 'succeeded', httpStatus: result.status, problemCode: null, problem: null, blockedBy: null }
     } catch (err) {
       await tx.query('ROLLBACK TO SAVEPOINT batch_record')
       discardChangesAfter(tx, mark)
-      if (isProblem(err)) return failed(err.status, err.code)
+      if (isProblem(err)) return failed(err)
       opts.onError?.(err)
-      return failed(503, 'projection_unavailable')
+      return failed(new Problem('projection_unavailable', UNEXPECTED))
     }
   }
 
@@ -89,11 +109,7 @@ export function createBatchRunner(opts: BatchRunnerOptions) {
   async function runChunk(b: ClaimedBatch, token: string): Promise<boolean> {
     return store.transaction(async (tx) => {
       if (!(await holdLease(tx, b, token, leaseSeconds))) return false
-      const records = await tx.query<BatchRecordRow>(
-        `SELECT position, record_id, kind, external_id, depends_on, body, status, http_status, problem_code, blocked_by
-           FROM batch_records WHERE client_code = $1 AND external_batch_id = $2 ORDER BY position`,
-        [b.client_code, b.external_batch_id],
-      )
+      const records = await recordsToRun(tx, b)
       const done = new Map(records.map((r) => [r.record_id, r.status]))
       const pending = records.filter((r) => r.status === 'pending').slice(0, chunkSize)
       if (pending.length === 0) {

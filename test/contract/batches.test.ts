@@ -225,3 +225,80 @@ describe('processing', () => {
     assert.equal((await t.call('GET', '/v1/clients/bat-grant/customers/g-1', { key: g.apiKey })).status, 404)
   })
 })
+
+describe('failed records', () => {
+  test('a failed record carries the whole problem its synchronous route answers: detail, errors[] with pointers into the body', async () => {
+    const f = await t.tenant('bat-fail')
+    const s = await t.tenant('bat-fail-sync')
+    const records = [
+      { recordId: 'c1', kind: 'customer', externalId: 'fc-1', body: customer(1) },
+      { recordId: 'r1', kind: 'receivable', externalId: 'fr-1', body: receivable('fc-1') },
+      // 422, several field errors at once.
+      {
+        recordId: 'bad',
+        kind: 'customer',
+        externalId: 'fc-bad',
+        body: { type: 'person', name: { firstName: '' }, sourceReference: 'x', colour: 'red' },
+      },
+      // 422 unknown_reference: the Customer named does not exist.
+      { recordId: 'ref', kind: 'receivable', externalId: 'fr-2', body: receivable('ghost') },
+      // 409 with the extension member the synchronous route adds.
+      { recordId: 'stale', kind: 'receivable', externalId: 'fr-1', body: receivable('fc-1', 1, { sourceReference: 'changed' }) },
+      // 409 on a financial event, and 422 unknown_reference inside an event body.
+      { recordId: 'adj', kind: 'adjustment', externalId: 'fe-1', body: adjustment('fr-1', 2) },
+      { recordId: 'adj-conflict', kind: 'adjustment', externalId: 'fe-1', body: adjustment('fr-1', 2, '2.00') },
+      { recordId: 'adj-ref', kind: 'adjustment', externalId: 'fe-2', body: adjustment('fr-ghost', 3) },
+    ]
+    assert.equal((await putBatch(f, 'b-fail', records)).status, 202)
+    await t.app.batchRunner.drain()
+    const batch = (await getBatch(f, 'b-fail')).json
+    const byId = new Map(batch.records.map((r: { recordId: string }) => [r.recordId, r]))
+
+    for (const rec of records) {
+      const sync = await t.call('PUT', `/v1/clients/bat-fail-sync/${kindPath[rec.kind]}/${rec.externalId}`, {
+        key: s.apiKey,
+        body: rec.body,
+      })
+      // biome-ignore lint/suspicious/noExplicitAny: outcomes are inspected field by field
+      const outcome: any = byId.get(rec.recordId)
+      assert.equal(outcome.httpStatus, sync.status, rec.recordId)
+      if (sync.status < 400) {
+        assert.equal(outcome.problem, undefined, rec.recordId)
+        continue
+      }
+      const { requestId: _requestId, ...expected } = sync.json
+      assert.deepEqual(outcome.problem, expected, rec.recordId)
+    }
+
+    // What an integrator reads, spelled out for three of them.
+    const bad = byId.get('bad') as { problem: { status: number; detail: string; errors: { code: string; pointer: string }[] } }
+    assert.equal(bad.problem.status, 422)
+    assert.deepEqual(
+      bad.problem.errors.map((e) => [e.code, e.pointer]),
+      [
+        ['too_small', '/name/firstName'],
+        ['invalid_type', '/name/lastName'],
+        ['unrecognized_keys', '/colour'],
+      ],
+    )
+    assert.match(bad.problem.detail, /^The request body is invalid: \/name\/firstName .* \(and 2 more\)$/)
+    const ref = byId.get('ref') as { problem: { errors: { code: string; pointer: string }[] } }
+    assert.deepEqual(
+      ref.problem.errors.map((e) => [e.code, e.pointer]),
+      [['unknown_reference', '/responsibleCustomers/0/externalCustomerId']],
+    )
+    const stale = byId.get('stale') as { problem: Record<string, unknown> }
+    assert.equal(stale.problem.type, 'https://docs.irs.test/problems/stale_source_revision')
+    assert.equal(stale.problem.currentSourceRevision, 1)
+    assert.equal(stale.problem.errors, undefined)
+  })
+
+  test('the OpenAPI document describes the failed record problem', async () => {
+    const doc = (await t.call('GET', '/v1/openapi.json')).json
+    const schema = doc.components.schemas.BatchRecordProblem
+    assert.deepEqual(schema.required, ['type', 'title', 'status', 'detail'])
+    assert.deepEqual(Object.keys(schema.properties), ['type', 'title', 'status', 'detail', 'errors'])
+    assert.match(schema.properties.errors.description, /JSON pointer into the record's `body`/)
+    assert.deepEqual(doc.components.schemas.BatchRecordOutcome.properties.problem.$ref, '#/components/schemas/BatchRecordProblem')
+  })
+})

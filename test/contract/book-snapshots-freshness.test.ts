@@ -278,6 +278,27 @@ describe('source freshness', () => {
     assert.equal((await get()).json.lastReceivedAt, '2026-11-27T00:00:02.000Z')
   })
 
+  test('the first write after a stale flip answers exactly what it committed (no source_stale in its response)', async () => {
+    now = new Date('2026-12-10T00:00:00.000Z')
+    const k = await tenant('fresh3')
+    const c = (m: 'PUT' | 'GET', p: string, body?: unknown) =>
+      t.call(m, `/v1/clients/fresh3${p}`, { key: k.apiKey, ...(body ? { body } : {}) })
+    assert.equal((await c('PUT', '/receivables/r', receivable(1))).status, 201)
+    now = new Date('2026-12-12T00:00:01.000Z')
+    // Other clients of this file go stale at this time too; the Receivable's own hold is what counts.
+    await t.app.services.freshness.sweep(t.store)
+    assert.equal((await c('GET', '/receivables/r')).json.recovery.holds.includes('source_stale'), true)
+    // The write flips the client fresh in its own transaction; its response must already show that.
+    const written = await c('PUT', '/receivables/r', receivable(3, '11.00'))
+    assert.equal(written.status, 200)
+    assert.equal(written.json.recovery.holds.includes('source_stale'), false)
+    const read = await c('GET', '/receivables/r')
+    assert.deepEqual(written.json, read.json)
+    // An identical retry answers the same committed state.
+    const retry = await c('PUT', '/receivables/r', receivable(3, '11.00'))
+    assert.deepEqual([retry.status, retry.json], [200, read.json])
+  })
+
   test('a snapshot_only connection is judged by its last snapshot', async () => {
     now = new Date('2026-12-01T00:00:00.000Z')
     const k = await t.tenant('fresh2', { grant: { feedMode: 'snapshot_only' } })

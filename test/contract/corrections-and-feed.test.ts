@@ -227,13 +227,16 @@ describe('the change feed', () => {
 
   test('a reader sees only the resource types its scopes can read', async () => {
     const c = await t.tenant('fin', { integrationId: 'int-custread', scopes: ['customers:read'] })
-    const res = await page(c, 'fin', '?limit=1000')
+    const res = await page(c, 'fin', '?limit=200')
     assert.ok(res.json.data.length > 0)
     assert.deepEqual([...new Set(res.json.data.map((e: { resource: { type: string } }) => e.resource.type))], ['customer'])
     const none = await t.tenant('fin', { integrationId: 'int-noread', scopes: ['customers:write'] })
     assert.equal(problemCode(await page(none, 'fin')), 'client_scope_denied')
     assert.deepEqual(pointers(await page(k, 'fin', '?after=%24%24')), [['invalid_format', '/query/after']])
-    assert.deepEqual(pointers(await page(k, 'fin', '?limit=1001')), [['too_big', '/query/limit']])
+    // design.md section 3: list limits are 1..200; nothing is capped silently.
+    assert.deepEqual(pointers(await page(k, 'fin', '?limit=201')), [['too_big', '/query/limit']])
+    assert.deepEqual(pointers(await page(k, 'fin', '?limit=0')), [['too_small', '/query/limit']])
+    assert.equal((await page(k, 'fin', '?limit=200')).status, 200)
   })
 
   test('events past retention are purged and an older cursor answers 410 cursor_expired', async () => {

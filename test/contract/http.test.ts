@@ -108,6 +108,25 @@ describe('401 invalid_api_key', () => {
     }
   })
 
+  test('every 401 carries a Bearer challenge (RFC 6750): error="invalid_token" only when a Bearer credential was refused', async () => {
+    const api = 'Bearer realm="inbound-receivables"'
+    const operator = 'Bearer realm="inbound-receivables-operator"'
+    const cases: [Response, string, string][] = [
+      [await t.call('GET', url), 'invalid_api_key', api],
+      [await t.call('GET', url, { headers: { authorization: `Basic ${a.apiKey}` } }), 'invalid_api_key', api],
+      [await t.call('GET', url, { key: 'irk_sandbox_short' }), 'invalid_api_key', `${api}, error="invalid_token"`],
+      [await t.call('GET', url, { key: `irk_sandbox_${'A'.repeat(40)}` }), 'invalid_api_key', `${api}, error="invalid_token"`],
+      [await t.call('GET', '/admin/v1/audit-events'), 'invalid_admin_token', operator],
+      [await t.call('GET', '/admin/v1/audit-events', { key: 'wrong-token' }), 'invalid_admin_token', `${operator}, error="invalid_token"`],
+    ]
+    for (const [res, code, challenge] of cases) {
+      assertProblem(res, 401, code)
+      assert.equal(res.headers['www-authenticate'], challenge, code)
+    }
+    // Only 401s challenge.
+    assert.equal((await t.call('GET', url, { key: a.apiKey })).headers['www-authenticate'], undefined)
+  })
+
   test('a revoked key stops working at once', async () => {
     const extra = await t.admin('POST', `/admin/v1/integrations/${a.integrationId}/api-keys`, {})
     assert.equal((await t.call('GET', url, { key: extra.json.apiKey })).status, 200)

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
 import { Validator } from '@seriousme/openapi-schema-validator'
 import { problemCatalogue } from '../../src/domain/problems.ts'
-import { startTestApp, type TestApp } from '../helpers/app.ts'
+import { ADMIN_TOKEN, startTestApp, type TestApp } from '../helpers/app.ts'
 
 let t: TestApp
 // biome-ignore lint/suspicious/noExplicitAny: the document is inspected structurally
@@ -97,4 +97,30 @@ test('the same schema that validates requests is the one published', () => {
   const customerWrite = doc.components.schemas.CustomerWrite
   assert.ok(customerWrite.oneOf ?? customerWrite.anyOf, 'CustomerWrite is a union of person and organization')
   assert.equal(doc.components.schemas.ExternalId.pattern, '^[A-Za-z0-9_-]{1,128}$')
+})
+
+test('no summary or description says "a" before a vowel ("Read a Adjustment")', async () => {
+  const operator = await t.call('GET', '/admin/v1/openapi.json', { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+  assert.equal(operator.status, 200)
+  const texts = [doc, operator.json].flatMap((d) =>
+    Object.values(d.paths as Record<string, Record<string, { summary: string; description?: string }>>).flatMap((ops) =>
+      Object.values(ops).flatMap((o) => [o.summary, o.description ?? '']),
+    ),
+  )
+  assert.deepEqual(
+    texts.filter((s) => /\ba [AEIOU]/.test(s)),
+    [],
+  )
+  const summaries = Object.fromEntries(t.app.routes.map((r) => [r.operationId, r.summary]))
+  assert.equal(summaries.putAdjustment, 'Record an adjustment')
+  assert.equal(summaries.getAdjustment, 'Read an adjustment')
+  assert.equal(summaries.putCreditNote, 'Record a credit note')
+  assert.equal(summaries.getWriteOff, 'Read a write-off')
+})
+
+test('ReceivableWrite lists creditUnion as required, as the service enforces it (profile_mismatch when missing)', () => {
+  const s = doc.components.schemas.ReceivableWrite
+  assert.ok(s.required.includes('creditUnion'))
+  assert.match(s.description, /profile_mismatch/)
+  assert.deepEqual(s.examples?.[0]?.creditUnion?.loanType, 'auto')
 })

@@ -236,9 +236,27 @@ describe('collection summary', () => {
     assert.equal(res.status, 200)
     assert.deepEqual(res.json.receivables, { total: 4, active: 2, paused: 1, closed: 1 })
     assert.deepEqual(res.json.amounts, [
-      { currency: 'EUR', status: 'closed', count: 1, sourceAmount: '7.00', workingAmount: '7.00' },
-      { currency: 'USD', status: 'active', count: 2, sourceAmount: '10.30', workingAmount: '10.30' },
-      { currency: 'USD', status: 'paused', count: 1, sourceAmount: '5.00', workingAmount: '5.00' },
+      {
+        currency: 'EUR',
+        status: 'closed',
+        count: 1,
+        sourceAmount: { amount: '7.00', currency: 'EUR' },
+        workingAmount: { amount: '7.00', currency: 'EUR' },
+      },
+      {
+        currency: 'USD',
+        status: 'active',
+        count: 2,
+        sourceAmount: { amount: '10.30', currency: 'USD' },
+        workingAmount: { amount: '10.30', currency: 'USD' },
+      },
+      {
+        currency: 'USD',
+        status: 'paused',
+        count: 1,
+        sourceAmount: { amount: '5.00', currency: 'USD' },
+        workingAmount: { amount: '5.00', currency: 'USD' },
+      },
     ])
     assert.deepEqual(res.json.recovery, {
       held: 4,
@@ -279,12 +297,42 @@ describe('collection summary', () => {
     console.log(`# collection summary over 100,000 Receivables answered in ${ms.toFixed(0)} ms`)
     assert.deepEqual(res.json.receivables, { total: 100000, active: 90000, paused: 10000, closed: 0 })
     assert.deepEqual(res.json.amounts, [
-      { currency: 'USD', status: 'active', count: 90000, sourceAmount: '900000.00', workingAmount: '900000.00' },
-      { currency: 'USD', status: 'paused', count: 10000, sourceAmount: '100000.00', workingAmount: '100000.00' },
+      {
+        currency: 'USD',
+        status: 'active',
+        count: 90000,
+        sourceAmount: { amount: '900000.00', currency: 'USD' },
+        workingAmount: { amount: '900000.00', currency: 'USD' },
+      },
+      {
+        currency: 'USD',
+        status: 'paused',
+        count: 10000,
+        sourceAmount: { amount: '100000.00', currency: 'USD' },
+        workingAmount: { amount: '100000.00', currency: 'USD' },
+      },
     ])
     assert.equal(res.json.recovery.holds.recovery_not_authorized, 50000)
     assert.equal(res.json.recovery.holds.dispute, 1000)
     assert.equal(res.json.recovery.holds.other_protection, 10000)
     assert.equal(res.json.recovery.held, 100000)
+
+    // A write that emits an event for every Receivable (the first Source write after a stale flip) stays
+    // linear: appending to the feed buffer once copied the whole array per event (90 s here before the fix).
+    await t.store.query(`UPDATE source_activity SET stale_recorded = true WHERE client_code = 'big'`)
+    const before = (await t.store.query<{ n: number }>(`SELECT count(*)::int AS n FROM change_events WHERE client_code = 'big'`))[0]?.n
+    const putStarted = performance.now()
+    const put = await t.call('PUT', '/v1/clients/big/customers/cust-1', {
+      key: x.apiKey,
+      body: { ...customer(), sourceReference: 'ref/2' },
+    })
+    console.log(`# first Customer PUT after a stale flip, 100,000 Receivables bumped: ${(performance.now() - putStarted).toFixed(0)} ms`)
+    assert.equal(put.status, 200)
+    const events = await t.store.query<{ n: number; receivables: number; gaps: number }>(
+      `SELECT count(*)::int AS n, count(*) FILTER (WHERE resource_type = 'receivable')::int AS receivables,
+              (max(seq) - min(seq) + 1 - count(*))::int AS gaps
+         FROM change_events WHERE client_code = 'big'`,
+    )
+    assert.deepEqual(events[0], { n: (before ?? 0) + 100001, receivables: 100000, gaps: 0 })
   })
 })

@@ -77,3 +77,72 @@ export async function seedTenant(url: string, clientCode: string, scopes: string
   const key = await admin('POST', `/admin/v1/integrations/int-${clientCode}/api-keys`, {})
   return key.json.apiKey
 }
+
+export interface SpawnedProcess {
+  child: ChildProcess
+  /** Everything written to stdout and stderr so far. */
+  output(): string
+  /** Resolves when the process has exited. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
+  /** Waits until the output matches, or the process exits, or timeoutMs passes (then throws with the output). */
+  waitForOutput(pattern: RegExp, timeoutMs?: number): Promise<void>
+  /** Waits until GET url/readyz answers 200 (throws if the process exits first or timeoutMs passes). */
+  waitReady(url: string, timeoutMs?: number): Promise<void>
+  /** SIGKILL if still running, and wait for the exit. */
+  kill(): Promise<void>
+}
+
+/**
+ * Any command as a child process of the test, with the given environment on top of this one's
+ * (an `undefined` value removes the variable), its output collected; nothing waited for.
+ */
+export function spawnProcess(command: string, args: string[], env: Record<string, string | undefined>): SpawnedProcess {
+  const merged: Record<string, string> = {}
+  for (const [k, v] of Object.entries({ ...process.env, ...env })) if (v !== undefined) merged[k] = v
+  const child = spawn(command, args, { env: merged, stdio: ['ignore', 'pipe', 'pipe'] })
+  let out = ''
+  child.stdout?.on('data', (d) => {
+    out += d.toString()
+  })
+  child.stderr?.on('data', (d) => {
+    out += d.toString()
+  })
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  )
+  let done = false
+  void exited.then(() => {
+    done = true
+  })
+  async function until(what: string, probe: () => Promise<boolean>, timeoutMs: number) {
+    const deadline = Date.now() + timeoutMs
+    for (;;) {
+      if (await probe()) return
+      if (done) throw new Error(`process exited before ${what}:\n${out}`)
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}:\n${out}`)
+      await new Promise((r) => setTimeout(r, 50))
+    }
+  }
+  return {
+    child,
+    output: () => out,
+    exited,
+    waitForOutput: (pattern, timeoutMs = 120_000) => until(String(pattern), async () => pattern.test(out), timeoutMs),
+    waitReady: (url, timeoutMs = 120_000) =>
+      until(
+        `${url}/readyz`,
+        async () => {
+          try {
+            return (await fetch(`${url}/readyz`)).ok
+          } catch {
+            return false
+          }
+        },
+        timeoutMs,
+      ),
+    async kill() {
+      if (!done) child.kill('SIGKILL')
+      await exited
+    },
+  }
+}

@@ -33,15 +33,17 @@ export function batchRoutes(batches: BatchService, operations: OperationsByKind)
       path,
       operationId: 'getBatch',
       summary: 'Read a batch: progress and exact per-record outcomes',
+      description:
+        'Needs the write scope of every kind in the batch. A grant lacking the write scope of any record kind gets 403 client_scope_denied for an unknown batch too, so a refusal never tells whether a batch exists; 404 batch_not_found answers only a grant that could read any batch. A failed record carries the problem its synchronous route answered: detail, and errors[] on 422 with pointers into the record body.',
       tags: ['Batches'],
       auth: { kind: 'api_key', scopes: [] },
       params: BatchParams,
       responses: { 200: { schema: BatchResponse, description: 'The batch' } },
       problems: ['batch_not_found'],
       public: true,
-      handler: async ({ clientCode, params, requireScopes }) => ({
+      handler: async ({ clientCode, grant, params }) => ({
         status: 200,
-        body: await batches.get(clientCode, params.externalBatchId, requireScopes),
+        body: await batches.get(clientCode, grant, params.externalBatchId),
       }),
     }),
   ]

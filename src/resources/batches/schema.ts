@@ -2,6 +2,13 @@ import { z } from 'zod'
 import { ExternalId } from '../../domain/identifiers.ts'
 import { Timestamp } from '../../domain/time.ts'
 import { ClientParams } from '../../http/common-schemas.ts'
+import { BATCH_CUSTOMER_EXAMPLE_ID, batchCustomerWriteExample } from '../customers/schema.ts'
+import {
+  BATCH_RECEIVABLE_EXAMPLE_ID,
+  batchReceivableWriteExample,
+  RECEIVABLE_EXAMPLE_ID,
+  receivableWriteExample,
+} from '../receivables/schema.ts'
 
 export const RECORD_KINDS = ['customer', 'receivable', 'payment_observation', 'adjustment', 'credit_note', 'write_off'] as const
 export const MAX_BATCH_RECORDS = 100
@@ -22,6 +29,48 @@ const BatchRecord = z
   })
   .meta({ id: 'BatchRecord' })
 
+/**
+ * The demo's nightly export as one batch: the business Customer, its line of credit (which waits for that
+ * Customer), and the seeded Receivable again, unchanged (an identical write: 200). The book-completion
+ * example declares this batch the whole book.
+ */
+export const BATCH_EXAMPLE_ID = 'batch-demo-1'
+const batchWriteExample = {
+  records: [
+    { recordId: 'customer-2', kind: 'customer', externalId: BATCH_CUSTOMER_EXAMPLE_ID, body: batchCustomerWriteExample },
+    {
+      recordId: 'receivable-2',
+      kind: 'receivable',
+      externalId: BATCH_RECEIVABLE_EXAMPLE_ID,
+      dependsOn: ['customer-2'],
+      body: batchReceivableWriteExample,
+    },
+    { recordId: 'receivable-1', kind: 'receivable', externalId: RECEIVABLE_EXAMPLE_ID, body: receivableWriteExample },
+  ],
+} as const
+
+/** The batch example as the GET answers it: finished (each record with its synchronous status), or just queued. */
+function batchResponseExample(status: 'succeeded' | 'queued', times: { completedAt?: string }) {
+  const done = status === 'succeeded'
+  const httpStatus = { 'customer-2': 201, 'receivable-2': 201, 'receivable-1': 200 } as const
+  return {
+    externalBatchId: BATCH_EXAMPLE_ID,
+    status,
+    bookCompleteness: 'not_declared',
+    submittedAt: '2026-02-01T05:40:00.212Z',
+    ...times,
+    counts: { total: 3, pending: done ? 0 : 3, succeeded: done ? 3 : 0, failed: 0, dependencyFailed: 0 },
+    records: batchWriteExample.records.map((r, i) => ({
+      position: i + 1,
+      recordId: r.recordId,
+      kind: r.kind,
+      externalId: r.externalId,
+      status: done ? 'succeeded' : 'pending',
+      ...(done ? { httpStatus: httpStatus[r.recordId] } : {}),
+    })),
+  }
+}
+
 export const BatchWrite = z
   .strictObject({ records: z.array(BatchRecord).min(1).max(MAX_BATCH_RECORDS) })
   .superRefine((b, ctx) => {
@@ -38,10 +87,33 @@ export const BatchWrite = z
       if (!seen.has(r.recordId)) seen.set(r.recordId, i)
     })
   })
-  .meta({ id: 'BatchWrite', description: 'At most 100 records, processed in array order. A batch never declares a complete book.' })
+  .meta({
+    id: 'BatchWrite',
+    description: 'At most 100 records, processed in array order. A batch never declares a complete book.',
+    examples: [batchWriteExample],
+  })
 export type BatchWrite = z.output<typeof BatchWrite>
 
 export const BatchParams = ClientParams.extend({ externalBatchId: ExternalId })
+
+export const BatchRecordProblem = z
+  .looseObject({
+    type: z.string().describe('{docs_url}/problems/<code>, as the synchronous route answered'),
+    title: z.string(),
+    status: z.number().int().describe("Equal to the record's `httpStatus`."),
+    detail: z.string(),
+    errors: z
+      .array(z.object({ code: z.string(), detail: z.string(), pointer: z.string() }))
+      .optional()
+      .describe(
+        "On 422: one entry per invalid field, exactly as the synchronous route answers. `pointer` is a JSON pointer into the record's `body` (`/name/firstName`), not into the batch request.",
+      ),
+  })
+  .meta({
+    id: 'BatchRecordProblem',
+    description:
+      'The problem the synchronous route would have answered for this record, without `requestId` (there was no request): `type`, `title`, `status`, `detail`, `errors[]` on 422, and any extension members of that problem (such as `currentSourceRevision`). Fix the record from these; no replay is needed to see them.',
+  })
 
 export const BatchRecordOutcome = z
   .object({
@@ -51,7 +123,7 @@ export const BatchRecordOutcome = z
     externalId: z.string(),
     status: z.enum(RECORD_STATUSES),
     httpStatus: z.number().int().optional(),
-    problem: z.object({ type: z.string() }).optional(),
+    problem: BatchRecordProblem.optional().describe('On `failed`: the problem the synchronous route answered.'),
     blockedBy: z.string().optional(),
   })
   .meta({ id: 'BatchRecordOutcome' })
@@ -72,5 +144,8 @@ export const BatchResponse = z
     }),
     records: z.array(BatchRecordOutcome),
   })
-  .meta({ id: 'Batch' })
+  .meta({
+    id: 'Batch',
+    examples: [batchResponseExample('succeeded', { completedAt: '2026-02-01T05:40:00.655Z' }), batchResponseExample('queued', {})],
+  })
 export type BatchResponse = z.output<typeof BatchResponse>

@@ -1,5 +1,5 @@
 import { canonicalDigest } from '../../domain/canonical.ts'
-import { Problem } from '../../domain/problems.ts'
+import { Problem, type ProblemCode, problemCatalogue } from '../../domain/problems.ts'
 import type { Scope } from '../../domain/scopes.ts'
 import { type Clock, isoNow } from '../../domain/time.ts'
 import type { Grant } from '../../http/auth.ts'
@@ -26,6 +26,23 @@ export function scopesForKinds(operations: OperationsByKind, kinds: Iterable<str
   return [...scopes]
 }
 
+/**
+ * A failed record's problem, shaped as the problem body its synchronous route answered (requestId aside):
+ * extension members first, as problemBody() places them, so the named members always win.
+ */
+function recordProblem(r: Omit<BatchRecordRow, 'body'>, docsUrl: string) {
+  const code = r.problem_code as ProblemCode
+  const title = problemCatalogue[code]?.title ?? code
+  return {
+    ...r.problem?.extensions,
+    type: `${docsUrl}/problems/${code}`,
+    title,
+    status: r.http_status ?? problemCatalogue[code]?.status,
+    detail: r.problem?.detail ?? title,
+    ...(r.problem?.errors ? { errors: r.problem.errors } : {}),
+  }
+}
+
 export function batchView(batch: BatchRow, records: Omit<BatchRecordRow, 'body'>[], docsUrl: string): BatchResponse {
   const counts = { total: records.length, pending: 0, succeeded: 0, failed: 0, dependencyFailed: 0 }
   for (const r of records) {
@@ -46,13 +63,14 @@ export function batchView(batch: BatchRow, records: Omit<BatchRecordRow, 'body'>
       externalId: r.external_id,
       status: r.status,
       ...(r.http_status !== null ? { httpStatus: r.http_status } : {}),
-      ...(r.problem_code ? { problem: { type: `${docsUrl}/problems/${r.problem_code}` } } : {}),
+      ...(r.problem_code ? { problem: recordProblem(r, docsUrl) } : {}),
       ...(r.blocked_by ? { blockedBy: r.blocked_by } : {}),
     })),
   }
 }
 
 export function createBatchService({ store, clock, operations, docsUrl, onQueued }: BatchServiceDeps) {
+  const allBatchScopes = scopesForKinds(operations, Object.keys(operations))
   async function load(db: Queryable, clientCode: string, id: string) {
     const batch = await findBatch(db, clientCode, id)
     if (!batch) throw new Problem('batch_not_found', `No batch ${id} for this client.`)
@@ -81,9 +99,27 @@ export function createBatchService({ store, clock, operations, docsUrl, onQueued
       return result
     },
 
-    async get(clientCode: string, id: string, requireScopes: (s: Scope[]) => void): Promise<BatchResponse> {
-      const { batch, records } = await load(store, clientCode, id)
-      requireScopes(scopesForKinds(operations, new Set(records.map((r) => r.kind))))
+    /**
+     * Authorized before anything about the batch is said (docs/decisions.md, "Reading a batch leaks nothing"):
+     * a batch needs the write scope of every kind it holds, and an unknown batch is treated as needing the
+     * write scope of every kind there is. So a grant that lacks any batch write scope gets the same 403, with
+     * the same detail, for a batch it may not read and for no batch at all; only a grant that could read any
+     * batch learns 404 batch_not_found.
+     */
+    async get(clientCode: string, grant: Grant, id: string): Promise<BatchResponse> {
+      const lacking = allBatchScopes.filter((s) => !grant.scopes.has(s))
+      const refuse = () =>
+        new Problem(
+          'client_scope_denied',
+          `The grant for client ${clientCode} may not read this batch: reading a batch needs the write scope of every record kind it holds, this grant lacks ${lacking.join(', ')}, and an unknown batch answers this same refusal.`,
+        )
+      const batch = await findBatch(store, clientCode, id)
+      if (!batch) {
+        if (lacking.length > 0) throw refuse()
+        throw new Problem('batch_not_found', `No batch ${id} for this client.`)
+      }
+      const records = await batchRecords(store, clientCode, id)
+      if (scopesForKinds(operations, new Set(records.map((r) => r.kind))).some((s) => !grant.scopes.has(s))) throw refuse()
       return batchView(batch, records, docsUrl)
     },
   }

@@ -20,7 +20,15 @@ export interface BatchRecordRow {
   status: 'pending' | 'succeeded' | 'failed' | 'dependency_failed'
   http_status: number | null
   problem_code: string | null
+  /** What the synchronous route's problem said beyond its code: detail, errors[] and extension members. */
+  problem: StoredProblem | null
   blocked_by: string | null
+}
+
+export interface StoredProblem {
+  detail: string
+  errors?: { code: string; detail: string; pointer: string }[]
+  extensions?: Record<string, unknown>
 }
 
 export async function findBatch(db: Queryable, clientCode: string, id: string): Promise<BatchRow | undefined> {
@@ -36,7 +44,7 @@ export async function findBatch(db: Queryable, clientCode: string, id: string): 
 /** Outcomes only: the record bodies are the runner's business, not the read's. */
 export async function batchRecords(db: Queryable, clientCode: string, id: string): Promise<Omit<BatchRecordRow, 'body'>[]> {
   return db.query<Omit<BatchRecordRow, 'body'>>(
-    `SELECT position, record_id, kind, external_id, depends_on, status, http_status, problem_code, blocked_by
+    `SELECT position, record_id, kind, external_id, depends_on, status, http_status, problem_code, problem, blocked_by
        FROM batch_records WHERE client_code = $1 AND external_batch_id = $2 ORDER BY position`,
     [clientCode, id],
   )
@@ -112,14 +120,19 @@ export interface RecordOutcome {
   status: 'succeeded' | 'failed' | 'dependency_failed'
   httpStatus: number | null
   problemCode: string | null
+  problem: StoredProblem | null
   blockedBy: string | null
 }
 
 export async function saveOutcomes(tx: Tx, b: ClaimedBatch, outcomes: RecordOutcome[]) {
   if (outcomes.length === 0) return
+  // jsonb travels as text[] (one JSON document or NULL per record) and is cast per row: an array of jsonb
+  // parameters would need the driver to quote JSON inside an array literal.
   await tx.query(
-    `UPDATE batch_records r SET status = o.status, http_status = o.http_status, problem_code = o.problem_code, blocked_by = o.blocked_by
-       FROM unnest($3::int[], $4::text[], $5::int[], $6::text[], $7::text[]) AS o(position, status, http_status, problem_code, blocked_by)
+    `UPDATE batch_records r SET status = o.status, http_status = o.http_status, problem_code = o.problem_code,
+            problem = o.problem::jsonb, blocked_by = o.blocked_by
+       FROM unnest($3::int[], $4::text[], $5::int[], $6::text[], $7::text[], $8::text[])
+            AS o(position, status, http_status, problem_code, problem, blocked_by)
       WHERE r.client_code = $1 AND r.external_batch_id = $2 AND r.position = o.position`,
     [
       b.client_code,
@@ -128,8 +141,18 @@ export async function saveOutcomes(tx: Tx, b: ClaimedBatch, outcomes: RecordOutc
       outcomes.map((o) => o.status),
       outcomes.map((o) => o.httpStatus),
       outcomes.map((o) => o.problemCode),
+      outcomes.map((o) => (o.problem ? JSON.stringify(o.problem) : null)),
       outcomes.map((o) => o.blockedBy),
     ],
+  )
+}
+
+/** Every record of a claimed batch with its body, in array order (the runner's view). */
+export async function recordsToRun(tx: Tx, b: ClaimedBatch): Promise<BatchRecordRow[]> {
+  return tx.query<BatchRecordRow>(
+    `SELECT position, record_id, kind, external_id, depends_on, body, status, http_status, problem_code, problem, blocked_by
+       FROM batch_records WHERE client_code = $1 AND external_batch_id = $2 ORDER BY position`,
+    [b.client_code, b.external_batch_id],
   )
 }
 

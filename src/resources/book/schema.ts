@@ -2,10 +2,15 @@ import { z } from 'zod'
 import { ExternalId } from '../../domain/identifiers.ts'
 import { Timestamp } from '../../domain/time.ts'
 import { ClientParams } from '../../http/common-schemas.ts'
+import { BATCH_EXAMPLE_ID } from '../batches/schema.ts'
 import { SafeInteger } from '../receivables/schema.ts'
 
 export const MAX_DECLARED_BATCHES = 50
 export const MAX_LISTED_OMISSIONS = 100
+
+/** The book after the batch example ran: its batch wrote both of the demo's Receivables, so nothing is omitted. */
+export const BOOK_COMPLETION_EXAMPLE_ID = 'book-demo-1'
+const bookCompletionWriteExample = { asOf: '2026-02-01T06:00:00Z', sourcePosition: 1200, batches: [BATCH_EXAMPLE_ID] }
 
 export const BookCompletionWrite = z
   .strictObject({
@@ -23,7 +28,11 @@ export const BookCompletionWrite = z
         })
       }),
   })
-  .meta({ id: 'BookCompletionWrite', description: 'Declares that the listed batches cover every Receivable of the client.' })
+  .meta({
+    id: 'BookCompletionWrite',
+    description: 'Declares that the listed batches cover every Receivable of the client.',
+    examples: [bookCompletionWriteExample],
+  })
 export type BookCompletionWrite = z.output<typeof BookCompletionWrite>
 
 export const BookCompletionParams = ClientParams.extend({ externalCompletionId: ExternalId })
@@ -41,4 +50,18 @@ export const BookCompletion = z
     scope: z.literal('all_receivables'),
     sourcePosition: z.number().int(),
   })
-  .meta({ id: 'BookCompletion' })
+  .meta({
+    id: 'BookCompletion',
+    examples: [
+      {
+        externalCompletionId: BOOK_COMPLETION_EXAMPLE_ID,
+        acceptedAt: '2026-02-01T06:00:01.204Z',
+        ...bookCompletionWriteExample,
+        coveredReceivableCount: 2,
+        omissions: [],
+        omissionsTruncated: false,
+        omittedReceivableCount: 0,
+        scope: 'all_receivables',
+      },
+    ],
+  })

@@ -7,7 +7,7 @@ export const ChangesQuery = z.strictObject({
     .string()
     .regex(/^[A-Za-z0-9_-]{1,200}$/, 'must be a cursor returned by a previous page')
     .optional(),
-  limit: z.coerce.number().int().min(1).max(1000).default(100),
+  limit: z.coerce.number().int().min(1).max(200).default(50),
 })
 export const ChangesParams = ClientParams
 
@@ -28,4 +28,28 @@ export const ChangePage = z
     nextCursor: z.string().describe('Store it and pass it as `after` to resume; present even on an empty page.'),
     hasMore: z.boolean(),
   })
-  .meta({ id: 'ChangePage' })
+  .meta({
+    id: 'ChangePage',
+    examples: [
+      {
+        data: [
+          {
+            eventId: '0b7c2d4e-5f60-4a1b-8c9d-0e1f2a3b4c5d',
+            type: 'customer.created',
+            resource: { type: 'customer', id: 'cust-demo-1' },
+            revision: 1,
+            occurredAt: '2026-01-31T09:30:00.041Z',
+          },
+          {
+            eventId: '6e5d4c3b-2a19-4f08-9e7d-6c5b4a392817',
+            type: 'receivable.created',
+            resource: { type: 'receivable', id: 'rcv-demo-1' },
+            revision: 1,
+            occurredAt: '2026-01-31T09:30:00.112Z',
+          },
+        ],
+        nextCursor: 'eyJzIjoiMiJ9',
+        hasMore: false,
+      },
+    ],
+  })

@@ -26,7 +26,12 @@ export function appendChange(tx: Tx, clientCode: string, change: ChangeInput): v
     buffer = created
     tx.beforeCommit(async () => {
       const byClient = new Map<string, ChangeInput[]>()
-      for (const b of created) byClient.set(b.clientCode, [...(byClient.get(b.clientCode) ?? []), b.change])
+      // Appended in place: a write that emits 100,000 events must stay linear (a copy per event was quadratic).
+      for (const b of created) {
+        const list = byClient.get(b.clientCode)
+        if (list) list.push(b.change)
+        else byClient.set(b.clientCode, [b.change])
+      }
       for (const [client, changes] of [...byClient].sort(([a], [b]) => (a < b ? -1 : 1))) await insertChanges(tx, client, changes)
     }, 'final')
   }

@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { HOLD_CATEGORIES, type Hold, holdPredicates } from '../../domain/holds.ts'
-import { formatMinor } from '../../domain/money.ts'
+import { MoneyOut, money } from '../../domain/money.ts'
 import { type Clock, isoNow, Timestamp } from '../../domain/time.ts'
 import type { Queryable } from '../../store/store.ts'
 
@@ -16,8 +16,8 @@ export const CollectionSummary = z
           currency: z.string(),
           status: z.enum(['active', 'paused', 'closed']),
           count: z.number().int(),
-          sourceAmount: z.string(),
-          workingAmount: z.string(),
+          sourceAmount: MoneyOut,
+          workingAmount: MoneyOut,
         }),
       )
       .describe('Per currency and status: counts and summed source and working amounts (never mixed across currencies).'),
@@ -27,7 +27,37 @@ export const CollectionSummary = z
       holds: HoldCounts.describe('Receivables carrying each hold category'),
     }),
   })
-  .meta({ id: 'CollectionSummary' })
+  .meta({
+    id: 'CollectionSummary',
+    examples: [
+      {
+        asOf: '2026-01-31T09:45:00.000Z',
+        receivables: { total: 1, active: 1, paused: 0, closed: 0 },
+        amounts: [
+          {
+            currency: 'USD',
+            status: 'active',
+            count: 1,
+            sourceAmount: { amount: '1250.00', currency: 'USD' },
+            workingAmount: { amount: '1250.00', currency: 'USD' },
+          },
+        ],
+        recovery: {
+          held: 1,
+          notHeld: 0,
+          holds: {
+            recovery_not_authorized: 1,
+            collection_not_enabled: 1,
+            source_restriction: 0,
+            dispute: 0,
+            source_stale: 0,
+            other_protection: 0,
+            reconciliation_hold: 0,
+          },
+        },
+      },
+    ],
+  })
 
 interface GroupRow {
   status: 'active' | 'paused' | 'closed'
@@ -73,8 +103,8 @@ export function createCollectionSummary({ clock }: { clock: Clock }) {
         currency: r.currency,
         status: r.status,
         count: r.n,
-        sourceAmount: formatMinor(BigInt(r.source)),
-        workingAmount: formatMinor(BigInt(r.working)),
+        sourceAmount: money(BigInt(r.source), r.currency),
+        workingAmount: money(BigInt(r.working), r.currency),
       })),
       recovery: { held, notHeld: receivables.total - held, holds },
     }

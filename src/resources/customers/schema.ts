@@ -10,6 +10,52 @@ export const EMAIL_TYPES = ['personal', 'work', 'other'] as const
 export const PHONE_TYPES = ['mobile', 'home', 'work', 'other'] as const
 export const MAX_CONTACTS = 8
 
+/**
+ * Examples for the OpenAPI document. They are the sandbox demo (src/seed.ts writes exactly this Customer),
+ * so every example can be sent as is to a freshly seeded demo client; test/contract/examples.test.ts does.
+ * Contact details are fictional: example.com, and a 555-01xx telephone number.
+ */
+export const CUSTOMER_EXAMPLE_ID = 'cust-demo-1'
+export const customerWriteExample = {
+  type: 'person',
+  name: { firstName: 'Ada', lastName: 'Example' },
+  sourceReference: 'ledger/customers/demo-1',
+  contacts: [
+    {
+      externalContactId: 'contact-demo-1',
+      fullName: 'Ada Example',
+      isCustomerSelf: true,
+      isMain: true,
+      address: { countryCode: 'US', line1: '100 Main Street', locality: 'Springfield', postalCode: '62701', region: 'IL', type: 'home' },
+      email: { address: 'ada@example.com', type: 'personal' },
+      phone: { number: '+12175550142', type: 'mobile' },
+    },
+  ],
+} as const
+/** The second demo Customer, a business, which the batch example creates. */
+export const BATCH_CUSTOMER_EXAMPLE_ID = 'cust-demo-2'
+export const batchCustomerWriteExample = {
+  type: 'organization',
+  name: { legalName: 'Harbor Marine Supply LLC' },
+  sourceReference: 'ledger/customers/demo-2',
+  contacts: [
+    {
+      externalContactId: 'contact-demo-2',
+      fullName: 'Grace Example',
+      isCustomerSelf: false,
+      isMain: true,
+      email: { address: 'accounts@harbor-marine.example.com', type: 'work' },
+    },
+  ],
+} as const
+const customerExample = {
+  externalCustomerId: CUSTOMER_EXAMPLE_ID,
+  ...customerWriteExample,
+  restrictions: [],
+  revision: 1,
+  updatedAt: '2026-01-31T09:30:00.000Z',
+}
+
 export const Address = z
   .strictObject({
     countryCode: z.string().regex(/^[A-Z]{2}$/, 'must be an ISO 3166-1 alpha-2 code such as GB'),
@@ -78,15 +124,18 @@ const OrganizationCustomer = z.strictObject({
 })
 
 /** The Source-owned representation, as written by PUT and as the result of a PATCH. */
-export const CustomerWrite = z
-  .discriminatedUnion('type', [PersonCustomer, OrganizationCustomer])
-  .meta({ id: 'CustomerWrite', description: 'Customer as sent by the Source. Omitting `contacts` leaves them unchanged.' })
+export const CustomerWrite = z.discriminatedUnion('type', [PersonCustomer, OrganizationCustomer]).meta({
+  id: 'CustomerWrite',
+  description: 'Customer as sent by the Source. Omitting `contacts` leaves them unchanged.',
+  examples: [customerWriteExample],
+})
 export type CustomerWrite = z.output<typeof CustomerWrite>
 export type ContactT = z.output<typeof Contact>
 
 export const CustomerPatch = z.record(z.string(), z.unknown()).meta({
   id: 'CustomerMergePatch',
   description: 'RFC 7396 JSON Merge Patch of CustomerWrite; the result is validated as a complete CustomerWrite.',
+  examples: [{ name: { lastName: 'Example-Smith' } }],
 })
 
 export const CustomerParams = ClientParams.extend({ externalCustomerId: ExternalId })
@@ -102,7 +151,7 @@ export const CustomerResponse = z
     revision: z.number().int(),
     updatedAt: Timestamp,
   })
-  .meta({ id: 'Customer' })
+  .meta({ id: 'Customer', examples: [customerExample] })
 export type CustomerResponse = z.output<typeof CustomerResponse>
 
 export const CustomerList = listResponse(CustomerResponse, 'CustomerList')

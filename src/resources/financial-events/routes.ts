@@ -13,7 +13,7 @@ export function financialEventRoutes(deps: RouteDeps, events: FinancialEventServ
         idParam: 'externalEventId',
         params: EventParams,
         operationId: `put${f.title}`,
-        summary: `Record a ${f.title}`,
+        summary: `Record ${f.noun}`,
         description:
           'Immutable. An identical retry answers 200 with the original acceptedAt. These operations never collect money or refund.',
         tags: ['Financial corrections'],
@@ -24,7 +24,7 @@ export function financialEventRoutes(deps: RouteDeps, events: FinancialEventServ
         method: 'GET',
         path,
         operationId: `get${f.title}`,
-        summary: `Read a ${f.title}`,
+        summary: `Read ${f.noun}`,
         tags: ['Financial corrections'],
         auth: { kind: 'api_key', scopes: ['financial_corrections:read'] },
         params: EventParams,

@@ -1,5 +1,5 @@
 import { canonicalJson } from '../../domain/canonical.ts'
-import { formatMinor, toMinor } from '../../domain/money.ts'
+import { describeMoney, toMinor } from '../../domain/money.ts'
 import { fieldProblem, Problem, unknownReferences } from '../../domain/problems.ts'
 import { type Clock, isoNow } from '../../domain/time.ts'
 import { lockIdentity } from '../../store/locks.ts'
@@ -67,7 +67,7 @@ export function createFinancialEventService({ store, clock }: FinancialEventServ
           throw fieldProblem(
             '/amount/amount',
             'custom',
-            `would take the source amount below zero (it is ${formatMinor(BigInt(receivable.source_amount_minor))})`,
+            `would take the source amount below zero (it is ${describeMoney(BigInt(receivable.source_amount_minor), receivable.currency)})`,
           )
         }
         const now = isoNow(clock)

@@ -31,7 +31,19 @@ export const SourceFreshness = z
     lastSourcePosition: z.number().int().nullable(),
     staleAfterSeconds: z.number().int(),
   })
-  .meta({ id: 'SourceFreshness' })
+  .meta({
+    id: 'SourceFreshness',
+    examples: [
+      {
+        state: 'fresh',
+        feedMode: 'transaction',
+        lastReceivedAt: '2026-02-11T06:00:02.771Z',
+        lastSnapshotAt: '2026-02-11T06:00:02.771Z',
+        lastSourcePosition: 1300,
+        staleAfterSeconds: 172800,
+      },
+    ],
+  })
 
 interface Touch {
   feedMode: string

@@ -1,13 +1,27 @@
 import { z } from 'zod'
 import { ExternalId, SourceReference } from '../../domain/identifiers.ts'
-import { Money, MoneyOut, sumMinor, toMinor } from '../../domain/money.ts'
+import { describeMoney, Money, MoneyOut, sumMinor, toMinor } from '../../domain/money.ts'
 import { Timestamp } from '../../domain/time.ts'
 import { ClientParams } from '../../http/common-schemas.ts'
+import { CUSTOMER_EXAMPLE_ID } from '../customers/schema.ts'
+import { RECEIVABLE_EXAMPLE_ID } from '../receivables/schema.ts'
 
 /** Decided here (docs/decisions.md): what a Source can observe, and how the money moved. */
 export const OBSERVATION_TYPES = ['payment', 'refund', 'reversal'] as const
 export const PAYMENT_METHODS = ['bank_transfer', 'card', 'direct_debit', 'cash', 'cheque', 'payroll_deduction', 'other'] as const
 export const MAX_ALLOCATIONS = 100
+
+/** A payroll deduction from the demo Customer, allocated in full to the demo Receivable. */
+export const PAYMENT_OBSERVATION_EXAMPLE_ID = 'pay-demo-1'
+const paymentObservationWriteExample = {
+  type: 'payment',
+  amount: { amount: '150.00', currency: 'USD' },
+  allocations: [{ amount: { amount: '150.00', currency: 'USD' }, externalReceivableId: RECEIVABLE_EXAMPLE_ID }],
+  effectiveAt: '2026-02-10T12:00:00Z',
+  externalCustomerId: CUSTOMER_EXAMPLE_ID,
+  method: 'payroll_deduction',
+  sourceReference: 'ledger/payments/demo-1',
+} as const
 
 const Allocation = z.strictObject({ amount: Money, externalReceivableId: ExternalId }).meta({ id: 'PaymentAllocation' })
 
@@ -40,11 +54,13 @@ export const PaymentObservationWrite = z
       }
       seen.add(a.externalReceivableId)
     })
-    if (
-      o.allocations.every((a) => a.amount.currency === currency) &&
-      sumMinor(o.allocations.map((a) => a.amount)) > toMinor(o.amount.amount)
-    ) {
-      ctx.addIssue({ code: 'custom', path: ['allocations'], message: `must not allocate more than the amount ${o.amount.amount}` })
+    const allocated = sumMinor(o.allocations.map((a) => a.amount))
+    if (o.allocations.every((a) => a.amount.currency === currency) && allocated > toMinor(o.amount.amount)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['allocations'],
+        message: `must not allocate more than the amount: the allocations sum to ${describeMoney(allocated, currency)} but amount is ${describeMoney(toMinor(o.amount.amount), currency)}`,
+      })
     }
     if (o.type === 'reversal' && !o.reversesExternalEventId) {
       ctx.addIssue({ code: 'custom', path: ['reversesExternalEventId'], message: 'is required for a reversal' })
@@ -56,6 +72,7 @@ export const PaymentObservationWrite = z
   .meta({
     id: 'PaymentObservationWrite',
     description: 'Immutable evidence of an external payment, refund or reversal. It never moves the financial position.',
+    examples: [paymentObservationWriteExample],
   })
 export type PaymentObservationWrite = z.output<typeof PaymentObservationWrite>
 
@@ -75,4 +92,14 @@ export const PaymentObservationResponse = z
     reversesExternalEventId: z.string().optional(),
     acceptedAt: Timestamp,
   })
-  .meta({ id: 'PaymentObservation' })
+  .meta({
+    id: 'PaymentObservation',
+    examples: [
+      {
+        externalEventId: PAYMENT_OBSERVATION_EXAMPLE_ID,
+        ...paymentObservationWriteExample,
+        unappliedAmount: { amount: '0.00', currency: 'USD' },
+        acceptedAt: '2026-02-10T12:00:04.530Z',
+      },
+    ],
+  })

@@ -1,10 +1,11 @@
 import { z } from 'zod'
 import { HOLD_CATEGORIES } from '../../domain/holds.ts'
 import { ExternalId, SourceReference } from '../../domain/identifiers.ts'
-import { Money, MoneyOut, sumMinor, toMinor } from '../../domain/money.ts'
+import { describeMoney, Money, MoneyOut, sumMinor, toMinor } from '../../domain/money.ts'
 import { RestrictionOut, Restrictions } from '../../domain/restrictions.ts'
 import { CalendarDate, Timestamp } from '../../domain/time.ts'
 import { ClientParams, ListQuery, listResponse } from '../../http/common-schemas.ts'
+import { BATCH_CUSTOMER_EXAMPLE_ID, CUSTOMER_EXAMPLE_ID } from '../customers/schema.ts'
 
 export const FINANCIAL_TYPES = ['loan_instalment', 'accelerated_balance', 'loan_balance'] as const
 export const RESPONSIBLE_ROLES = ['primary', 'co_borrower', 'guarantor'] as const
@@ -70,20 +71,69 @@ function moneyFields(r: MoneyHolder): [Money, (string | number)[]][] {
   return out
 }
 
+const receivableFields = {
+  financialType: z.enum(FINANCIAL_TYPES),
+  sourceRevision: SafeInteger,
+  recoverableAmount: Money,
+  balanceBreakdown: BalanceBreakdown.optional(),
+  creditUnion: CreditUnionContext.optional().describe(
+    "Required: the industry context of the grant's profile (credit_union). Missing answers 422 profile_mismatch.",
+  ),
+  dueDate: CalendarDate,
+  responsibleCustomers: z.array(ResponsibleCustomer).min(1).max(8),
+  sourceReference: SourceReference,
+  restrictions: Restrictions.optional(),
+}
+
+/**
+ * The published `required` list: every field Zod requires, and `creditUnion`. The grant's industry profile
+ * (credit_union, today's only one) requires its context; the service checks it after parsing so that a
+ * missing context answers the contract's 422 `profile_mismatch` rather than a generic `validation_error`.
+ * The document still lists it as required, because for every grant the service has, it is.
+ */
+const RECEIVABLE_REQUIRED = Object.entries(receivableFields)
+  .filter(([name, schema]) => name === 'creditUnion' || !(schema instanceof z.ZodOptional))
+  .map(([name]) => name)
+
+/**
+ * The demo's Receivable (src/seed.ts writes exactly this): an auto loan accelerated after default, owed by
+ * the demo Customer. Every later example moves it on: sourceRevision 4, 5 and 6 are the corrections, 7 the
+ * balance snapshot.
+ */
+export const RECEIVABLE_EXAMPLE_ID = 'rcv-demo-1'
+const usd = (amount: string) => ({ amount, currency: 'USD' })
+export const receivableWriteExample = {
+  financialType: 'accelerated_balance',
+  sourceRevision: 3,
+  recoverableAmount: usd('1250.00'),
+  balanceBreakdown: { costs: usd('35.00'), fees: usd('40.00'), interest: usd('87.50'), principal: usd('1087.50') },
+  creditUnion: {
+    arrearsAmount: usd('412.50'),
+    contractualInstalment: { amount: usd('137.50'), frequency: 'monthly' },
+    defaultDate: '2026-01-15',
+    loanAccountReference: 'ledger/loans/demo-1',
+    loanType: 'auto',
+    totalOutstandingAmount: usd('1250.00'),
+  },
+  dueDate: '2026-02-01',
+  responsibleCustomers: [{ externalCustomerId: CUSTOMER_EXAMPLE_ID, role: 'primary' }],
+  sourceReference: 'ledger/receivables/demo-1',
+} as const
+
+/** The second demo Receivable, a business line of credit, which the batch example creates. */
+export const BATCH_RECEIVABLE_EXAMPLE_ID = 'rcv-demo-2'
+export const batchReceivableWriteExample = {
+  financialType: 'loan_balance',
+  sourceRevision: 1,
+  recoverableAmount: usd('4350.00'),
+  creditUnion: { loanAccountReference: 'ledger/loans/demo-2', loanType: 'line_of_credit' },
+  dueDate: '2026-02-15',
+  responsibleCustomers: [{ externalCustomerId: BATCH_CUSTOMER_EXAMPLE_ID, role: 'primary' }],
+  sourceReference: 'ledger/receivables/demo-2',
+} as const
+
 export const ReceivableWrite = z
-  .strictObject({
-    financialType: z.enum(FINANCIAL_TYPES),
-    sourceRevision: SafeInteger,
-    recoverableAmount: Money,
-    balanceBreakdown: BalanceBreakdown.optional(),
-    creditUnion: CreditUnionContext.optional().describe(
-      "Required: the industry context of the grant's profile (credit_union). Missing answers 422 profile_mismatch.",
-    ),
-    dueDate: CalendarDate,
-    responsibleCustomers: z.array(ResponsibleCustomer).min(1).max(8),
-    sourceReference: SourceReference,
-    restrictions: Restrictions.optional(),
-  })
+  .strictObject(receivableFields)
   .superRefine((r, ctx) => {
     const currency = r.recoverableAmount.currency
     for (const [m, path] of moneyFields(r)) {
@@ -97,7 +147,7 @@ export const ReceivableWrite = z
         ctx.addIssue({
           code: 'custom',
           path: ['balanceBreakdown'],
-          message: `must sum exactly to recoverableAmount ${r.recoverableAmount.amount} (sums to ${sumMinor(parts)} minor units)`,
+          message: `must sum exactly to recoverableAmount: the breakdown sums to ${describeMoney(sumMinor(parts), currency)} but recoverableAmount is ${describeMoney(toMinor(r.recoverableAmount.amount), currency)}`,
         })
       }
     }
@@ -113,7 +163,13 @@ export const ReceivableWrite = z
       ctx.addIssue({ code: 'custom', path: ['responsibleCustomers'], message: `must have exactly one primary (found ${primaries})` })
     }
   })
-  .meta({ id: 'ReceivableWrite', description: 'A Receivable as sent by the Source. Importing never starts recovery.' })
+  .meta({
+    id: 'ReceivableWrite',
+    description:
+      "A Receivable as sent by the Source. Importing never starts recovery. `creditUnion` is required by the grant's industry profile (credit_union); without it the service answers 422 `profile_mismatch`.",
+    required: RECEIVABLE_REQUIRED,
+    examples: [receivableWriteExample],
+  })
 export type ReceivableWrite = z.output<typeof ReceivableWrite>
 
 export const ReceivableParams = ClientParams.extend({ externalReceivableId: ExternalId })
@@ -157,12 +213,42 @@ export const ReceivableResponse = z
     financialPosition: FinancialPosition,
     recovery: RecoveryState,
   })
-  .meta({ id: 'Receivable' })
+  .meta({
+    id: 'Receivable',
+    description:
+      "The Source's representation as written, with the service's state: status, revision, the financial position (sourceAmount moves with corrections and snapshots; the representation's recoverableAmount only with a PUT) and the recovery holds.",
+    examples: [
+      {
+        externalReceivableId: RECEIVABLE_EXAMPLE_ID,
+        ...receivableWriteExample,
+        restrictions: [],
+        status: 'active',
+        revision: 1,
+        updatedAt: '2026-01-31T09:30:00.112Z',
+        financialPosition: {
+          sourceAmount: usd('1250.00'),
+          workingAmount: usd('1250.00'),
+          confirmedUnreconciledAmount: usd('0.00'),
+          receiptAcknowledgedAmount: usd('0.00'),
+        },
+        recovery: { held: true, holds: ['recovery_not_authorized', 'collection_not_enabled'] },
+      },
+    ],
+  })
 export type ReceivableResponse = z.output<typeof ReceivableResponse>
 
 export const ReceivableList = listResponse(ReceivableResponse, 'ReceivableList')
 
-export const PauseCommand = z.strictObject({ effectiveAt: Timestamp, reason: z.enum(PAUSE_REASONS) }).meta({ id: 'PauseCommand' })
-export const ResumeCommand = z.strictObject({ effectiveAt: Timestamp }).meta({ id: 'ResumeCommand' })
-export const CloseCommand = z.strictObject({ effectiveAt: Timestamp, reason: z.enum(CLOSE_REASONS) }).meta({ id: 'CloseCommand' })
-export const ReopenCommand = z.strictObject({ effectiveAt: Timestamp }).meta({ id: 'ReopenCommand' })
+/** The demo Receivable's lifecycle: a hardship pause, resumed; closed when paid, reopened when the last payment bounced. */
+export const PauseCommand = z
+  .strictObject({ effectiveAt: Timestamp, reason: z.enum(PAUSE_REASONS) })
+  .meta({ id: 'PauseCommand', examples: [{ effectiveAt: '2026-02-12T09:00:00Z', reason: 'hardship_review' }] })
+export const ResumeCommand = z
+  .strictObject({ effectiveAt: Timestamp })
+  .meta({ id: 'ResumeCommand', examples: [{ effectiveAt: '2026-03-12T09:00:00Z' }] })
+export const CloseCommand = z
+  .strictObject({ effectiveAt: Timestamp, reason: z.enum(CLOSE_REASONS) })
+  .meta({ id: 'CloseCommand', examples: [{ effectiveAt: '2026-04-30T17:00:00Z', reason: 'paid_in_full' }] })
+export const ReopenCommand = z
+  .strictObject({ effectiveAt: Timestamp })
+  .meta({ id: 'ReopenCommand', examples: [{ effectiveAt: '2026-05-04T09:00:00Z' }] })

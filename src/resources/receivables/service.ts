@@ -194,7 +194,7 @@ export function createReceivableService({ store, clock }: ReceivableServiceDeps)
       }
     },
 
-    /** pause, resume, close, reopen. Reopen never resumes recovery: no instruction is touched. */
+    /** pause, resume, close, reopen. Reopen never resumes recovery: it suspends an authorized instruction. */
     command(clientCode: string, id: string, command: LifecycleCommand, body: { effectiveAt: string; reason?: string }) {
       return store.transaction(async (tx) => {
         await lockIdentity(tx, clientCode, 'receivable', id)

@@ -1,0 +1,319 @@
+import type { ProblemCode } from '../domain/problems.ts'
+
+/**
+ * The text of the page behind every problem `type` (`{DOCS_URL}/problems/<code>`): what causes the problem in
+ * this API's terms, how to fix it, and whether sending the identical request again can succeed. Text in
+ * backticks is rendered as code. The table must name every code of the catalogue (the typecheck fails
+ * otherwise); the routes that answer a code are listed on its page from the route table, not from here.
+ */
+export interface ProblemPageText {
+  cause: string
+  fix: string
+  retry: string
+}
+
+const NEVER = 'Never: the identical request fails the same way every time.'
+
+export const problemDocs = {
+  malformed_json: {
+    cause:
+      'The body of a `PUT`, `POST` or `PATCH` could not be parsed as JSON: a syntax error, an empty body sent with a JSON `Content-Type`, or an object key `__proto__` or `constructor` (refused so that no body can alter object prototypes). The media type and size were fine; the body schema was not looked at yet.',
+    fix: 'Serialize the body with a JSON library instead of building it by hand, send it as UTF-8, and rename any `__proto__` or `constructor` key. Nothing was saved.',
+    retry: NEVER,
+  },
+  invalid_api_key: {
+    cause:
+      'The `Authorization` header of a `/v1` request is missing, is not `Bearer <API key>`, or carries a key that is malformed, unknown, revoked, or issued for the other environment (a sandbox key sent to production, or the reverse). Route parameters are validated first, so a bad path answers `validation_error` before this.',
+    fix: 'Send `Authorization: Bearer irk_<environment>_...` with an active key of this deployment. Keys are shown once when the operator creates them (`POST /admin/v1/integrations/{integrationId}/api-keys`); if yours is lost or revoked, ask the operator for a new one.',
+    retry: 'Never with the same key: a revoked or wrong key stays refused. Use a valid key.',
+  },
+  invalid_admin_token: {
+    cause:
+      'A request to the operator API (`/admin/v1/...`) carried no `Authorization: Bearer <operator token>` header, or the token does not match the one the service stores (only its digest is kept).',
+    fix: 'Send the operator token: the `ADMIN_TOKEN` the service was started with, or the one it generated and printed once at first start. The `inbound` CLI reads it from `--token` or `ADMIN_TOKEN`.',
+    retry: 'Never with the same token.',
+  },
+  client_scope_denied: {
+    cause:
+      "The API key is valid but may not act for this `clientCode`: the key's Integration has no active grant for the client (also answered for a client code that does not exist, so that codes cannot be probed), the grant lacks the route's scope (the `detail` names it), or the calling address is outside the grant's IP allowlist. `GET /changes` answers it when the grant holds no read scope at all. In a batch, a record fails with it when the grant no longer holds the record kind's write scope at the moment the record runs.",
+    fix: 'Check the `clientCode` in the path. Otherwise the operator must grant the missing scope or add your address range: `PUT /admin/v1/integrations/{integrationId}/grants/{clientCode}` (or `inbound grant put`). Each route needs the scope listed in the API reference; a batch needs the write scope of every record kind it contains.',
+    retry: 'Only after the operator has changed the grant; until then the identical request is refused again.',
+  },
+  route_not_found: {
+    cause:
+      'No route of this service has this path, whatever the method: typically a missing `/v1` prefix, a misspelled resource family (`credit-notes`, not `credit_notes`), or an operation this deployment does not implement.',
+    fix: 'Compare the path with the API reference at `/docs` or the OpenAPI document at `/v1/openapi.json`, which lists exactly the implemented operations.',
+    retry: NEVER,
+  },
+  method_not_allowed: {
+    cause:
+      'The path exists, but not with this method: for example `POST` to a resource written with `PUT` (resources are created and replaced by `PUT` at their caller-assigned identifier), or `DELETE`, which no route accepts.',
+    fix: 'Use one of the methods listed in the `Allow` header of the response.',
+    retry: NEVER,
+  },
+  customer_not_found: {
+    cause:
+      'There is no Customer with this `externalCustomerId` for this client: on `GET /v1/clients/{clientCode}/customers/{externalCustomerId}`, or on `PATCH`, which changes an existing Customer and never creates one. A Customer of another client answers the same. Identifiers are case-sensitive.',
+    fix: 'Create the Customer with `PUT /v1/clients/{clientCode}/customers/{externalCustomerId}` first, or correct the identifier. A Receivable naming an unknown Customer in `responsibleCustomers` answers `validation_error` with field code `unknown_reference` instead.',
+    retry: 'Only once the Customer has been created; until then the identical request answers 404 again.',
+  },
+  receivable_not_found: {
+    cause:
+      'There is no Receivable with this `externalReceivableId` for this client: on `GET /v1/clients/{clientCode}/receivables/{externalReceivableId}` or on a lifecycle command (`pause`, `resume`, `close`, `reopen`). Identifiers are case-sensitive.',
+    fix: 'Create the Receivable with `PUT /v1/clients/{clientCode}/receivables/{externalReceivableId}` first, or correct the identifier. A Receivable named inside a body (a financial event, an allocation, an instruction `scope`) that does not exist answers `validation_error` with field code `unknown_reference` instead.',
+    retry: 'Only once the Receivable has been created.',
+  },
+  financial_event_not_found: {
+    cause:
+      'No evidence at this URL for this client: an Adjustment, CreditNote or WriteOff on `GET /v1/clients/{clientCode}/adjustments/{externalEventId}`, `/v1/clients/{clientCode}/credit-notes/{externalEventId}` or `/v1/clients/{clientCode}/write-offs/{externalEventId}`; and, as the specification pins it, a complete-book declaration on `GET /v1/clients/{clientCode}/book-completions/{externalCompletionId}` or a balance snapshot on `GET /v1/clients/{clientCode}/balance-snapshots/{externalSnapshotId}`. Each family has its own identifiers: an Adjustment is not found under `credit-notes`.',
+    fix: 'Check the identifier and the resource family of the path. If the write that created it got no response, send that write again: an identical retry is safe and answers 200 when it had been accepted.',
+    retry: 'Only once the evidence has been written.',
+  },
+  payment_observation_not_found: {
+    cause:
+      'There is no payment observation with this `externalEventId` for this client, on `GET /v1/clients/{clientCode}/payment-observations/{externalEventId}`.',
+    fix: 'Check the identifier; if the `PUT` that should have created it got no response, send it again (an identical retry is safe).',
+    retry: 'Only once the payment observation has been written.',
+  },
+  payment_request_not_found: {
+    cause:
+      'Not answered by this version yet: Payment requests are not built. When they are, there is no Payment request with this `externalPaymentRequestId` for this client: on `GET /v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}` and on its `receipt-delivery`.',
+    fix: 'Create the Payment request with `PUT /v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}` first, or correct the identifier.',
+    retry: 'Only once the Payment request has been created.',
+  },
+  batch_not_found: {
+    cause: 'There is no batch with this `externalBatchId` for this client, on `GET /v1/clients/{clientCode}/batches/{externalBatchId}`.',
+    fix: 'Check the identifier. If the `PUT` that submitted the batch got no response, submit it again with the identical body: it answers 202 if it was not stored, or 200 with its current state if it was. A complete-book declaration naming an unknown batch answers `validation_error` with `unknown_reference` at `/batches/<index>`.',
+    retry: 'Only once the batch has been submitted.',
+  },
+  recovery_instruction_not_found: {
+    cause:
+      'There is no recovery instruction with this `externalInstructionId` for this client, on `GET /v1/clients/{clientCode}/recovery-instructions/{externalInstructionId}`.',
+    fix: 'Check the identifier; instructions are created by `PUT /v1/clients/{clientCode}/recovery-instructions/{externalInstructionId}` with `revision` 1.',
+    retry: 'Only once the instruction has been created.',
+  },
+  client_not_found: {
+    cause: 'Operator API: `PUT /admin/v1/integrations/{integrationId}/grants/{clientCode}` names a client that has not been created.',
+    fix: 'Create the client first with `PUT /admin/v1/clients/{clientCode}` (`inbound client put`), then grant.',
+    retry: 'Only once the client exists.',
+  },
+  integration_not_found: {
+    cause:
+      'Operator API: an API-key creation (`POST /admin/v1/integrations/{integrationId}/api-keys`) or a grant (`PUT` or `revoke` under `/admin/v1/integrations/{integrationId}/grants/`) names an Integration that has not been created.',
+    fix: 'Create the Integration first with `PUT /admin/v1/integrations/{integrationId}` (`inbound integration put`).',
+    retry: 'Only once the Integration exists.',
+  },
+  api_key_not_found: {
+    cause:
+      'Operator API: `POST /admin/v1/api-keys/{apiKeyId}/revoke` names no API key. The path takes the key id (`ak_...`, returned when the key was created), never the secret key itself.',
+    fix: 'Use the `apiKeyId` from the creation response. Revoking a key that is already revoked succeeds and keeps the first revocation time.',
+    retry: NEVER,
+  },
+  grant_not_found: {
+    cause:
+      'Operator API: `POST /admin/v1/integrations/{integrationId}/grants/{clientCode}/revoke` names an Integration and client between which no grant exists.',
+    fix: 'Check both identifiers; a grant is created by `PUT /admin/v1/integrations/{integrationId}/grants/{clientCode}`.',
+    retry: 'Only once the grant exists.',
+  },
+  batch_conflict: {
+    cause:
+      '`PUT /v1/clients/{clientCode}/batches/{externalBatchId}` reuses an identifier that already holds a different submission. Bodies are compared as canonical JSON, so key order and number formatting do not count; any other difference in `records` does.',
+    fix: 'Give every new batch a new `externalBatchId`. To learn what the existing batch holds and how it went, `GET /v1/clients/{clientCode}/batches/{externalBatchId}`. Resending the identical body is safe and answers 200 with its current state.',
+    retry: NEVER,
+  },
+  contact_update_unsupported: {
+    cause:
+      "A Customer `PUT` or `PATCH` (or a batch `customer` record) would change the Customer's contacts while at least one existing or submitted contact has no `externalContactId`, so contacts cannot be matched (specification, Customer rule 3). Omitting `contacts` from a `PUT`, or sending them unchanged, is always accepted.",
+    fix: 'Give every contact a stable `externalContactId` from the Source and send the complete list: a known id is updated, a new id added, an omitted id deactivated. Contacts first created without ids cannot be changed afterwards; only unchanged contacts are accepted for such a Customer.',
+    retry: NEVER,
+  },
+  payment_not_confirmed: {
+    cause:
+      'Not answered by this version yet: Payment requests and receipt delivery are not built. When they are: `GET /v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}/receipt-delivery` on a Payment request that has no provider-confirmed Payment, so there is nothing to deliver a receipt for.',
+    fix: 'Wait until the Payment request is paid and confirmed by the provider (`GET /v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}` shows its `status`). In sandbox the operator can confirm it with `POST /admin/v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}/simulate`.',
+    retry: 'Yes, once a Payment has been confirmed; poll the Payment request, not this route, until then.',
+  },
+  stale_source_revision: {
+    cause:
+      "The write carries a `sourceRevision` that is not newer than the Receivable's current one (returned in `currentSourceRevision`). On `PUT /v1/clients/{clientCode}/receivables/{externalReceivableId}` a lower revision, or the same revision with a different body, is stale (the same revision with an identical body is an identical retry and answers 200). An Adjustment, CreditNote or WriteOff must carry a revision strictly greater than the Receivable's, because accepting it moves the Receivable to that revision. Balance snapshots do not answer this: a stale balance is reported as outcome `stale`.",
+    fix: 'Read the Receivable (`GET /v1/clients/{clientCode}/receivables/{externalReceivableId}`) and decide whether your data is really newer than the Source state the service holds. If it is, send it with the Source revision it has, which must exceed `currentSourceRevision`; if not, drop it.',
+    retry: NEVER,
+  },
+  financial_event_conflict: {
+    cause:
+      '`PUT` on `/v1/clients/{clientCode}/adjustments/{externalEventId}`, `/v1/clients/{clientCode}/credit-notes/{externalEventId}` or `/v1/clients/{clientCode}/write-offs/{externalEventId}` reuses an identifier already accepted with a different body. Financial events are immutable evidence. Bodies are compared as canonical JSON, the private `staffNote` included; identifiers are per family, so an Adjustment and a CreditNote may share one.',
+    fix: 'A correction of an accepted event is a new event with a new `externalEventId` (for example an Adjustment in the opposite `direction`). `GET` the existing event to see what was accepted.',
+    retry: NEVER,
+  },
+  payment_observation_conflict: {
+    cause:
+      '`PUT /v1/clients/{clientCode}/payment-observations/{externalEventId}` reuses an identifier already accepted with a different body. Payment observations are immutable evidence; bodies are compared as canonical JSON.',
+    fix: 'Record a refund or reversal of an observed payment as a new observation with its own `externalEventId` (`type` `refund` or `reversal`, naming `reversesExternalEventId`). `GET` the existing observation to see what was accepted.',
+    retry: NEVER,
+  },
+  book_completion_conflict: {
+    cause:
+      '`PUT /v1/clients/{clientCode}/book-completions/{externalCompletionId}` reuses an identifier already accepted with a different body (compared as canonical JSON).',
+    fix: 'Each declaration is immutable: declare again under a new `externalCompletionId` with a higher `sourcePosition`. `GET` the existing one to see what it declared.',
+    retry: NEVER,
+  },
+  batches_not_finished: {
+    cause:
+      '`PUT /v1/clients/{clientCode}/book-completions/{externalCompletionId}` lists batches that are still `queued` or `running` (named in `unfinishedBatches`). A declaration covers only Receivables its batches have written, so every listed batch must have finished first.',
+    fix: 'Poll each batch with `GET /v1/clients/{clientCode}/batches/{externalBatchId}` until its `status` is `succeeded`, `partially_succeeded` or `failed`, then declare.',
+    retry:
+      'Yes: the identical request succeeds once every listed batch has finished. Nothing was saved, so it is safe to send again; poll the batches rather than this route.',
+  },
+  stale_source_position: {
+    cause:
+      "`PUT /v1/clients/{clientCode}/book-completions/{externalCompletionId}` carries a `sourcePosition` not greater than the last accepted declaration's (returned in `lastSourcePosition`). Declarations are ordered by the Source's position.",
+    fix: 'Declare with the Source position the book was taken at; it must exceed `lastSourcePosition`. If it does not, this book is older than one already declared and should not be declared.',
+    retry: NEVER,
+  },
+  snapshot_out_of_order: {
+    cause:
+      "`PUT /v1/clients/{clientCode}/balance-snapshots/{externalSnapshotId}` carries a `sourcePosition` not greater than the last accepted snapshot's (returned in `lastSourcePosition`). Snapshots are applied in Source order only.",
+    fix: 'Send snapshots in increasing `sourcePosition`. A snapshot older than one already accepted carries nothing new: drop it.',
+    retry: NEVER,
+  },
+  snapshot_conflict: {
+    cause:
+      '`PUT /v1/clients/{clientCode}/balance-snapshots/{externalSnapshotId}` reuses an identifier already accepted with a different body (compared as canonical JSON). Snapshots are immutable.',
+    fix: 'Send a new snapshot under a new `externalSnapshotId` with a higher `sourcePosition`. `GET` the existing one to see what was applied.',
+    retry: NEVER,
+  },
+  recovery_mode_mismatch: {
+    cause:
+      "`PUT /v1/clients/{clientCode}/recovery-instructions/{externalInstructionId}` on a connection whose grant has `recoveryEntryMode` `approved_rules`. Recovery instructions are accepted only from connections in `explicit_instruction` mode (specification, endpoint rule 6). It is a 409 because nothing in the body is wrong: it conflicts with the connection's configuration.",
+    fix: "Either stop sending instructions on this connection, or have the operator set the grant's `recoveryEntryMode` to `explicit_instruction` (`PUT /admin/v1/integrations/{integrationId}/grants/{clientCode}`).",
+    retry: 'Only after the grant has been changed.',
+  },
+  instruction_revision_conflict: {
+    cause:
+      "`PUT /v1/clients/{clientCode}/recovery-instructions/{externalInstructionId}` carries a `revision` other than the next one: a new instruction starts at 1, and every later write must be the current revision plus exactly 1. The same revision with a different `state` or `effectiveAt` is also refused. `expectedRevision` gives the revision the service expects. The service raises an instruction's revision itself when it suspends it (a restriction or Dispute raised, a Receivable reopened), so the Source's count can fall behind.",
+    fix: 'Read the instruction (`GET /v1/clients/{clientCode}/recovery-instructions/{externalInstructionId}`), check its `state`, and send the change with `revision` equal to `expectedRevision`.',
+    retry: NEVER,
+  },
+  instruction_scope_conflict: {
+    cause:
+      '`PUT /v1/clients/{clientCode}/recovery-instructions/{externalInstructionId}` would break "one instruction governs one Receivable": the instruction already governs another Receivable (its `scope` cannot change), or the Receivable is already governed by another instruction (named in `externalInstructionId`).',
+    fix: "Keep writing the existing instruction with its next revision; to change the Receivable an instruction governs, use that Receivable's own instruction.",
+    retry: NEVER,
+  },
+  instruction_state_conflict: {
+    cause:
+      '`PUT /v1/clients/{clientCode}/recovery-instructions/{externalInstructionId}` asks, at the next revision, for a transition the state table does not allow: `authorized` to `authorized`, `withdrawn` to `withdrawn`, or `suspended` to `withdrawn` (`currentState` gives the current state). A suspended instruction can only be authorized again.',
+    fix: 'Read the instruction and send only a state it can move to: `authorized` to `withdrawn`, `withdrawn` to `authorized`, `suspended` to `authorized`.',
+    retry: NEVER,
+  },
+  source_restriction_active: {
+    cause:
+      '`PUT /v1/clients/{clientCode}/recovery-instructions/{externalInstructionId}` with `state` `authorized` while the Source holds a restriction or Dispute on the Receivable or on one of its responsible Customers (listed in `holds`). An authorized instruction is never accepted over a Source restriction.',
+    fix: 'Clear the restriction or Dispute in the Source and send the Customer or Receivable again without it; then send the instruction. The refused revision was not used, so send the same revision.',
+    retry: 'Yes, once the restriction or Dispute has been cleared; until then it is refused again.',
+  },
+  receivable_state_conflict: {
+    cause:
+      "A lifecycle command does not apply to the Receivable's current `status` (returned in `currentStatus`): `pause` needs `active`, `resume` needs `paused`, `close` needs `active` or `paused`, `reopen` needs `closed`. Commands are not idempotent: repeating one that succeeded answers this.",
+    fix: 'Read the Receivable before deciding. If `currentStatus` is already the state you asked for, an earlier command (perhaps one whose response was lost) did it: treat that as done.',
+    retry: NEVER,
+  },
+  feed_mode_mismatch: {
+    cause:
+      "The write does not fit the connection's `feedMode`: a balance snapshot whose `feedMode` differs from the grant's, or an Adjustment, CreditNote or WriteOff sent on a `snapshot_only` connection (such a connection reports balances only through snapshots).",
+    fix: "Send what the connection's feed mode expects, or have the operator change the grant's `feedMode` (`PUT /admin/v1/integrations/{integrationId}/grants/{clientCode}`).",
+    retry: 'Only after the grant has been changed.',
+  },
+  cursor_expired: {
+    cause:
+      '`GET /v1/clients/{clientCode}/changes?after=<cursor>` with a cursor older than the retention of the change feed: events are kept 30 days, and some after this cursor have been purged, so following it would silently skip changes.',
+    fix: 'Re-read the current state (`GET /v1/clients/{clientCode}/customers`, `GET /v1/clients/{clientCode}/receivables` and the resources you follow), then follow the feed again without `after`, which starts at the oldest event kept, and store each `nextCursor` as you go.',
+    retry: NEVER,
+  },
+  request_too_large: {
+    cause: 'The body of a write is larger than 256 KiB (262144 bytes, uncompressed). The service closes the connection after answering.',
+    fix: 'Send less per request: split a batch into several batches (each at most 100 records and 256 KiB).',
+    retry: NEVER,
+  },
+  unsupported_media_type: {
+    cause:
+      "The body is not of the route's media type: `PUT` and `POST` take `application/json`, `PATCH` takes `application/merge-patch+json`. Also answered for a `Content-Encoding` other than `identity` (compressed bodies are refused), and a charset other than UTF-8.",
+    fix: 'Send an uncompressed UTF-8 body with `Content-Type: application/json` (or `application/merge-patch+json` for `PATCH`), and no `Content-Encoding`.',
+    retry: NEVER,
+  },
+  validation_error: {
+    cause:
+      "A route parameter, query parameter or the body breaks the schema or a field rule. Route parameters are checked before authentication. `errors[]` lists every problem as `{code, detail, pointer}`: `pointer` is a JSON pointer into the body (`/name/firstName`), or `/path/<name>` and `/query/<name>` for parameters; `code` is a Zod issue code (`invalid_type`, `invalid_format`, `unrecognized_keys`, `too_big`, ...) or one of the service's: `custom` (a rule across fields, such as a currency other than that of the Receivable, or a decrease below zero), `unknown_reference` (a named Customer, Receivable or batch does not exist), `sensitive_external_id`, `sensitive_source_reference` (an identifier that looks like an account, card, phone or national number, or an e-mail address).",
+    fix: 'Fix each field `errors[]` points at and send again. Nothing was saved. In a batch, records are validated when they run: a failed record shows `httpStatus` 422 and this `problem.type`, and the batch itself is accepted.',
+    retry: 'Never unchanged, except after `unknown_reference`: that request succeeds once the referenced record has been created.',
+  },
+  profile_mismatch: {
+    cause:
+      "A Receivable `PUT` (or batch `receivable` record) lacks the industry context the grant's `industryProfile` requires: `creditUnion` for `credit_union`, today's only profile. `errors[0].pointer` names it (`/creditUnion`). The profile is fixed by the grant, not chosen per request.",
+    fix: 'Add the `creditUnion` object with its required fields (see the Receivable schema in the API reference).',
+    retry: NEVER,
+  },
+  webhook_destination_unsafe: {
+    cause:
+      'Not answered by this version yet: Webhook endpoints are not built. When they are: `PUT /v1/clients/{clientCode}/webhook-endpoint` with a `url` that fails the destination checks: it must be `https` on port 443 with a public DNS name (no IP literal, no name resolving to a private, loopback or link-local address), with no credentials and no fragment.',
+    fix: 'Expose the receiver at a public `https://` address on port 443 without `user:password@` or `#fragment`, and send that `url`.',
+    retry: NEVER,
+  },
+  rate_limit_exceeded: {
+    cause:
+      'More than 60 requests in the current calendar minute with this API key (every request counts, `GET` and refused ones included), or a second request while one with the same key is still running (one at a time). In sandbox the same limits also hold per client across all its keys. `RateLimit` and `RateLimit-Policy` headers show the budget on every response.',
+    fix: 'Send requests one at a time per key and spread them over the minute; for bulk loads use batches (up to 100 records per request).',
+    retry:
+      'Yes: wait the number of seconds in the `Retry-After` header (the rest of the minute, or 1 s for the one-at-a-time limit), then send the identical request. Nothing was processed.',
+  },
+  projection_unavailable: {
+    cause:
+      'An unexpected error (for example the store becoming unreachable) prevented a safe commit. Every write is one transaction, so nothing was saved. In a batch, a record that met such an error shows `httpStatus` 503 and this `problem.type`.',
+    fix: 'Send the identical request again. If it keeps failing, report the `requestId` of the problem to the operator. A batch record that failed this way is not run again by the batch: send it again in a new batch or through its route.',
+    retry: 'Yes, with exponential backoff and jitter (for example 1 s, 2 s, 4 s, ... up to a minute). Retries are safe: nothing was saved.',
+  },
+
+  // Codes the specification and design pin (or imply) for routes still being built. Harmless until the
+  // catalogue lists them: pages are served only for catalogue codes.
+  recovery_held: {
+    cause:
+      '`PUT /v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}` for a Receivable that is held: any hold (no authorized recovery instruction, collection not enabled for the client, a Source restriction or Dispute, a stale Source, paused or closed or flagged by a complete-book declaration, a reconciliation hold) prevents asking the debtor for money. `holds` lists the categories.',
+    fix: 'Clear each listed hold where it arises (for example authorize recovery with a recovery instruction, or resolve the reconciliation), then create the Payment request. `GET /v1/clients/{clientCode}/receivables/{externalReceivableId}` shows the current holds.',
+    retry: 'Only once no hold remains; until then it is refused again.',
+  },
+  payment_request_conflict: {
+    cause:
+      '`PUT /v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}` reuses an identifier already used with a different body (compared as canonical JSON).',
+    fix: 'Create a new Payment request under a new identifier. `GET` the existing one to see what it asks for.',
+    retry: NEVER,
+  },
+  payment_reconciliation_not_found: {
+    cause:
+      'There is no Payment reconciliation with this `externalReconciliationId` for this client: on its `GET` or on `PUT /v1/clients/{clientCode}/payment-reconciliations/{externalReconciliationId}/resolution`.',
+    fix: 'Check the identifier, or create the reconciliation with `PUT /v1/clients/{clientCode}/payment-reconciliations/{externalReconciliationId}` first.',
+    retry: 'Only once the reconciliation has been created.',
+  },
+  payment_reconciliation_conflict: {
+    cause:
+      '`PUT /v1/clients/{clientCode}/payment-reconciliations/{externalReconciliationId}` reuses an identifier already used with a different body (compared as canonical JSON).',
+    fix: 'Send other receipt lines as a new reconciliation under a new identifier. `GET` the existing one to see what it matched.',
+    retry: NEVER,
+  },
+  reconciliation_not_held: {
+    cause:
+      '`PUT /v1/clients/{clientCode}/payment-reconciliations/{externalReconciliationId}/resolution` on a reconciliation with no held difference: it is `matched`, or already `resolved` with another resolution.',
+    fix: 'Read the reconciliation; only a `held` one needs a resolution. An identical retry of the resolution that resolved it answers 200.',
+    retry: NEVER,
+  },
+  webhook_endpoint_not_found: {
+    cause:
+      '`GET /v1/clients/{clientCode}/webhook-endpoint` (or `rotate-secret`, `disable`) while this Integration has no webhook endpoint configured for the client.',
+    fix: 'Configure one with `PUT /v1/clients/{clientCode}/webhook-endpoint`.',
+    retry: 'Only once an endpoint has been configured.',
+  },
+} satisfies Record<ProblemCode, ProblemPageText> & Record<string, ProblemPageText>
+
+/** The page text of a catalogue code. */
+export function problemPageText(code: ProblemCode): ProblemPageText {
+  return problemDocs[code]
+}
