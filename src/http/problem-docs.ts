@@ -77,7 +77,7 @@ export const problemDocs = {
   },
   payment_request_not_found: {
     cause:
-      'Not answered by this version yet: Payment requests are not built. When they are, there is no Payment request with this `externalPaymentRequestId` for this client: on `GET /v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}` and on its `receipt-delivery`.',
+      'There is no Payment request with this `externalPaymentRequestId` for this client: on `GET /v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}`, on its `receipt-delivery`, and on the operator `simulate` route.',
     fix: 'Create the Payment request with `PUT /v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}` first, or correct the identifier.',
     retry: 'Only once the Payment request has been created.',
   },
@@ -129,7 +129,7 @@ export const problemDocs = {
   },
   payment_not_confirmed: {
     cause:
-      'Not answered by this version yet: Payment requests and receipt delivery are not built. When they are: `GET /v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}/receipt-delivery` on a Payment request that has no provider-confirmed Payment, so there is nothing to deliver a receipt for.',
+      '`GET /v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}/receipt-delivery` on a Payment request that has no provider-confirmed Payment (still open, expired, or its Payment failed), so there is nothing to deliver a receipt for; also `PUT /v1/clients/{clientCode}/payment-reconciliations/{externalReconciliationId}` naming such a Payment request.',
     fix: 'Wait until the Payment request is paid and confirmed by the provider (`GET /v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}` shows its `status`). In sandbox the operator can confirm it with `POST /admin/v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}/simulate`.',
     retry: 'Yes, once a Payment has been confirmed; poll the Payment request, not this route, until then.',
   },
@@ -273,8 +273,6 @@ export const problemDocs = {
     retry: 'Yes, with exponential backoff and jitter (for example 1 s, 2 s, 4 s, ... up to a minute). Retries are safe: nothing was saved.',
   },
 
-  // Codes the specification and design pin (or imply) for routes still being built. Harmless until the
-  // catalogue lists them: pages are served only for catalogue codes.
   recovery_held: {
     cause:
       '`PUT /v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}` for a Receivable that is held: any hold (no authorized recovery instruction, collection not enabled for the client, a Source restriction or Dispute, a stale Source, paused or closed or flagged by a complete-book declaration, a reconciliation hold) prevents asking the debtor for money. `holds` lists the categories.',
@@ -304,6 +302,18 @@ export const problemDocs = {
       '`PUT /v1/clients/{clientCode}/payment-reconciliations/{externalReconciliationId}/resolution` on a reconciliation with no held difference: it is `matched`, or already `resolved` with another resolution.',
     fix: 'Read the reconciliation; only a `held` one needs a resolution. An identical retry of the resolution that resolved it answers 200.',
     retry: NEVER,
+  },
+  payment_request_state_conflict: {
+    cause:
+      'The operator `POST /admin/v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}/simulate` asked for an outcome the Payment request can no longer take: it is `expired`, or the provider already decided it the other way (a `confirmed` request cannot fail, a `failed` one cannot be confirmed).',
+    fix: 'Read the Payment request: its `status` and `payment` show what the provider decided. Create a new Payment request to ask again.',
+    retry: NEVER,
+  },
+  matching_evidence_incomplete: {
+    cause:
+      '`PUT /v1/clients/{clientCode}/payment-reconciliations/{externalReconciliationId}/resolution` with `basis` `matching_evidence` while matched receipt lines (across every reconciliation of the Payment) do not yet account for the full allocated amount of every Receivable this reconciliation holds. The `detail` names the Receivables and the amounts still unmatched.',
+    fix: 'Send the missing receipt lines in a new reconciliation of the same Payment request, then resolve with `matching_evidence`; or resolve with `basis` `authorized_correction` and the Source reference of the correction.',
+    retry: 'Only after more lines have matched; until then it is refused again.',
   },
   webhook_endpoint_not_found: {
     cause:

@@ -1,6 +1,7 @@
 import { z } from 'zod'
 import { Timestamp } from '../../domain/time.ts'
 import { ClientParams } from '../../http/common-schemas.ts'
+import { CHANGE_TYPES, RESOURCE_TYPES } from './store.ts'
 
 export const ChangesQuery = z.strictObject({
   after: z
@@ -15,8 +16,8 @@ export const ChangesParams = ClientParams
 export const ChangeEvent = z
   .object({
     eventId: z.string().uuid(),
-    type: z.enum(['customer.created', 'customer.updated', 'receivable.created', 'receivable.updated', 'payment_observation.created']),
-    resource: z.object({ type: z.enum(['customer', 'receivable', 'payment_observation']), id: z.string() }),
+    type: z.enum(CHANGE_TYPES),
+    resource: z.object({ type: z.enum(RESOURCE_TYPES), id: z.string() }),
     revision: z.number().int(),
     occurredAt: Timestamp,
   })

@@ -11,6 +11,9 @@ export const FEED_READ_SCOPES: Record<ResourceType, Scope> = {
   customer: 'customers:read',
   receivable: 'receivables:read',
   payment_observation: 'payment_observations:read',
+  payment_request: 'payment_requests:read',
+  payment: 'payment_requests:read',
+  payment_reconciliation: 'financial_corrections:read',
 }
 
 interface EventRow {

@@ -1,9 +1,36 @@
 import type { Tx } from '../../store/store.ts'
 
-export type ResourceType = 'customer' | 'receivable' | 'payment_observation'
+export const RESOURCE_TYPES = [
+  'customer',
+  'receivable',
+  'payment_observation',
+  'payment_request',
+  'payment',
+  'payment_reconciliation',
+] as const
+export type ResourceType = (typeof RESOURCE_TYPES)[number]
+
+/** Every change-feed event type, by the resource it concerns. Published as an enum in OpenAPI. */
+export const CHANGE_TYPES = [
+  'customer.created',
+  'customer.updated',
+  'receivable.created',
+  'receivable.updated',
+  'payment_observation.created',
+  'payment_request.created',
+  'payment_request.confirmed',
+  'payment_request.failed',
+  'payment_request.expired',
+  'payment.confirmed',
+  'payment.failed',
+  'payment_reconciliation.matched',
+  'payment_reconciliation.held',
+  'payment_reconciliation.resolved',
+] as const
+export type ChangeType = (typeof CHANGE_TYPES)[number]
 
 export interface ChangeInput {
-  type: string
+  type: ChangeType
   resourceType: ResourceType
   resourceId: string
   revision: number
