@@ -220,6 +220,89 @@ async function benchStore(store: string, service: Service) {
   void feedKey
 }
 
+/**
+ * Dispatch: notifications delivered per second to a loopback receiver from a backlog of 10,000 feed events
+ * (100 clients with an endpoint each, 100 Customers per client). A first service builds the backlog with its
+ * webhook worker idle (WEBHOOK_INTERVAL_MS one hour), then stops; a second service on the same store runs the
+ * worker every 100 ms (at most 10 notifications per endpoint per run, as the spec says) and drains it. The
+ * rate is measured from the first notification received to the 10,000th.
+ */
+async function benchDispatch(store: string, storeEnv: Record<string, string>) {
+  const clients = 100
+  const perClient = 100
+  const total = clients * perClient
+  const seen = new Set<string>()
+  let received = 0
+  let first = 0
+  let last = 0
+  let done: () => void = () => {}
+  const finished = new Promise<void>((resolve) => {
+    done = resolve
+  })
+  const receiver = http.createServer((req, res) => {
+    req.resume()
+    req.on('end', () => {
+      received++
+      seen.add(String(req.headers['service-event-id']))
+      if (received === 1) first = performance.now()
+      if (seen.size === total) {
+        last = performance.now()
+        done()
+      }
+      res.writeHead(204).end()
+    })
+  })
+  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', () => resolve()))
+  const receiverUrl = `http://127.0.0.1:${(receiver.address() as net.AddressInfo).port}/hooks`
+  const env = { ...storeEnv, WEBHOOK_DEV_ALLOW_LOOPBACK: '1' }
+  const builder = await startService({ ...env, WEBHOOK_INTERVAL_MS: '3600000', BATCH_WORKER_CONCURRENCY: '2' })
+  try {
+    const keys = await Promise.all(
+      Array.from({ length: clients }, async (_, c) => {
+        const key = await seedTenant(builder.url, `dispatch-${c}`, SCOPES)
+        await call(builder.url, 'PUT', `/v1/clients/dispatch-${c}/webhook-endpoint`, key, { url: receiverUrl })
+        await call(builder.url, 'PUT', `/v1/clients/dispatch-${c}/batches/d`, key, {
+          records: Array.from({ length: perClient }, (_, i) => ({
+            recordId: `c${i}`,
+            kind: 'customer',
+            externalId: `d${i}`,
+            body: customerBody(i),
+          })),
+        })
+        return key
+      }),
+    )
+    for (const [c, key] of keys.entries()) {
+      for (let tries = 0; tries < 6000; tries++) {
+        const b = await call(builder.url, 'GET', `/v1/clients/dispatch-${c}/batches/d`, key)
+        if (b.status !== 'queued' && b.status !== 'running') break
+        await new Promise((r) => setTimeout(r, 100))
+      }
+    }
+  } finally {
+    await builder.stop()
+  }
+  const started = performance.now()
+  const dispatcher = await startService({ ...env, WEBHOOK_INTERVAL_MS: '100' })
+  const timeout = setTimeout(() => done(), 600_000)
+  await finished
+  clearTimeout(timeout)
+  const fromStart = (performance.now() - started) / 1000
+  await dispatcher.stop()
+  await new Promise<void>((resolve) => receiver.close(() => resolve()))
+  const seconds = ((last || performance.now()) - first) / 1000
+  rows.push({
+    store,
+    scenario: `webhook dispatch: ${total.toLocaleString('en')} backlog events, ${clients} endpoints, loopback receiver`,
+    rps: Math.round(seen.size / seconds),
+    p50: 0,
+    p99: 0,
+    ratio: null,
+    non2xx: total - seen.size,
+    note: `notifications/s, first to last; ${received} requests for ${seen.size} events; ${fromStart.toFixed(1)} s from process start`,
+  })
+}
+
 async function postgresAvailable(): Promise<boolean> {
   const c = new pg.Client({ connectionString: PG_BASE })
   try {
@@ -231,15 +314,28 @@ async function postgresAvailable(): Promise<boolean> {
   }
 }
 
+/** BENCH_SECTIONS=dispatch (comma-separated: requests, dispatch) measures only those; default all. */
+const SECTIONS = new Set((process.env.BENCH_SECTIONS ?? 'requests,dispatch').split(','))
+
 async function main() {
   console.log(`bench: ${SECONDS}s per measurement, ${CONNECTIONS} connections, ${os.cpus().length} cores, node ${process.version}`)
   const dataDir = mkdtempSync(join(os.tmpdir(), 'irs-bench-'))
-  const pglite = await startService({ DATA_DIR: dataDir, BATCH_WORKER_CONCURRENCY: '1' })
-  try {
-    await benchStore('pglite', pglite)
-  } finally {
-    await pglite.stop()
-    rmSync(dataDir, { recursive: true, force: true })
+  if (SECTIONS.has('requests')) {
+    const pglite = await startService({ DATA_DIR: dataDir, BATCH_WORKER_CONCURRENCY: '1' })
+    try {
+      await benchStore('pglite', pglite)
+    } finally {
+      await pglite.stop()
+      rmSync(dataDir, { recursive: true, force: true })
+    }
+  }
+  if (SECTIONS.has('dispatch')) {
+    const dispatchDir = mkdtempSync(join(os.tmpdir(), 'irs-bench-dispatch-'))
+    try {
+      await benchDispatch('pglite', { DATA_DIR: dispatchDir })
+    } finally {
+      rmSync(dispatchDir, { recursive: true, force: true })
+    }
   }
   if (await postgresAvailable()) {
     const name = `irs_bench_${Date.now()}`
@@ -249,11 +345,25 @@ async function main() {
     const u = new URL(PG_BASE)
     u.pathname = `/${name}`
     // Batch workers wait on database round trips, so four share two cores well (BATCH_WORKER_CONCURRENCY).
-    const service = await startService({ DATABASE_URL: u.toString(), BATCH_WORKER_CONCURRENCY: '4' })
     try {
-      await benchStore('postgres', service)
+      if (SECTIONS.has('requests')) {
+        const service = await startService({ DATABASE_URL: u.toString(), BATCH_WORKER_CONCURRENCY: '4' })
+        try {
+          await benchStore('postgres', service)
+        } finally {
+          await service.stop()
+        }
+      }
+      if (SECTIONS.has('dispatch')) {
+        await admin.query(`CREATE DATABASE ${name}_dispatch`)
+        u.pathname = `/${name}_dispatch`
+        try {
+          await benchDispatch('postgres', { DATABASE_URL: u.toString() })
+        } finally {
+          await admin.query(`DROP DATABASE IF EXISTS ${name}_dispatch WITH (FORCE)`)
+        }
+      }
     } finally {
-      await service.stop()
       await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
       await admin.end()
     }
@@ -263,7 +373,8 @@ async function main() {
   console.table(rows.map((r) => ({ ...r, ratio: r.ratio ?? '', note: r.note ?? '' })))
   mkdirSync('.bench', { recursive: true })
   writeFileSync(
-    '.bench/results.json',
+    // A partial run (BENCH_SECTIONS) writes beside the full results instead of over them.
+    `.bench/results${SECTIONS.size === 2 ? '' : `-${[...SECTIONS].join('-')}`}.json`,
     `${JSON.stringify({ at: new Date().toISOString(), seconds: SECONDS, connections: CONNECTIONS, rows }, null, 2)}\n`,
   )
 }

@@ -3,6 +3,7 @@ import { adminRoutes } from './admin/routes.ts'
 import { createAdminService } from './admin/service.ts'
 import type { Config } from './config.ts'
 import { type Clock, systemClock } from './domain/time.ts'
+import { type Resolver, systemResolver } from './http/destination.ts'
 import { registerInfraRoutes } from './http/docs.ts'
 import { createLimiter } from './http/limits.ts'
 import { buildOpenApi } from './http/openapi.ts'
@@ -24,20 +25,31 @@ import { freshnessRoutes } from './resources/freshness/routes.ts'
 import { createFreshness } from './resources/freshness/service.ts'
 import { paymentObservationRoutes } from './resources/payment-observations/routes.ts'
 import { createPaymentObservationService } from './resources/payment-observations/service.ts'
+import { NOT_FOUND_PAGE, PAGE_HEADERS, registerPaymentPage } from './resources/payment-requests/page.ts'
+import { paymentRequestRoutes, paymentSimulateRoutes } from './resources/payment-requests/routes.ts'
+import { createPaymentRequestService } from './resources/payment-requests/service.ts'
+import { providerFor } from './resources/payments/provider.ts'
 import { receivableRoutes } from './resources/receivables/routes.ts'
 import { createReceivableService } from './resources/receivables/service.ts'
+import { reconciliationRoutes } from './resources/reconciliations/routes.ts'
+import { createReconciliationService } from './resources/reconciliations/service.ts'
 import { recoveryRoutes } from './resources/recovery/routes.ts'
 import { createRecoveryService } from './resources/recovery/service.ts'
 import { snapshotRoutes } from './resources/snapshots/routes.ts'
 import { createSnapshotService } from './resources/snapshots/service.ts'
+import { webhookRoutes } from './resources/webhooks/routes.ts'
+import { createWebhookService } from './resources/webhooks/service.ts'
 import type { Store } from './store/store.ts'
 import { createBatchRunner } from './workers/batch-runner.ts'
+import { createWebhookDispatcher } from './workers/webhook-dispatcher.ts'
 
 export interface AppOptions {
   store: Store
   config: Config
   adminTokenDigest: string
   clock?: Clock
+  /** Name resolution for webhook destinations (tests answer what they need, rebinding included). */
+  resolver?: Resolver
 }
 
 const OpenApiDocument = z.record(z.string(), z.unknown()).meta({
@@ -46,7 +58,14 @@ const OpenApiDocument = z.record(z.string(), z.unknown()).meta({
 })
 
 /** The one wiring root of the HTTP process: services, their routes, the server. */
-export function createApp({ store, config, adminTokenDigest, clock = systemClock }: AppOptions) {
+export function createApp({ store, config, adminTokenDigest, clock = systemClock, resolver = systemResolver }: AppOptions) {
+  const webhooks = createWebhookService({
+    store,
+    clock,
+    resolver,
+    allowLoopback: config.webhooks.allowLoopback,
+    secretKeyHex: config.webhooks.secretKeyHex,
+  })
   const freshness = createFreshness({ clock, thresholds: config.freshness })
   const services = {
     customers: createCustomerService({ store, clock }),
@@ -55,10 +74,18 @@ export function createApp({ store, config, adminTokenDigest, clock = systemClock
     snapshots: createSnapshotService({ store, clock }),
     freshness,
     recovery: createRecoveryService({ store, clock }),
+    reconciliations: createReconciliationService({ store, clock }),
     financialEvents: createFinancialEventService({ store, clock }),
     paymentObservations: createPaymentObservationService({ store, clock }),
+    paymentRequests: createPaymentRequestService({
+      store,
+      clock,
+      provider: providerFor(config.environment),
+      publicBaseUrl: config.publicBaseUrl,
+    }),
     changes: createChangeService({ store }),
-    admin: createAdminService({ store, clock, environment: config.environment }),
+    webhooks,
+    admin: createAdminService({ store, clock, environment: config.environment, onGrantRevoked: webhooks.onGrantRevoked }),
   }
   const operations: OperationsByKind = {
     customer: services.customers.putOperation,
@@ -83,14 +110,22 @@ export function createApp({ store, config, adminTokenDigest, clock = systemClock
     ...receivableRoutes(routeDeps, services.receivables),
     ...financialEventRoutes(routeDeps, services.financialEvents),
     ...paymentObservationRoutes(routeDeps, services.paymentObservations),
+    ...paymentRequestRoutes(services.paymentRequests),
     ...changeRoutes(services.changes),
     ...batchRoutes(batches, operations),
     ...bookRoutes(services.book),
     ...snapshotRoutes(services.snapshots),
     ...freshnessRoutes(store, freshness),
     ...recoveryRoutes(services.recovery),
+    ...reconciliationRoutes(services.reconciliations),
     ...collectionRoutes(store, createCollectionSummary({ clock })),
-    ...adminRoutes(services.admin, store, { serverUrl: config.publicBaseUrl, docsUrl: config.docsUrl }),
+    ...webhookRoutes(webhooks),
+    ...adminRoutes(
+      services.admin,
+      store,
+      { serverUrl: config.publicBaseUrl, docsUrl: config.docsUrl },
+      paymentSimulateRoutes(services.paymentRequests, { sandbox: config.environment === 'sandbox' }),
+    ),
   ]
   let document: Record<string, unknown> | undefined
   const openapiRoute = defineRoute({
@@ -110,9 +145,29 @@ export function createApp({ store, config, adminTokenDigest, clock = systemClock
   })
   const allRoutes = [...routes, openapiRoute]
   const limiter = createLimiter(store, { perMinute: config.limits.perMinute, concurrency: config.limits.concurrencyPerKey })
-  const app = buildServer({ db: store, config, limiter, adminTokenDigest }, allRoutes)
+  const app = buildServer(
+    {
+      db: store,
+      config,
+      limiter,
+      adminTokenDigest,
+      pages: [{ prefix: '/pay/', notFound: { headers: PAGE_HEADERS, html: NOT_FOUND_PAGE } }],
+    },
+    allRoutes,
+  )
   registerInfraRoutes(app, store, allRoutes)
-  return { app, services: { ...services, batches }, routes: allRoutes, batchRunner }
+  registerPaymentPage(app, services.paymentRequests)
+  const webhookDispatcher = createWebhookDispatcher({
+    store,
+    clock,
+    resolver,
+    allowLoopback: config.webhooks.allowLoopback,
+    secretKey: webhooks.secretKey,
+    intervalMs: config.webhooks.intervalMs,
+    retryScheduleMs: config.webhooks.retryScheduleMs,
+    onError: (err) => app.log.error({ errMessage: (err as Error).message, stack: (err as Error).stack }, 'webhook dispatcher error'),
+  })
+  return { app, services: { ...services, batches }, routes: allRoutes, batchRunner, webhookDispatcher }
 }
 
 export type App = ReturnType<typeof createApp>

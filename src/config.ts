@@ -34,6 +34,10 @@ export const ConfigSchema = z
     WEBHOOK_INTERVAL_MS: z.coerce.number().int().min(100).default(60_000),
     WEBHOOK_RETRY_SCHEDULE: DurationList.default(['1m', '5m', '30m', '2h', '6h', '12h', '24h'].map(parseDuration)),
     WEBHOOK_DEV_ALLOW_LOOPBACK: Flag.default(false),
+    WEBHOOK_SECRET_KEY: z
+      .string()
+      .regex(/^[0-9a-fA-F]{64}$/, 'is not 64 hexadecimal digits (a 256-bit key)')
+      .optional(),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     SEED_DEMO: Flag.default(true),
     FRESHNESS_STALE_AFTER_TRANSACTION_SECONDS: z.coerce.number().int().min(1).default(172_800),
@@ -50,6 +54,13 @@ export const ConfigSchema = z
         code: 'custom',
         path: ['WEBHOOK_DEV_ALLOW_LOOPBACK'],
         message: 'is refused when SERVICE_ENVIRONMENT=production',
+      })
+    }
+    if (!c.WEBHOOK_SECRET_KEY && c.SERVICE_ENVIRONMENT === 'production') {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['WEBHOOK_SECRET_KEY'],
+        message: 'is required when SERVICE_ENVIRONMENT=production (it encrypts webhook signing secrets at rest)',
       })
     }
   })
@@ -69,6 +80,7 @@ export const ConfigSchema = z
         intervalMs: c.WEBHOOK_INTERVAL_MS,
         retryScheduleMs: c.WEBHOOK_RETRY_SCHEDULE,
         allowLoopback: c.WEBHOOK_DEV_ALLOW_LOOPBACK,
+        secretKeyHex: c.WEBHOOK_SECRET_KEY,
       },
       freshness: {
         transactionSeconds: c.FRESHNESS_STALE_AFTER_TRANSACTION_SECONDS,
@@ -105,6 +117,8 @@ const FIXES: Record<string, string> = {
   WEBHOOK_INTERVAL_MS: 'set WEBHOOK_INTERVAL_MS to a whole number of milliseconds of at least 100, or unset it for 60000',
   WEBHOOK_RETRY_SCHEDULE: 'set WEBHOOK_RETRY_SCHEDULE to comma-separated durations such as 1m,5m,30m,2h (units s, m, h, d), or unset it',
   WEBHOOK_DEV_ALLOW_LOOPBACK: 'set WEBHOOK_DEV_ALLOW_LOOPBACK to 0 or 1, and to 1 only outside SERVICE_ENVIRONMENT=production',
+  WEBHOOK_SECRET_KEY:
+    'set WEBHOOK_SECRET_KEY to 64 hexadecimal digits (for example the output of `openssl rand -hex 32`); it may be unset only in sandbox, where a key is generated and stored',
   LOG_LEVEL: 'set LOG_LEVEL to one of fatal, error, warn, info, debug, trace, silent',
   SEED_DEMO: 'set SEED_DEMO to 0 or 1',
   FRESHNESS_STALE_AFTER_TRANSACTION_SECONDS: 'set it to a whole number of seconds of at least 1, or unset it for 172800',

@@ -2,12 +2,14 @@ import pino from 'pino'
 import { randomBase62 } from './admin/service.ts'
 import { createApp } from './app.ts'
 import { type Config, ConfigError, loadConfig } from './config.ts'
+import { systemClock } from './domain/time.ts'
 import { digestSecret } from './http/auth.ts'
 import { logOptions } from './http/server.ts'
 import { seedDemo } from './seed.ts'
 import { DataDirLockedError } from './store/data-dir-lock.ts'
 import { openStore } from './store/open.ts'
 import type { Store } from './store/store.ts'
+import { startPaymentExpiryWorker } from './workers/payment-expiry.ts'
 import { startRetentionWorker } from './workers/retention.ts'
 
 /**
@@ -69,6 +71,7 @@ try {
 }
 
 let stopRetention: (() => void) | undefined
+let stopPaymentExpiry: (() => void) | undefined
 let sweepTimer: NodeJS.Timeout | undefined
 
 // Listening: only now is anything shown once generated into the store.
@@ -98,7 +101,12 @@ sweepTimer = setInterval(() => {
   app.services.freshness.sweep(store).catch((err) => log.error({ errMessage: (err as Error).message }, 'freshness sweep failed'))
 }, config.freshness.sweepMs)
 sweepTimer.unref()
+// Records the expiry of open Payment requests nobody reads, so the change feed hears of each.
+stopPaymentExpiry = startPaymentExpiryWorker(store, systemClock, (err) =>
+  log.error({ errMessage: (err as Error).message }, 'payment request expiry sweep failed'),
+)
 app.batchRunner.start()
+app.webhookDispatcher.start()
 
 log.info(
   { url: config.publicBaseUrl, store: store.kind, environment: config.environment },
@@ -120,8 +128,9 @@ async function stop(code: number): Promise<never> {
   deadline.unref()
   try {
     stopRetention?.()
+    stopPaymentExpiry?.()
     clearInterval(sweepTimer)
-    await Promise.all([app.app.close(), app.batchRunner.stop()])
+    await Promise.all([app.app.close(), app.batchRunner.stop(), app.webhookDispatcher.stop()])
     await store.close()
     log.info('stopped')
   } catch (err) {

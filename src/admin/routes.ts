@@ -33,7 +33,13 @@ const json = 'application/json' as const
  * The operator API (docs/operator-api.md), under /admin/v1, every route behind the operator token. None is
  * `public`: the v1 document leaves them out, and /admin/v1/openapi.json publishes exactly these.
  */
-export function adminRoutes(svc: AdminService, store: Store, doc: { serverUrl: string; docsUrl: string }): RouteDef[] {
+export function adminRoutes(
+  svc: AdminService,
+  store: Store,
+  doc: { serverUrl: string; docsUrl: string },
+  /** Operator routes other families define (the sandbox's payment `simulate`): documented here too. */
+  more: readonly RouteDef[] = [],
+): RouteDef[] {
   let document: Record<string, unknown> | undefined
   const routes: RouteDef[] = [
     defineRoute({
@@ -277,6 +283,7 @@ export function adminRoutes(svc: AdminService, store: Store, doc: { serverUrl: s
       public: false,
       handler: async ({ query }) => ({ status: 200, body: await svc.listAudit(store, query) }),
     }),
+    ...more,
   ]
   return routes
 }

@@ -255,9 +255,9 @@ export const problemDocs = {
   },
   webhook_destination_unsafe: {
     cause:
-      'Not answered by this version yet: Webhook endpoints are not built. When they are: `PUT /v1/clients/{clientCode}/webhook-endpoint` with a `url` that fails the destination checks: it must be `https` on port 443 with a public DNS name (no IP literal, no name resolving to a private, loopback or link-local address), with no credentials and no fragment.',
-    fix: 'Expose the receiver at a public `https://` address on port 443 without `user:password@` or `#fragment`, and send that `url`.',
-    retry: NEVER,
+      '`PUT /v1/clients/{clientCode}/webhook-endpoint` with a `url` that fails the destination checks (`errors[0].detail` says which): it must be `https` on port 443, name a public DNS name (never an IP address in any spelling, nor a special-use name such as `localhost` or `*.internal`), carry no `user:password@` credentials and no `#fragment`, and the name must resolve, only to public addresses (no loopback, private, link-local, CGNAT, multicast, reserved, documentation, unique-local, NAT64 or IPv4-mapped forms of those). The same checks run again before every delivery attempt: a destination that stops passing them disables the endpoint with `disabledReason` `destination_unsafe`.',
+    fix: 'Expose the receiver at a public `https://` address on port 443 whose name resolves only to public addresses, without credentials or a fragment, and send that `url` (a PUT also re-enables a disabled endpoint).',
+    retry: 'Never unchanged, unless the name did not resolve at the time: then once its DNS records are published.',
   },
   rate_limit_exceeded: {
     cause:
@@ -275,7 +275,7 @@ export const problemDocs = {
 
   recovery_held: {
     cause:
-      '`PUT /v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}` for a Receivable that is held: any hold (no authorized recovery instruction, collection not enabled for the client, a Source restriction or Dispute, a stale Source, paused or closed or flagged by a complete-book declaration, a reconciliation hold) prevents asking the debtor for money. `holds` lists the categories.',
+      '`PUT /v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}` for a Receivable that is held: any hold (no authorized recovery instruction, collection not enabled for the client, a Source restriction or Dispute, a stale Source, paused or closed or flagged by a complete-book declaration, a reconciliation hold) prevents asking the debtor for money. The sandbox provider (the operator `POST /admin/v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}/simulate` and the form of the hosted page) refuses to settle an open request for such a Receivable the same way. `holds` lists the categories.',
     fix: 'Clear each listed hold where it arises (for example authorize recovery with a recovery instruction, or resolve the reconciliation), then create the Payment request. `GET /v1/clients/{clientCode}/receivables/{externalReceivableId}` shows the current holds.',
     retry: 'Only once no hold remains; until then it is refused again.',
   },
@@ -305,19 +305,31 @@ export const problemDocs = {
   },
   payment_request_state_conflict: {
     cause:
-      'The operator `POST /admin/v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}/simulate` asked for an outcome the Payment request can no longer take: it is `expired`, or the provider already decided it the other way (a `confirmed` request cannot fail, a `failed` one cannot be confirmed).',
+      'The operator `POST /admin/v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}/simulate` (or the sandbox form of the hosted page) asked for an outcome the Payment request can no longer take: it is `expired`, or the provider already decided it the other way (a `confirmed` request cannot fail, a `failed` one cannot be confirmed). The same outcome again is not a conflict: it answers the one Payment already recorded.',
     fix: 'Read the Payment request: its `status` and `payment` show what the provider decided. Create a new Payment request to ask again.',
     retry: NEVER,
   },
   matching_evidence_incomplete: {
     cause:
-      '`PUT /v1/clients/{clientCode}/payment-reconciliations/{externalReconciliationId}/resolution` with `basis` `matching_evidence` while matched receipt lines (across every reconciliation of the Payment) do not yet account for the full allocated amount of every Receivable this reconciliation holds. The `detail` names the Receivables and the amounts still unmatched.',
+      '`PUT /v1/clients/{clientCode}/payment-reconciliations/{externalReconciliationId}/resolution` with `basis` `matching_evidence` while matched receipt lines (across every reconciliation of the Payment) do not yet account for the full allocated amount of every Receivable this reconciliation holds. The `detail` names the Receivables and the amounts still unmatched, and `unmatched` lists them as `{externalReceivableId, allocatedAmount, matchedAmount, unmatchedAmount}`.',
     fix: 'Send the missing receipt lines in a new reconciliation of the same Payment request, then resolve with `matching_evidence`; or resolve with `basis` `authorized_correction` and the Source reference of the correction.',
     retry: 'Only after more lines have matched; until then it is refused again.',
   },
+  webhook_delivery_not_found: {
+    cause:
+      "`POST /v1/clients/{clientCode}/webhook-endpoint/deliveries/{deliveryId}/retry` names no delivery of this Integration's endpoint for the client (delivery records are kept 30 days).",
+    fix: 'Take the `deliveryId` from `GET /v1/clients/{clientCode}/webhook-endpoint/deliveries`; for an older event use `POST .../webhook-endpoint/replay` with a change-feed cursor.',
+    retry: NEVER,
+  },
+  webhook_endpoint_disabled: {
+    cause:
+      '`POST .../webhook-endpoint/deliveries/{deliveryId}/retry` or `POST .../webhook-endpoint/replay` while the endpoint is disabled (by `POST .../disable`, a revoked grant, or an unsafe destination; `disabledReason` says which), so nothing would be sent.',
+    fix: 'Configure the endpoint again with `PUT /v1/clients/{clientCode}/webhook-endpoint` (which re-enables it), then retry or replay.',
+    retry: 'Only once the endpoint is enabled again.',
+  },
   webhook_endpoint_not_found: {
     cause:
-      '`GET /v1/clients/{clientCode}/webhook-endpoint` (or `rotate-secret`, `disable`) while this Integration has no webhook endpoint configured for the client.',
+      "`GET /v1/clients/{clientCode}/webhook-endpoint` (or `rotate-secret`, `disable`, the delivery log, a delivery retry or a replay) while this Integration has no webhook endpoint configured for the client. Each Integration has its own endpoint per client: another Integration's does not count.",
     fix: 'Configure one with `PUT /v1/clients/{clientCode}/webhook-endpoint`.',
     retry: 'Only once an endpoint has been configured.',
   },

@@ -50,6 +50,11 @@ export interface HttpDeps {
   config: Pick<Config, 'environment' | 'docsUrl' | 'logLevel'>
   limiter: Limiter
   adminTokenDigest: string
+  /**
+   * Web pages served under a path prefix (the hosted payment page): a path the router itself refuses there
+   * (an undecodable or over-long segment) answers that page family's 404 page, never problem+json.
+   */
+  pages?: readonly { prefix: string; notFound: { headers: Readonly<Record<string, string>>; html: string } }[]
 }
 
 interface RequestState {
@@ -125,6 +130,11 @@ export function buildServer(deps: HttpDeps, routes: RouteDef[]): FastifyInstance
       reply.header('cache-control', 'no-store')
       reply.header('service-api-version', 'v1')
       reply.header('x-request-id', request.id)
+      const page = deps.pages?.find((p) => request.url.startsWith(p.prefix))
+      if (page) {
+        const html = reply as unknown as FastifyReply
+        return html.code(404).headers(page.notFound.headers).type('text/html; charset=utf-8').send(page.notFound.html)
+      }
       const detail = err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'is longer than any identifier can be' : 'is not a valid URL path'
       return sendProblem(
         request,

@@ -1,4 +1,5 @@
 import { purgeLimitRows } from '../http/limits.ts'
+import { purgeDeliveries } from '../resources/webhooks/store.ts'
 import type { Queryable } from '../store/store.ts'
 
 export const RETENTION_DAYS = 30
@@ -6,7 +7,8 @@ export const RETENTION_DAYS = 30
 /**
  * Deletes what the service promises to keep only for a while. Idempotent; any instance may run it.
  * Purging change events raises the client's purge watermark in the same statement, so a cursor older
- * than the watermark answers 410 cursor_expired instead of silently skipping events.
+ * than the watermark answers 410 cursor_expired instead of silently skipping events. Webhook delivery
+ * records (and their attempts) are kept 30 days too.
  */
 export async function runRetention(db: Queryable): Promise<void> {
   await purgeLimitRows(db)
@@ -18,6 +20,7 @@ export async function runRetention(db: Queryable): Promise<void> {
        FROM marks m WHERE h.client_code = m.client_code`,
     [RETENTION_DAYS],
   )
+  await purgeDeliveries(db, RETENTION_DAYS)
 }
 
 export function startRetentionWorker(db: Queryable, onError: (err: unknown) => void, everyMs = 60_000): () => void {

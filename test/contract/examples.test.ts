@@ -14,7 +14,8 @@ let key: string
 // biome-ignore lint/suspicious/noExplicitAny: the document is inspected structurally
 let doc: any
 before(async () => {
-  t = await startTestApp()
+  // Webhook destinations resolve through a stub: the example's host name answers a public address.
+  t = await startTestApp({}, { resolver: async () => [{ address: '93.184.215.14', family: 4 }] })
   const seeded = await seedDemo(t.store, t.app)
   assert.ok(seeded, 'a fresh database is seeded')
   key = seeded.apiKey
@@ -66,7 +67,16 @@ const routeOf = (operationId: string) => {
 }
 
 /** Server-assigned times differ from run to run; everything else must match exactly. */
-const SERVER_TIMES = new Set(['acceptedAt', 'updatedAt', 'recordedAt', 'submittedAt', 'completedAt', 'occurredAt', 'flaggedAt'])
+const SERVER_TIMES = new Set([
+  'acceptedAt',
+  'updatedAt',
+  'recordedAt',
+  'submittedAt',
+  'completedAt',
+  'occurredAt',
+  'flaggedAt',
+  'resolvedAt',
+])
 function withoutServerTimes(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(withoutServerTimes)
   if (!value || typeof value !== 'object') return value
@@ -178,10 +188,20 @@ describe('the request examples, sent as is to the freshly seeded demo', () => {
       ['putPaymentObservation', `${demo}/payment-observations/pay-demo-1`, 201, true],
       ['putBalanceSnapshot', `${demo}/balance-snapshots/snap-demo-1`, 201, true],
       ['putRecoveryInstruction', `${demo}/recovery-instructions/instr-demo-1`, 201, true],
+      // Collection is enabled first (below): a Payment request needs a Receivable free of holds. Not exact: the
+      // hosted page's token and the expiry are new on every run.
+      ['putPaymentRequest', `${demo}/payment-requests/payreq-demo-1`, 201, false],
       ['pauseReceivable', `${demo}/receivables/rcv-demo-1/pause`, 200, false],
       ['resumeReceivable', `${demo}/receivables/rcv-demo-1/resume`, 200, false],
       ['closeReceivable', `${demo}/receivables/rcv-demo-1/close`, 200, false],
       ['reopenReceivable', `${demo}/receivables/rcv-demo-1/reopen`, 200, false],
+      // The confirmed demo Payment (simulated below) reconciled with a line that differs: held, not the
+      // example (which shows it resolved); the resolution then answers the example exactly.
+      ['putPaymentReconciliation', `${demo}/payment-reconciliations/rec-demo-1`, 201, false],
+      ['putPaymentReconciliationResolution', `${demo}/payment-reconciliations/rec-demo-1/resolution`, 200, true],
+      // Not exact: the signing secret is new on every run; the replay queues what the feed holds.
+      ['putWebhookEndpoint', `${demo}/webhook-endpoint`, 201, false],
+      ['replayWebhookNotifications', `${demo}/webhook-endpoint/replay`, 202, false],
     ]
     const withBody = operations()
       .filter((o) => o.op.requestBody)
@@ -192,6 +212,9 @@ describe('the request examples, sent as is to the freshly seeded demo', () => {
     const byId = new Map(operations().map((o) => [o.op.operationId, o]))
     for (const [operationId, url, status, exact] of plan) {
       const o = byId.get(operationId) as Operation
+      if (operationId === 'putPaymentRequest') {
+        assert.equal((await t.admin('PUT', '/admin/v1/clients/demo', { collectionEnabled: true })).status, 200)
+      }
       const request = requestSchemaOf(o) as string
       for (const body of examplesOf(request)) {
         const res = await t.call(o.method.toUpperCase() as 'PUT', url, {
@@ -214,6 +237,14 @@ describe('the request examples, sent as is to the freshly seeded demo', () => {
       if (lifecycle[operationId]) {
         const now = await t.call('GET', `${demo}/receivables/rcv-demo-1`, { key })
         assert.equal(now.json.status, lifecycle[operationId], operationId)
+      }
+      if (operationId === 'putPaymentRequest') {
+        const simulate = await t.admin('POST', '/admin/v1/clients/demo/payment-requests/payreq-demo-1/simulate', { outcome: 'confirmed' })
+        assert.equal(simulate.status, 201, simulate.body)
+      }
+      if (operationId === 'putPaymentReconciliation') {
+        const held = await t.call('GET', `${demo}/payment-reconciliations/rec-demo-1`, { key })
+        assert.equal(held.json.status, 'held')
       }
       if (operationId === 'putBatch') {
         await t.app.batchRunner.drain()

@@ -4,6 +4,7 @@ import { SCOPES, type Scope } from '../../src/domain/scopes.ts'
 import { digestSecret } from '../../src/http/auth.ts'
 import type { RouteDef } from '../../src/http/route.ts'
 import { ADMIN_TOKEN, type CallOptions, type Response, startTestApp, type Tenant } from '../helpers/app.ts'
+import { payableReceivable } from '../helpers/payments.ts'
 import { fillPath, pathParams, routeKey, segmentBefore } from '../helpers/route-walk.ts'
 
 /**
@@ -72,6 +73,9 @@ const EXISTING: Record<string, string> = {
   'book-completions': 'sa-book',
   'balance-snapshots': 'sa-snap',
   'recovery-instructions': 'sa-instr',
+  deliveries: 'sa-delivery',
+  'payment-requests': 'sa-pr',
+  'payment-reconciliations': 'sa-rec',
 }
 
 /**
@@ -80,7 +84,9 @@ const EXISTING: Record<string, string> = {
  */
 const DYNAMIC_SCOPES: Record<string, { lacking: Scope[]; body?: unknown }> = {
   // The feed shows the resource types the grant may read; with no read scope of any type it refuses.
-  'GET /v1/clients/:clientCode/changes': { lacking: ['customers:read', 'receivables:read', 'payment_observations:read'] },
+  'GET /v1/clients/:clientCode/changes': {
+    lacking: ['customers:read', 'receivables:read', 'payment_observations:read', 'payment_requests:read', 'financial_corrections:read'],
+  },
   // A batch needs the write scope of every kind in its body (every kind is covered in batches.error.test.ts).
   'PUT /v1/clients/:clientCode/batches/:externalBatchId': {
     lacking: ['customers:write'],
@@ -90,7 +96,8 @@ const DYNAMIC_SCOPES: Record<string, { lacking: Scope[]; body?: unknown }> = {
   'GET /v1/clients/:clientCode/batches/:externalBatchId': { lacking: ['customers:write'] },
 }
 
-const t = await startTestApp()
+// Webhook destinations resolve through a stub (a public address); no test here sends a notification.
+const t = await startTestApp({}, { resolver: async () => [{ address: '93.184.215.14', family: 4 }] })
 after(() => t.close())
 
 const apiRoutes = t.app.routes.filter((r) => r.auth.kind === 'api_key')
@@ -165,6 +172,24 @@ before(async () => {
     revision: 1,
     effectiveAt: '2026-03-03T00:00:00Z',
   })
+  // A Payment request with a confirmed Payment (its receipt delivery reads 200), on a Receivable free of holds.
+  await payableReceivable(t, a, 'sa-pay')
+  await put('/payment-requests/sa-pr', { externalReceivableId: 'sa-pay', amount: usd('1.00') })
+  await must(t.admin('POST', `/admin/v1/clients/${A}/payment-requests/sa-pr/simulate`, { outcome: 'confirmed' }), 201, 'simulate')
+  // A reconciliation of that Payment: one receipt line that matches it.
+  await put('/payment-reconciliations/sa-rec', {
+    externalPaymentRequestId: 'sa-pr',
+    lines: [{ externalReceiptLineId: 'sa-rl', externalReceivableId: 'sa-pay', amount: usd('1.00') }],
+  })
+  // A's webhook endpoint, and one delivery of A's first change under a known id.
+  await put('/webhook-endpoint', { url: 'https://hooks.sec-a.com/irs' })
+  await t.store.query(
+    `INSERT INTO webhook_deliveries (client_code, integration_id, delivery_id, seq, event_id, type, resource_type, resource_id,
+                                     revision, occurred_at, status, created_at)
+     SELECT client_code, $2, 'sa-delivery', seq, event_id, type, resource_type, resource_id, revision, occurred_at, 'delivered', now()
+       FROM change_events WHERE client_code = $1 ORDER BY seq LIMIT 1`,
+    [A, a.integrationId],
+  )
 })
 
 function assertProblem(res: Response, status: number, code: string, what: string) {
@@ -299,7 +324,12 @@ describe('every API-key route', () => {
 })
 
 describe('every operator route', () => {
-  const ADMIN_VALUES: Record<string, string> = { clientCode: 'sec-admin-c', integrationId: 'sec-admin-i', apiKeyId: `ak_${'a'.repeat(24)}` }
+  const ADMIN_VALUES: Record<string, string> = {
+    clientCode: 'sec-admin-c',
+    integrationId: 'sec-admin-i',
+    apiKeyId: `ak_${'a'.repeat(24)}`,
+    externalPaymentRequestId: 'sec-admin-pr',
+  }
   const adminValues = (route: RouteDef) => {
     const values: Record<string, string> = {}
     for (const p of pathParams(route.path)) {

@@ -4,6 +4,7 @@ import { loadConfig } from '../../src/config.ts'
 import { SCOPES, type Scope } from '../../src/domain/scopes.ts'
 import type { Clock } from '../../src/domain/time.ts'
 import { digestSecret } from '../../src/http/auth.ts'
+import type { Resolver } from '../../src/http/destination.ts'
 import type { Store } from '../../src/store/store.ts'
 import { createTestDatabase, type TestDatabase } from './store.ts'
 
@@ -51,7 +52,10 @@ export interface TestApp {
  * Starts the real app (Fastify, real store) for one test file. Limits default to very high values so
  * that tests which are not about limits never meet them; the limit tests pass the spec's values.
  */
-export async function startTestApp(env: Record<string, string> = {}, opts: { clock?: Clock; db?: TestDatabase } = {}): Promise<TestApp> {
+export async function startTestApp(
+  env: Record<string, string> = {},
+  opts: { clock?: Clock; db?: TestDatabase; resolver?: Resolver } = {},
+): Promise<TestApp> {
   const db = opts.db ?? (await createTestDatabase())
   const config = loadConfig({
     ADMIN_TOKEN,
@@ -61,6 +65,8 @@ export async function startTestApp(env: Record<string, string> = {}, opts: { clo
     CONCURRENCY_PER_KEY: '1000',
     PUBLIC_BASE_URL: 'http://irs.test',
     DOCS_URL: 'https://docs.irs.test',
+    // Production refuses to start without it; tests that start in production need one.
+    WEBHOOK_SECRET_KEY: 'ab'.repeat(32),
     ...env,
   })
   const app = createApp({
@@ -68,6 +74,7 @@ export async function startTestApp(env: Record<string, string> = {}, opts: { clo
     config,
     adminTokenDigest: digestSecret(ADMIN_TOKEN),
     ...(opts.clock ? { clock: opts.clock } : {}),
+    ...(opts.resolver ? { resolver: opts.resolver } : {}),
   })
   await app.app.ready()
 

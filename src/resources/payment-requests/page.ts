@@ -1,0 +1,313 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { isProblem } from '../../domain/problems.ts'
+import { PAGE_STYLE } from './page-style.ts'
+import type { HostedPageView, PaymentRequestService } from './service.ts'
+
+/**
+ * The hosted payment page at `hostedUrl` (`/pay/<token>`): what a debtor opens to pay a Payment request.
+ *
+ * Outside the v1 contract and its route objects, like /docs: server-rendered HTML with no script at all, one
+ * stylesheet from the service itself, and headers that suit a payment page (docs/decisions.md, "Hosted
+ * page"). Every answer under /pay, refusals and errors included, is an HTML page, never problem+json: the
+ * reader is a person with a browser. The page shows only what the request asks (creditor, description,
+ * amount, expiry): no Customer, contact or balance detail, and no identifier beyond the token in its URL.
+ */
+
+export type { HostedPageView }
+
+/** What the page needs of the Payment request service, and nothing more. */
+export type HostedPageService = Pick<PaymentRequestService, 'pageView' | 'settleFromPage'>
+
+/** A page token is 256 random bits in base64url without padding: exactly 43 characters. */
+export const PAGE_TOKEN = /^[A-Za-z0-9_-]{43}$/
+
+export const PAGE_STYLESHEET_PATH = '/pay/assets/page.css'
+
+/** The headers of every page answer under /pay (docs/decisions.md, "Hosted page"). */
+export const PAGE_HEADERS: Readonly<Record<string, string>> = {
+  'content-security-policy': "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+  'referrer-policy': 'no-referrer',
+  'cache-control': 'no-store',
+  'x-content-type-options': 'nosniff',
+  'x-frame-options': 'DENY',
+}
+
+/** The form holds one short field; anything larger is not the page's form. */
+export const FORM_BODY_LIMIT_BYTES = 1024
+
+const HTML = 'text/html; charset=utf-8'
+
+// ---------------------------------------------------------------------------------------------------------
+// Rendering: pure functions from what the page shows to HTML. Every interpolated value is escaped.
+
+const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
+
+const MONTHS = ['January', 'February', 'March', 'April', 'May', 'June', 'July', 'August', 'September', 'October', 'November', 'December']
+
+/** "USD 1,234.50": the currency code, then the decimal amount with its digits grouped in thousands. */
+export function formatAmount(money: { amount: string; currency: string }): string {
+  const [units = '', fraction] = money.amount.split('.')
+  const grouped = units.replace(/\B(?=(\d{3})+(?!\d))/g, ',')
+  return `${money.currency} ${fraction === undefined ? grouped : `${grouped}.${fraction}`}`
+}
+
+/**
+ * "30 November 2026 at 14:05 UTC": a time in words a person reads, the same in every browser and locale
+ * (the page is rendered on the server, which knows nothing of the reader's time zone, so it says UTC).
+ */
+export function formatTime(iso: string): string {
+  const d = new Date(iso)
+  const hh = String(d.getUTCHours()).padStart(2, '0')
+  const mm = String(d.getUTCMinutes()).padStart(2, '0')
+  return `${d.getUTCDate()} ${MONTHS[d.getUTCMonth()]} ${d.getUTCFullYear()} at ${hh}:${mm} UTC`
+}
+
+function htmlDocument(title: string, main: string): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="robots" content="noindex, nofollow">
+<title>${escapeHtml(title)}</title>
+<link rel="stylesheet" href="${PAGE_STYLESHEET_PATH}">
+</head>
+<body>
+<main>
+${main}
+</main>
+</body>
+</html>
+`
+}
+
+type NoticeKind = 'sandbox' | 'error' | 'success' | 'info'
+
+/** A notice of already-escaped HTML. */
+const notice = (kind: NoticeKind, html: string) => `<div class="notice notice-${kind}"><p>${html}</p></div>`
+
+/** The request's details as a definition list: [label, escaped value, class of the value]. */
+function summary(rows: [string, string, string?][]): string {
+  const items = rows.map(([label, value, cls]) => `<div><dt>${label}</dt><dd${cls ? ` class="${cls}"` : ''}>${value}</dd></div>`)
+  return `<dl class="summary">\n${items.join('\n')}\n</dl>`
+}
+
+/** What the page says, per state: its title (also the h1), and its body after the h1. */
+function stateContent(token: string, view: HostedPageView): { heading: string; body: string } {
+  const amount = escapeHtml(formatAmount(view.amount))
+  const creditor = escapeHtml(view.creditorName)
+  const amountRow: [string, string, string] = ['Amount', amount, 'amount']
+  const descriptionRows: [string, string][] = view.description === null ? [] : [['Description', escapeHtml(view.description)]]
+  const decided = view.decidedAt === null ? null : escapeHtml(formatTime(view.decidedAt))
+  const expires = escapeHtml(formatTime(view.expiresAt))
+
+  switch (view.state) {
+    case 'payable': {
+      const details = summary([amountRow, ...descriptionRows, ['Pay by', expires]])
+      if (!view.sandboxForm) {
+        return {
+          heading: 'Payment request',
+          body: `${details}
+${notice('info', `Online payment is not available yet: no payment provider is configured. Nothing has been charged. To pay, contact ${creditor}.`)}`,
+        }
+      }
+      return {
+        heading: 'Payment request',
+        body: `${details}
+${notice('sandbox', '<strong>Sandbox.</strong> This is a test payment page and no money moves: the buttons below only simulate what a payment provider would report.')}
+<form method="post" action="/pay/${escapeHtml(token)}">
+<button type="submit" name="outcome" value="confirmed" class="pay">Pay ${amount}</button>
+<button type="submit" name="outcome" value="failed" class="fail">Simulate a failed payment</button>
+</form>`,
+      }
+    }
+    case 'confirmed':
+      return {
+        heading: 'Payment received',
+        body: `${notice('success', `Thank you. Your payment of ${amount} to ${creditor} was received${decided ? ` on ${decided}` : ''}.`)}
+${summary([amountRow, ...descriptionRows, ...(decided ? [['Paid on', decided] as [string, string]] : [])])}
+<p class="fine-print">You can close this page.</p>`,
+      }
+    case 'failed':
+      return {
+        heading: 'Payment failed',
+        body: `${notice('error', `The payment did not go through, and nothing was charged. This payment request cannot be used again: ask ${creditor} for a new payment request.`)}
+${summary([amountRow, ...descriptionRows, ...(decided ? [['Failed on', decided] as [string, string]] : [])])}`,
+      }
+    case 'expired':
+      return {
+        heading: 'This payment request has expired',
+        body: `${notice('info', `It can no longer be paid, and nothing has been charged. Ask ${creditor} for a new payment request.`)}
+${summary([amountRow, ...descriptionRows, ['Expired on', expires]])}`,
+      }
+    case 'held':
+      return {
+        heading: 'This payment request is on hold',
+        body: `${notice('info', `It cannot be paid now, and nothing has been charged. Contact ${creditor} if you have questions.`)}
+${summary([amountRow, ...descriptionRows])}`,
+      }
+  }
+}
+
+/**
+ * The page of one Payment request. `refusal` is a message for a form submission the service refused (the
+ * page then shows the request's current state below it).
+ */
+export function renderPaymentPage(token: string, view: HostedPageView, refusal?: string): string {
+  const { heading, body } = stateContent(token, view)
+  const creditor = escapeHtml(view.creditorName)
+  return htmlDocument(
+    `${heading} · ${view.creditorName}`,
+    `<p class="creditor">Payment requested by <strong>${creditor}</strong></p>
+<h1>${escapeHtml(heading)}</h1>
+${refusal === undefined ? '' : `${notice('error', escapeHtml(refusal))}\n`}${body}`,
+  )
+}
+
+/** A page with no Payment request to show: not found, a malformed submission, an error. */
+export function renderMessagePage(heading: string, message: string, back?: { href: string; text: string }): string {
+  const link = back ? `\n<p><a href="${escapeHtml(back.href)}">${escapeHtml(back.text)}</a></p>` : ''
+  return htmlDocument(heading, `<h1>${escapeHtml(heading)}</h1>\n<p>${escapeHtml(message)}</p>${link}`)
+}
+
+export const NOT_FOUND_PAGE = renderMessagePage(
+  'Payment request not found',
+  'There is no payment request at this address. Check that the link is complete, exactly as you received it.',
+)
+
+/**
+ * What a refused form submission tells the reader, by the service's problem code: held, already settled or
+ * expired, or (`route_not_found`) a deployment whose provider offers no form, as production today.
+ */
+const REFUSALS = {
+  recovery_held: 'Your payment was not made: this payment request is on hold.',
+  payment_request_state_conflict: 'Your payment was not made: this payment request was already settled or has expired.',
+  route_not_found: 'Your payment was not made: no payment provider is configured.',
+} as const
+
+const isRefusal = (code: string): code is keyof typeof REFUSALS => Object.hasOwn(REFUSALS, code)
+
+// ---------------------------------------------------------------------------------------------------------
+// Routes.
+
+function sendPage(reply: FastifyReply, status: number, html: string): FastifyReply {
+  return reply.code(status).headers(PAGE_HEADERS).type(HTML).send(html)
+}
+
+const tokenOf = (request: FastifyRequest) => (request.params as { token?: string }).token ?? ''
+
+/** A way back to the page, for a page answering a submission; only for a well-formed token. */
+const backTo = (token: string) => (PAGE_TOKEN.test(token) ? { href: `/pay/${token}`, text: 'Back to the payment page' } : undefined)
+
+/** A submission that is not the page's form (wrong media type, outcome or size). */
+const badForm = (back: ReturnType<typeof backTo>, heading = 'The form was not sent as expected') =>
+  renderMessagePage(heading, 'Use the buttons of the payment page.', back)
+
+/**
+ * Registers `GET /pay/:token`, `POST /pay/:token` (the sandbox form) and `GET /pay/assets/page.css`, in an
+ * encapsulated scope with its own body parser, error and not-found handlers, so nothing under /pay answers
+ * problem+json and the API's JSON parsers never see the form.
+ */
+export function registerPaymentPage(app: FastifyInstance, service: HostedPageService): void {
+  app.register(
+    async (scope) => {
+      // Only the form's media type, parsed as plain URL-encoded pairs and kept small; any other media type
+      // is a 415 page (Fastify's FST_ERR_CTP_INVALID_MEDIA_TYPE, answered by the error handler below).
+      scope.removeAllContentTypeParsers()
+      scope.addContentTypeParser(
+        'application/x-www-form-urlencoded',
+        { parseAs: 'string', bodyLimit: FORM_BODY_LIMIT_BYTES },
+        (_request, body, done) => done(null, new URLSearchParams(body as string)),
+      )
+
+      scope.setErrorHandler((err, request, reply) => {
+        const e = err as { name?: string; code?: string; statusCode?: number; message?: string; stack?: string }
+        const back = backTo(tokenOf(request))
+        if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+          return sendPage(reply, 413, badForm(back, 'The form was too large'))
+        }
+        if (e.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || e.code === 'FST_ERR_CTP_INVALID_TYPE') {
+          return sendPage(reply, 415, badForm(back))
+        }
+        if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
+          return sendPage(reply, 400, badForm(back))
+        }
+        // Never the error's detail or parameters: they can hold customer data.
+        request.log.error({ errName: e.name, errCode: e.code, errMessage: e.message, stack: e.stack }, 'payment page error')
+        const what =
+          request.method === 'POST'
+            ? 'Your payment may not have been recorded. Open the payment page again in a moment to see where it stands.'
+            : 'Try again in a moment.'
+        return sendPage(reply, 503, renderMessagePage('This page is not available right now', `${what} Reference: ${request.id}.`, back))
+      })
+
+      scope.setNotFoundHandler((request, reply) => {
+        const path = request.url.split('?')[0] ?? ''
+        if (/^\/pay\/[^/]+$/.test(path)) {
+          reply.header('allow', 'GET, HEAD, POST')
+          return sendPage(
+            reply,
+            405,
+            renderMessagePage('Not available', 'This address only shows a payment page.', backTo(tokenOf(request))),
+          )
+        }
+        return sendPage(reply, 404, NOT_FOUND_PAGE)
+      })
+
+      // The stylesheet is the same for every page and holds nothing private: browsers may keep it.
+      scope.get('/assets/page.css', async (_request, reply) =>
+        reply
+          .header('cache-control', 'public, max-age=3600')
+          .header('x-content-type-options', 'nosniff')
+          .type('text/css; charset=utf-8')
+          .send(PAGE_STYLE),
+      )
+
+      scope.get('/:token', async (request, reply) => {
+        const token = tokenOf(request)
+        // The token's shape is checked before any lookup: nothing else reaches the store.
+        if (!PAGE_TOKEN.test(token)) return sendPage(reply, 404, NOT_FOUND_PAGE)
+        const view = await service.pageView(token)
+        if (!view) return sendPage(reply, 404, NOT_FOUND_PAGE)
+        return sendPage(reply, 200, renderPaymentPage(token, view))
+      })
+
+      scope.post(
+        '/:token',
+        {
+          // Before the body is read: a malformed token is not found whatever the body, and a compressed body
+          // is not the form.
+          onRequest: async (request, reply) => {
+            if (!PAGE_TOKEN.test(tokenOf(request))) return sendPage(reply, 404, NOT_FOUND_PAGE)
+            const encoding = request.headers['content-encoding']
+            if (encoding !== undefined && encoding.toLowerCase() !== 'identity') {
+              return sendPage(reply, 415, badForm(backTo(tokenOf(request))))
+            }
+          },
+        },
+        async (request, reply) => {
+          const token = tokenOf(request)
+          const outcomes = request.body instanceof URLSearchParams ? request.body.getAll('outcome') : []
+          const outcome = outcomes.length === 1 ? outcomes[0] : undefined
+          if (outcome !== 'confirmed' && outcome !== 'failed') {
+            return sendPage(reply, 400, badForm(backTo(token)))
+          }
+          try {
+            await service.settleFromPage(token, outcome)
+          } catch (err) {
+            if (!isProblem(err)) throw err
+            if (err.code === 'payment_request_not_found') return sendPage(reply, 404, NOT_FOUND_PAGE)
+            if (!isRefusal(err.code)) throw err
+            // The page as it stands now, under the refusal (production refuses before looking the token up).
+            const view = await service.pageView(token)
+            if (!view) return sendPage(reply, 404, NOT_FOUND_PAGE)
+            return sendPage(reply, 409, renderPaymentPage(token, view, REFUSALS[err.code]))
+          }
+          // Post/redirect/get: the page shows the outcome, and reloading it submits nothing again.
+          return reply.code(303).headers(PAGE_HEADERS).header('location', `/pay/${token}`).send()
+        },
+      )
+    },
+    { prefix: '/pay' },
+  )
+}

@@ -1,0 +1,89 @@
+import { defineRoute, type RouteDef } from '../../http/route.ts'
+import { PaymentRequestParams, PaymentRequestResponse, PaymentRequestWrite, ReceiptDelivery, SimulateOutcome } from './schema.ts'
+import type { PaymentRequestService } from './service.ts'
+
+const path = '/v1/clients/:clientCode/payment-requests/:externalPaymentRequestId'
+
+export function paymentRequestRoutes(requests: PaymentRequestService): RouteDef[] {
+  return [
+    defineRoute({
+      method: 'PUT',
+      path,
+      operationId: 'putPaymentRequest',
+      summary: 'Ask the debtor of a Receivable for a fixed amount through a hosted payment page',
+      description:
+        'Answers 201 with hostedUrl, the page the debtor pays on; an identical retry answers 200 with the current state. expiresAt defaults to 7 days ahead and must lie between 5 minutes and 30 days ahead. Refused with 409 recovery_held (listing `holds`) while the Receivable has any hold.',
+      tags: ['Payment requests'],
+      auth: { kind: 'api_key', scopes: ['payment_requests:write'] },
+      params: PaymentRequestParams,
+      body: { schema: PaymentRequestWrite, mediaType: 'application/json' },
+      responses: {
+        201: { schema: PaymentRequestResponse, description: 'Created, status open' },
+        200: { schema: PaymentRequestResponse, description: 'An identical retry: the current state' },
+      },
+      problems: ['payment_request_conflict', 'recovery_held'],
+      public: true,
+      handler: async ({ clientCode, params, body }) => requests.put(clientCode, params.externalPaymentRequestId, body),
+    }),
+    defineRoute({
+      method: 'GET',
+      path,
+      operationId: 'getPaymentRequest',
+      summary: 'Read a Payment request with its Payment, if the provider has decided',
+      tags: ['Payment requests'],
+      auth: { kind: 'api_key', scopes: ['payment_requests:read'] },
+      params: PaymentRequestParams,
+      responses: { 200: { schema: PaymentRequestResponse, description: 'The Payment request' } },
+      problems: ['payment_request_not_found'],
+      public: true,
+      handler: async ({ clientCode, params }) => ({ status: 200, body: await requests.get(clientCode, params.externalPaymentRequestId) }),
+    }),
+    defineRoute({
+      method: 'GET',
+      path: `${path}/receipt-delivery`,
+      operationId: 'getReceiptDelivery',
+      summary: 'Read who delivers the receipt of a confirmed Payment, and its accounting acknowledgement',
+      description:
+        "deliveryOwner is the connection's receiptDeliveryOwner. No delivery route is verified today, so capability is disabled (no_verified_route) and no delivery attempt is made. The acknowledgement is derived from receipt lines matched by payment reconciliations.",
+      tags: ['Payment requests'],
+      auth: { kind: 'api_key', scopes: ['payment_requests:read'] },
+      params: PaymentRequestParams,
+      responses: { 200: { schema: ReceiptDelivery, description: 'Delivery and acknowledgement' } },
+      problems: ['payment_request_not_found', 'payment_not_confirmed'],
+      public: true,
+      handler: async ({ clientCode, grant, params }) => ({
+        status: 200,
+        body: await requests.receiptDelivery(clientCode, grant, params.externalPaymentRequestId),
+      }),
+    }),
+  ]
+}
+
+/**
+ * The sandbox provider's confirmation, for operators (served with the operator API): absent in production,
+ * as it would be on a live provider, so there it answers 404 route_not_found.
+ */
+export function paymentSimulateRoutes(requests: PaymentRequestService, opts: { sandbox: boolean }): RouteDef[] {
+  if (!opts.sandbox) return []
+  return [
+    defineRoute({
+      method: 'POST',
+      path: '/admin/v1/clients/:clientCode/payment-requests/:externalPaymentRequestId/simulate',
+      operationId: 'adminSimulatePayment',
+      summary: 'Confirm or fail a Payment request through the sandbox provider',
+      description:
+        'Sandbox only. 201 when it recorded the Payment, 200 when the same outcome was already recorded. Refused with 409 recovery_held while the Receivable has any hold.',
+      tags: ['Operator'],
+      auth: { kind: 'admin' },
+      params: PaymentRequestParams,
+      body: { schema: SimulateOutcome, mediaType: 'application/json' },
+      responses: {
+        201: { schema: PaymentRequestResponse, description: 'The Payment was recorded' },
+        200: { schema: PaymentRequestResponse, description: 'The same outcome was already recorded' },
+      },
+      problems: ['payment_request_not_found', 'payment_request_state_conflict', 'recovery_held'],
+      public: false,
+      handler: async ({ params, body }) => requests.simulate(params.clientCode, params.externalPaymentRequestId, body.outcome),
+    }),
+  ]
+}

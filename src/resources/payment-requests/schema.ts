@@ -1,0 +1,200 @@
+import { z } from 'zod'
+import { detectSensitive, ExternalId } from '../../domain/identifiers.ts'
+import { Money, MoneyOut, toMinor } from '../../domain/money.ts'
+import { Timestamp } from '../../domain/time.ts'
+import { ClientParams } from '../../http/common-schemas.ts'
+import { RECEIVABLE_EXAMPLE_ID } from '../receivables/schema.ts'
+
+export const PAYMENT_REQUEST_STATUSES = ['open', 'confirmed', 'failed', 'expired'] as const
+export const PAYMENT_OUTCOMES = ['confirmed', 'failed'] as const
+export const ACKNOWLEDGEMENT_STATUSES = ['pending', 'partially_acknowledged', 'acknowledged', 'held'] as const
+export const DELIVERY_OWNERS = ['partner', 'service'] as const
+
+/** Text shown to the debtor on the hosted page: opaque like a source reference, never personal or account data. */
+export const PaymentRequestDescription = z
+  .string()
+  .min(1)
+  .max(200)
+  .superRefine((value, ctx) => {
+    const kind = detectSensitive(value)
+    if (kind) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `is shown to the debtor and must hold no personal or account data: it looks like ${kind.replace(/_/g, ' ')}`,
+        params: { fieldCode: 'sensitive_source_reference' },
+      })
+    }
+  })
+  .meta({
+    id: 'PaymentRequestDescription',
+    description:
+      'Shown to the debtor on the hosted page, 1 to 200 characters; checked like a sourceReference (no personal or account data).',
+    examples: ['February instalment'],
+  })
+
+export const PAYMENT_REQUEST_EXAMPLE_ID = 'payreq-demo-1'
+const requestWriteExample = {
+  externalReceivableId: RECEIVABLE_EXAMPLE_ID,
+  amount: { amount: '150.00', currency: 'USD' },
+  description: 'February instalment',
+} as const
+
+export const PaymentRequestWrite = z
+  .strictObject({
+    externalReceivableId: ExternalId,
+    amount: Money,
+    expiresAt: Timestamp.optional().describe(
+      'When the hosted page stops taking payment. Default 7 days after creation; at least 5 minutes and at most 30 days ahead.',
+    ),
+    description: PaymentRequestDescription.optional(),
+  })
+  .superRefine((body, ctx) => {
+    if (toMinor(body.amount.amount) === 0n) ctx.addIssue({ code: 'custom', path: ['amount', 'amount'], message: 'must be above zero' })
+  })
+  .meta({
+    id: 'PaymentRequestWrite',
+    description:
+      "A fixed amount in the Receivable's currency, above zero and not above its workingAmount. Refused with 409 recovery_held while the Receivable has any hold.",
+    examples: [requestWriteExample],
+  })
+export type PaymentRequestWrite = z.output<typeof PaymentRequestWrite>
+
+export const PaymentRequestParams = ClientParams.extend({ externalPaymentRequestId: ExternalId })
+
+export const PaymentOut = z
+  .object({
+    status: z.enum(PAYMENT_OUTCOMES),
+    amount: MoneyOut,
+    allocatedAmount: MoneyOut.describe("Moved to the Receivable's confirmedUnreconciledAmount (at most its workingAmount then)."),
+    unappliedAmount: MoneyOut.describe('Paid but covered by no allocation; in no balance.'),
+    provider: z.string(),
+    providerPaymentId: z.string(),
+    decidedAt: Timestamp,
+  })
+  .meta({
+    id: 'Payment',
+    description: "The provider's decision on a Payment request.",
+    examples: [
+      {
+        status: 'confirmed',
+        amount: { amount: '150.00', currency: 'USD' },
+        allocatedAmount: { amount: '150.00', currency: 'USD' },
+        unappliedAmount: { amount: '0.00', currency: 'USD' },
+        provider: 'sandbox',
+        providerPaymentId: 'sbx_5d0c0b1f2e7a4c43a9f1d5b2c8e6a710',
+        decidedAt: '2026-02-11T09:04:12.031Z',
+      },
+    ],
+  })
+
+const EXAMPLE_URL = 'https://receivables.example.com/pay/hT2lS0c4y8m0bQm1m5f7WJ3Qh0bZ8KcXk3s9d2YVn6E'
+const openExample = {
+  externalPaymentRequestId: PAYMENT_REQUEST_EXAMPLE_ID,
+  ...requestWriteExample,
+  expiresAt: '2026-02-18T09:00:00.412Z',
+  status: 'open',
+  hostedUrl: EXAMPLE_URL,
+  revision: 1,
+  createdAt: '2026-02-11T09:00:00.412Z',
+  updatedAt: '2026-02-11T09:00:00.412Z',
+  payment: null,
+}
+
+export const PaymentRequestResponse = z
+  .object({
+    externalPaymentRequestId: z.string(),
+    externalReceivableId: z.string(),
+    amount: MoneyOut,
+    description: z.string().optional(),
+    expiresAt: Timestamp,
+    status: z.enum(PAYMENT_REQUEST_STATUSES),
+    hostedUrl: z.string().describe('The hosted payment page; its last segment is an unguessable token that opens only this page.'),
+    revision: z.number().int().min(1),
+    createdAt: Timestamp,
+    updatedAt: Timestamp,
+    payment: PaymentOut.nullable().describe('null until the provider decides.'),
+  })
+  .meta({
+    id: 'PaymentRequest',
+    description: 'open until the provider confirms or fails it, or expiresAt passes; confirmed, failed and expired are final.',
+    examples: [
+      openExample,
+      {
+        ...openExample,
+        status: 'confirmed',
+        revision: 2,
+        updatedAt: '2026-02-11T09:04:12.031Z',
+        payment: {
+          status: 'confirmed',
+          amount: { amount: '150.00', currency: 'USD' },
+          allocatedAmount: { amount: '150.00', currency: 'USD' },
+          unappliedAmount: { amount: '0.00', currency: 'USD' },
+          provider: 'sandbox',
+          providerPaymentId: 'sbx_5d0c0b1f2e7a4c43a9f1d5b2c8e6a710',
+          decidedAt: '2026-02-11T09:04:12.031Z',
+        },
+      },
+    ],
+  })
+export type PaymentRequestResponse = z.output<typeof PaymentRequestResponse>
+
+export const SimulateOutcome = z
+  .strictObject({ outcome: z.enum(PAYMENT_OUTCOMES) })
+  .meta({ id: 'SimulatePaymentOutcome', examples: [{ outcome: 'confirmed' }] })
+
+export const ReceiptDeliveryAttempt = z
+  .object({
+    attempt: z.number().int().min(1),
+    route: z.string(),
+    outcome: z.string(),
+    attemptedAt: Timestamp,
+  })
+  .meta({
+    id: 'ReceiptDeliveryAttempt',
+    description: 'One attempt to deliver the receipt to the accounting Source (none are made while no route is verified).',
+    examples: [{ attempt: 1, route: 'vendor_receipt_posting', outcome: 'delivered', attemptedAt: '2026-02-11T09:05:00.000Z' }],
+  })
+
+export const ReceiptDelivery = z
+  .object({
+    externalPaymentRequestId: z.string(),
+    deliveryOwner: z.enum(DELIVERY_OWNERS),
+    capability: z.object({
+      state: z.enum(['enabled', 'disabled']).describe('disabled: no delivery attempt will be made.'),
+      disabledReason: z.enum(['no_verified_route']).nullable(),
+      unverifiedRoutes: z.array(
+        z.object({ route: z.enum(['vendor_receipt_posting']), missingProof: z.enum(['source_posting_confirmation']) }),
+      ),
+    }),
+    deliveryAttempts: z.array(ReceiptDeliveryAttempt),
+    acknowledgement: z.object({
+      status: z.enum(ACKNOWLEDGEMENT_STATUSES),
+      allocatedAmount: MoneyOut,
+      matchedAmount: MoneyOut,
+      unmatchedAmount: MoneyOut,
+    }),
+  })
+  .meta({
+    id: 'ReceiptDelivery',
+    description:
+      'Delivery (who delivers the receipt, and whether the service can) and acknowledgement (receipt lines matched by reconciliations) are independent facts.',
+    examples: [
+      {
+        externalPaymentRequestId: PAYMENT_REQUEST_EXAMPLE_ID,
+        deliveryOwner: 'partner',
+        capability: {
+          state: 'disabled',
+          disabledReason: 'no_verified_route',
+          unverifiedRoutes: [{ route: 'vendor_receipt_posting', missingProof: 'source_posting_confirmation' }],
+        },
+        deliveryAttempts: [],
+        acknowledgement: {
+          status: 'pending',
+          allocatedAmount: { amount: '150.00', currency: 'USD' },
+          matchedAmount: { amount: '0.00', currency: 'USD' },
+          unmatchedAmount: { amount: '150.00', currency: 'USD' },
+        },
+      },
+    ],
+  })
+export type ReceiptDelivery = z.output<typeof ReceiptDelivery>

@@ -1,0 +1,148 @@
+import { holdsFromRow } from '../../domain/holds.ts'
+import { Problem } from '../../domain/problems.ts'
+import { lockIdentity } from '../../store/locks.ts'
+import type { Tx } from '../../store/store.ts'
+import { appendChange } from '../changes/store.ts'
+import { lockPaymentRequest, type PaymentRequestRow, setPaymentRequestStatus } from '../payment-requests/store.ts'
+import { findReceivable } from '../receivables/store.ts'
+import type { PaymentProvider, ProviderOutcome } from './provider.ts'
+import { allocateToReceivable, findPayment, insertPayment, type PaymentRow } from './store.ts'
+
+/**
+ * Recording what a payment provider decided. Every confirmation, whatever its source (the hosted page's
+ * sandbox form, the operator `simulate`, a future provider webhook), goes through `recordOutcome`:
+ *
+ * - the request is row-locked first, so two confirmations of one request run one after the other and the
+ *   second sees the first's Payment (one Payment per request, whatever the race);
+ * - an expiry not yet recorded is recorded first (status expired, revision + 1, `payment_request.expired`);
+ * - the same outcome again returns the one Payment and changes nothing; the opposite outcome after a
+ *   decision, or any outcome on an expired request, is 409 payment_request_state_conflict;
+ * - a confirmed Payment allocates min(amount, workingAmount) to the Receivable in the same transaction.
+ */
+export const paymentRequestNotFound = (id: string) => new Problem('payment_request_not_found', `No Payment request ${id} for this client.`)
+
+export const recoveryHeld = (holds: readonly string[]) =>
+  new Problem('recovery_held', `The Receivable is held (${holds.join(', ')}); no payment can be asked for or taken through the sandbox.`, {
+    extensions: { holds },
+  })
+
+/** Records the expiry of a locked open request whose expiresAt has passed; returns the row as it now is. */
+export async function recordExpiryIfDue(tx: Tx, clientCode: string, row: PaymentRequestRow, now: string): Promise<PaymentRequestRow> {
+  if (row.status !== 'open' || Date.parse(row.expires_at) > Date.parse(now)) return row
+  const expired = await setPaymentRequestStatus(tx, clientCode, row.external_payment_request_id, 'expired', now)
+  appendChange(tx, clientCode, {
+    type: 'payment_request.expired',
+    resourceType: 'payment_request',
+    resourceId: row.external_payment_request_id,
+    revision: Number(expired.revision),
+    occurredAt: now,
+  })
+  return expired
+}
+
+export interface RecordedOutcome {
+  /** True when this call made the Payment; false when it had already been recorded. */
+  created: boolean
+  payment: PaymentRow
+}
+
+export async function recordOutcome(
+  tx: Tx,
+  clientCode: string,
+  requestId: string,
+  outcome: ProviderOutcome,
+  now: string,
+  opts: { refuseWhileHeld: boolean },
+): Promise<RecordedOutcome> {
+  const locked = await lockPaymentRequest(tx, clientCode, requestId)
+  if (!locked) throw paymentRequestNotFound(requestId)
+  const request = await recordExpiryIfDue(tx, clientCode, locked, now)
+  const existing = await findPayment(tx, clientCode, requestId)
+  if (existing) {
+    if (existing.status === outcome.outcome) return { created: false, payment: existing }
+    throw new Problem(
+      'payment_request_state_conflict',
+      `The provider already decided this Payment request: its Payment is ${existing.status}; it cannot become ${outcome.outcome}.`,
+      { extensions: { status: request.status } },
+    )
+  }
+  if (request.status !== 'open') {
+    throw new Problem('payment_request_state_conflict', `The Payment request is ${request.status}; it takes no payment.`, {
+      extensions: { status: request.status },
+    })
+  }
+  if (outcome.currency !== request.currency || outcome.amountMinor !== BigInt(request.amount_minor)) {
+    throw new Error(`provider ${outcome.provider} reported an amount other than the request's`)
+  }
+  const receivableId = request.external_receivable_id
+  await lockIdentity(tx, clientCode, 'receivable', receivableId)
+  if (opts.refuseWhileHeld) {
+    const receivable = await findReceivable(tx, clientCode, receivableId)
+    const holds = receivable ? holdsFromRow(receivable) : []
+    if (holds.length > 0) throw recoveryHeld(holds)
+  }
+  const allocation =
+    outcome.outcome === 'confirmed'
+      ? await allocateToReceivable(tx, clientCode, receivableId, outcome.amountMinor, now)
+      : { allocatedMinor: 0n, revision: null }
+  const payment = await insertPayment(tx, clientCode, {
+    requestId,
+    receivableId,
+    provider: outcome.provider,
+    providerPaymentId: outcome.providerPaymentId,
+    status: outcome.outcome,
+    currency: outcome.currency,
+    amountMinor: outcome.amountMinor,
+    allocatedMinor: allocation.allocatedMinor,
+    unappliedMinor: outcome.outcome === 'confirmed' ? outcome.amountMinor - allocation.allocatedMinor : 0n,
+    decidedAt: now,
+  })
+  const decided = await setPaymentRequestStatus(tx, clientCode, requestId, outcome.outcome, now)
+  appendChange(tx, clientCode, {
+    type: `payment.${outcome.outcome}`,
+    resourceType: 'payment',
+    resourceId: requestId,
+    revision: 1,
+    occurredAt: now,
+  })
+  appendChange(tx, clientCode, {
+    type: `payment_request.${outcome.outcome}`,
+    resourceType: 'payment_request',
+    resourceId: requestId,
+    revision: Number(decided.revision),
+    occurredAt: now,
+  })
+  if (allocation.revision !== null) {
+    appendChange(tx, clientCode, {
+      type: 'receivable.updated',
+      resourceType: 'receivable',
+      resourceId: receivableId,
+      revision: allocation.revision,
+      occurredAt: now,
+    })
+  }
+  return { created: true, payment }
+}
+
+/**
+ * The sandbox's confirmation (the hosted page's form, the operator `simulate`): the provider settles the
+ * request as asked, and the outcome is recorded. Refused with 409 recovery_held while the Receivable has any
+ * hold: the sandbox takes no money from a held debtor (a real provider's report of money already taken would
+ * still be recorded, through recordOutcome without that refusal).
+ */
+export async function settleInSandbox(
+  tx: Tx,
+  provider: PaymentProvider,
+  clientCode: string,
+  requestId: string,
+  outcome: 'confirmed' | 'failed',
+  now: string,
+): Promise<RecordedOutcome> {
+  const request = await lockPaymentRequest(tx, clientCode, requestId)
+  if (!request) throw paymentRequestNotFound(requestId)
+  const settled = provider.settle(
+    { clientCode, externalPaymentRequestId: requestId, amountMinor: BigInt(request.amount_minor), currency: request.currency },
+    outcome,
+  )
+  return recordOutcome(tx, clientCode, requestId, settled, now, { refuseWhileHeld: true })
+}

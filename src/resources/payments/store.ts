@@ -1,0 +1,131 @@
+import type { Queryable, Tx } from '../../store/store.ts'
+
+export interface PaymentRow {
+  external_payment_request_id: string
+  provider: string
+  provider_payment_id: string
+  status: 'confirmed' | 'failed'
+  revision: string
+  currency: string
+  amount_minor: string
+  allocated_minor: string
+  unapplied_minor: string
+  external_receivable_id: string
+  decided_at: string
+}
+
+const COLUMNS = `external_payment_request_id, provider, provider_payment_id, status, revision, currency, amount_minor, allocated_minor,
+  unapplied_minor, external_receivable_id, decided_at`
+
+export async function findPayment(db: Queryable, clientCode: string, requestId: string): Promise<PaymentRow | undefined> {
+  return (
+    await db.query<PaymentRow>(`SELECT ${COLUMNS} FROM payments WHERE client_code = $1 AND external_payment_request_id = $2`, [
+      clientCode,
+      requestId,
+    ])
+  )[0]
+}
+
+export async function insertPayment(
+  tx: Tx,
+  clientCode: string,
+  p: {
+    requestId: string
+    receivableId: string
+    provider: string
+    providerPaymentId: string
+    status: 'confirmed' | 'failed'
+    currency: string
+    amountMinor: bigint
+    allocatedMinor: bigint
+    unappliedMinor: bigint
+    decidedAt: string
+  },
+): Promise<PaymentRow> {
+  const rows = await tx.query<PaymentRow>(
+    `INSERT INTO payments (client_code, external_payment_request_id, provider, provider_payment_id, status, revision, currency,
+                           amount_minor, allocated_minor, unapplied_minor, external_receivable_id, decided_at)
+     VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $8, $9, $10, $11)
+     RETURNING ${COLUMNS}`,
+    [
+      clientCode,
+      p.requestId,
+      p.provider,
+      p.providerPaymentId,
+      p.status,
+      p.currency,
+      p.amountMinor.toString(),
+      p.allocatedMinor.toString(),
+      p.unappliedMinor.toString(),
+      p.receivableId,
+      p.decidedAt,
+    ],
+  )
+  return rows[0] as PaymentRow
+}
+
+/**
+ * Allocates a confirmed Payment to its Receivable: at most the working amount (source minus confirmed
+ * unreconciled, never below zero) at this moment, read under the row lock so that two confirmations of
+ * different requests for one Receivable cannot both take the same working amount. Nothing changes when
+ * nothing is allocated. Returns what was allocated and, when something was, the Receivable's new revision.
+ */
+export async function allocateToReceivable(
+  tx: Tx,
+  clientCode: string,
+  receivableId: string,
+  amountMinor: bigint,
+  now: string,
+): Promise<{ allocatedMinor: bigint; revision: number | null }> {
+  const locked = await tx.query<{ source_amount_minor: string; confirmed_unreconciled_minor: string }>(
+    `SELECT source_amount_minor, confirmed_unreconciled_minor FROM receivables
+      WHERE client_code = $1 AND external_receivable_id = $2 FOR UPDATE`,
+    [clientCode, receivableId],
+  )
+  const row = locked[0]
+  if (!row) throw new Error(`Receivable ${receivableId} of a Payment request is missing`)
+  const working = BigInt(row.source_amount_minor) - BigInt(row.confirmed_unreconciled_minor)
+  const allocatedMinor = working <= 0n ? 0n : working < amountMinor ? working : amountMinor
+  if (allocatedMinor === 0n) return { allocatedMinor, revision: null }
+  const updated = await tx.query<{ revision: string }>(
+    `UPDATE receivables SET confirmed_unreconciled_minor = confirmed_unreconciled_minor + $3, revision = revision + 1, updated_at = $4
+      WHERE client_code = $1 AND external_receivable_id = $2 RETURNING revision`,
+    [clientCode, receivableId, allocatedMinor.toString(), now],
+  )
+  return { allocatedMinor, revision: Number(updated[0]?.revision) }
+}
+
+/** Receipt lines of this Payment that acknowledged money (state matched), in minor units. */
+export async function matchedMinor(db: Queryable, clientCode: string, requestId: string): Promise<bigint> {
+  const rows = await db.query<{ matched: string }>(
+    `SELECT COALESCE(sum(amount_minor), 0)::text AS matched FROM receipt_lines
+      WHERE client_code = $1 AND external_payment_request_id = $2 AND state = 'matched'`,
+    [clientCode, requestId],
+  )
+  return BigInt(rows[0]?.matched ?? '0')
+}
+
+/** Is a reconciliation of this Payment held (a difference not yet resolved)? */
+export async function hasHeldReconciliation(db: Queryable, clientCode: string, requestId: string): Promise<boolean> {
+  const rows = await db.query<{ held: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM payment_reconciliations
+                     WHERE client_code = $1 AND external_payment_request_id = $2 AND status = 'held') AS held`,
+    [clientCode, requestId],
+  )
+  return rows[0]?.held === true
+}
+
+export interface DeliveryAttemptRow {
+  attempt: number
+  route: string
+  outcome: string
+  attempted_at: string
+}
+
+export async function deliveryAttempts(db: Queryable, clientCode: string, requestId: string): Promise<DeliveryAttemptRow[]> {
+  return db.query<DeliveryAttemptRow>(
+    `SELECT attempt, route, outcome, attempted_at FROM receipt_delivery_attempts
+      WHERE client_code = $1 AND external_payment_request_id = $2 ORDER BY attempt`,
+    [clientCode, requestId],
+  )
+}

@@ -1,0 +1,283 @@
+import { canonicalJson } from '../../domain/canonical.ts'
+import { describeMoney, money, toMinor } from '../../domain/money.ts'
+import { type FieldError, Problem, unknownReferences } from '../../domain/problems.ts'
+import { type Clock, isoNow } from '../../domain/time.ts'
+import { lockIdentity } from '../../store/locks.ts'
+import type { Queryable, Store, Tx } from '../../store/store.ts'
+import { appendChange, receivablesChangedIn } from '../changes/store.ts'
+import { existingReceivables } from '../receivables/store.ts'
+import { holdSnapshot, recordHoldChanges, suspendInstructionsOf } from '../recovery/restrictions.ts'
+import { type LineState, ReconciliationResponse, type ReconciliationWrite, type ResolutionWrite } from './schema.ts'
+import {
+  acknowledgeReceipt,
+  findReconciledPayment,
+  findReconciliation,
+  heldReceivables,
+  insertHolds,
+  insertReconciliation,
+  matchedTotal,
+  type NewReceiptLine,
+  paymentRequestExists,
+  type ReconciledPaymentRow,
+  type ReconciliationRow,
+  receiptLines,
+  resolveReconciliation,
+  usedReceiptLineIds,
+} from './store.ts'
+
+/**
+ * Payment reconciliations (docs/decisions.md, "Payments", "Reconciliation"): Source receipt lines that
+ * acknowledge a confirmed Payment. Lines are judged in order against the Payment's allocation and the lines
+ * every earlier reconciliation of the Payment matched; matched lines move money from confirmed-unreconciled to
+ * receipt-acknowledged, and a line that differs holds the reconciliation and every Receivable it touches until
+ * a resolution releases this reconciliation's holds (and only them).
+ *
+ * Locks, always in this order so that concurrent writers cannot deadlock: the reconciliation's identity, the
+ * Payment request's identity, the Payment row (FOR UPDATE: the matched total is read under it, so two
+ * reconciliations of one Payment never match the same allocation twice), then the Receivables, sorted.
+ */
+export function createReconciliationService({ store, clock }: { store: Store; clock: Clock }) {
+  const notFound = (id: string) => new Problem('payment_reconciliation_not_found', `No Payment reconciliation ${id} for this client.`)
+
+  async function view(db: Queryable, clientCode: string, row: ReconciliationRow): Promise<ReconciliationResponse> {
+    const payment = (await findReconciledPayment(db, clientCode, row.external_payment_request_id)) as ReconciledPaymentRow
+    const lines = await receiptLines(db, clientCode, row.external_reconciliation_id)
+    const matched = await matchedTotal(db, clientCode, row.external_payment_request_id)
+    const allocated = BigInt(payment.allocated_minor)
+    const currency = payment.currency
+    const unmatched = allocated - matched
+    return ReconciliationResponse.parse({
+      externalReconciliationId: row.external_reconciliation_id,
+      externalPaymentRequestId: row.external_payment_request_id,
+      acceptedAt: row.accepted_at,
+      revision: Number(row.revision),
+      status: row.status,
+      paymentAmount: money(BigInt(payment.amount_minor), currency),
+      allocations: [
+        {
+          externalReceivableId: payment.external_receivable_id,
+          allocatedAmount: money(allocated, currency),
+          matchedAmount: money(matched, currency),
+          unmatchedAmount: money(unmatched, currency),
+        },
+      ],
+      lines: lines.map((l) => ({
+        externalReceiptLineId: l.external_receipt_line_id,
+        externalReceivableId: l.external_receivable_id,
+        amount: money(BigInt(l.amount_minor), l.currency),
+        state: l.state,
+      })),
+      unappliedAmount: money(BigInt(payment.unapplied_minor), currency),
+      unmatchedAmount: money(unmatched, currency),
+      resolution:
+        row.resolution && row.resolved_at
+          ? { basis: row.resolution.basis, reference: row.resolution.reference, resolvedAt: row.resolved_at }
+          : null,
+    })
+  }
+
+  async function create(tx: Tx, clientCode: string, id: string, body: ReconciliationWrite) {
+    await lockIdentity(tx, clientCode, 'payment_reconciliation', id)
+    const existing = await findReconciliation(tx, clientCode, id)
+    if (existing) {
+      if (canonicalJson(existing.body) === canonicalJson(body)) return { status: 200 as const, body: await view(tx, clientCode, existing) }
+      throw new Problem('payment_reconciliation_conflict', `Payment reconciliation ${id} was already accepted with a different body.`)
+    }
+
+    const requestId = body.externalPaymentRequestId
+    await lockIdentity(tx, clientCode, 'payment_request', requestId)
+    const known = await existingReceivables(
+      tx,
+      clientCode,
+      body.lines.map((l) => l.externalReceivableId),
+    )
+    const unknown = [
+      ...((await paymentRequestExists(tx, clientCode, requestId))
+        ? []
+        : [{ pointer: '/externalPaymentRequestId', what: `Payment request ${requestId}` }]),
+      ...body.lines.flatMap((l, i) =>
+        known.has(l.externalReceivableId)
+          ? []
+          : [{ pointer: `/lines/${i}/externalReceivableId`, what: `Receivable ${l.externalReceivableId}` }],
+      ),
+    ]
+    if (unknown.length > 0) throw unknownReferences(unknown)
+
+    const payment = await findReconciledPayment(tx, clientCode, requestId, { forUpdate: true })
+    if (payment?.status !== 'confirmed') {
+      throw new Problem(
+        'payment_not_confirmed',
+        payment
+          ? `The Payment of Payment request ${requestId} failed; there is nothing to reconcile.`
+          : `Payment request ${requestId} has no provider-confirmed Payment yet; there is nothing to reconcile.`,
+      )
+    }
+    const wrongCurrency: FieldError[] = body.lines.flatMap((l, i) =>
+      l.amount.currency === payment.currency
+        ? []
+        : [{ code: 'custom', detail: `must be ${payment.currency}, the Payment's currency`, pointer: `/lines/${i}/amount/currency` }],
+    )
+    if (wrongCurrency.length > 0) throw fieldProblems(wrongCurrency)
+    const used = await usedReceiptLineIds(
+      tx,
+      clientCode,
+      requestId,
+      body.lines.map((l) => l.externalReceiptLineId),
+    )
+    const reused: FieldError[] = body.lines.flatMap((l, i) =>
+      used.has(l.externalReceiptLineId)
+        ? [
+            {
+              code: 'custom',
+              detail: `receipt line ${l.externalReceiptLineId} was already reconciled for this Payment; a receipt line acknowledges money once`,
+              pointer: `/lines/${i}/externalReceiptLineId`,
+            },
+          ]
+        : [],
+    )
+    if (reused.length > 0) throw fieldProblems(reused)
+
+    const target = payment.external_receivable_id
+    const touched = [...new Set([target, ...body.lines.map((l) => l.externalReceivableId)])].sort()
+    for (const receivableId of touched) await lockIdentity(tx, clientCode, 'receivable', receivableId)
+
+    // Judge the lines in order against what every reconciliation of this Payment has matched so far.
+    const allocated = BigInt(payment.allocated_minor)
+    const matchedBefore = await matchedTotal(tx, clientCode, requestId)
+    let matched = matchedBefore
+    const lines: NewReceiptLine[] = body.lines.map((l) => {
+      const amountMinor = toMinor(l.amount.amount)
+      let state: LineState = 'differs'
+      if (l.externalReceivableId === target && matched + amountMinor <= allocated) {
+        matched += amountMinor
+        state = 'matched'
+      }
+      return {
+        externalReceiptLineId: l.externalReceiptLineId,
+        externalReceivableId: l.externalReceivableId,
+        currency: l.amount.currency,
+        amountMinor,
+        state,
+      }
+    })
+    const held = lines.some((l) => l.state === 'differs')
+    const affected = held
+      ? [...new Set([target, ...lines.filter((l) => l.state === 'differs').map((l) => l.externalReceivableId)])].sort()
+      : []
+
+    const now = isoNow(clock)
+    const before = await holdSnapshot(tx, clientCode, affected)
+    await insertReconciliation(tx, clientCode, id, { requestId, status: held ? 'held' : 'matched', body, lines, now })
+    const acknowledged = matched - matchedBefore
+    if (acknowledged > 0n) {
+      const revision = await acknowledgeReceipt(tx, clientCode, target, acknowledged, now)
+      appendChange(tx, clientCode, {
+        type: 'receivable.updated',
+        resourceType: 'receivable',
+        resourceId: target,
+        revision,
+        occurredAt: now,
+      })
+    }
+    if (held) {
+      await insertHolds(tx, clientCode, id, affected, now)
+      // Recovery stops on every affected Receivable and never resumes by itself: a new instruction revision is needed.
+      await suspendInstructionsOf(tx, clientCode, affected, now, 'reconciliation_held')
+      // One revision per Receivable per transaction: the one that already moved money carries its hold change.
+      await recordHoldChanges(tx, clientCode, before, now, receivablesChangedIn(tx, clientCode))
+    }
+    appendChange(tx, clientCode, {
+      type: held ? 'payment_reconciliation.held' : 'payment_reconciliation.matched',
+      resourceType: 'payment_reconciliation',
+      resourceId: id,
+      revision: 1,
+      occurredAt: now,
+    })
+    const row = (await findReconciliation(tx, clientCode, id)) as ReconciliationRow
+    return { status: 201 as const, body: await view(tx, clientCode, row) }
+  }
+
+  async function resolve(tx: Tx, clientCode: string, id: string, resolution: ResolutionWrite) {
+    await lockIdentity(tx, clientCode, 'payment_reconciliation', id)
+    const row = await findReconciliation(tx, clientCode, id, { forUpdate: true })
+    if (!row) throw notFound(id)
+    if (row.status === 'matched') {
+      throw new Problem('reconciliation_not_held', `Payment reconciliation ${id} is matched: it holds no difference to resolve.`)
+    }
+    if (row.status === 'resolved') {
+      if (canonicalJson(row.resolution) === canonicalJson(resolution))
+        return { status: 200 as const, body: await view(tx, clientCode, row) }
+      throw new Problem(
+        'reconciliation_not_held',
+        `Payment reconciliation ${id} was already resolved with another resolution; it holds no difference now.`,
+      )
+    }
+
+    const requestId = row.external_payment_request_id
+    await lockIdentity(tx, clientCode, 'payment_request', requestId)
+    const payment = (await findReconciledPayment(tx, clientCode, requestId, { forUpdate: true })) as ReconciledPaymentRow
+    const holding = await heldReceivables(tx, clientCode, id)
+    if (resolution.basis === 'matching_evidence') {
+      const allocated = BigInt(payment.allocated_minor)
+      const matched = await matchedTotal(tx, clientCode, requestId)
+      // The Payment allocates to one Receivable; another Receivable a differing line named has no allocation
+      // from it, so nothing can be missing there.
+      if (holding.includes(payment.external_receivable_id) && matched !== allocated) {
+        const c = payment.currency
+        throw new Problem(
+          'matching_evidence_incomplete',
+          `Matched receipt lines do not yet account for the full allocation: Receivable ${payment.external_receivable_id} has ${describeMoney(allocated, c)} allocated, ${describeMoney(matched, c)} matched, ${describeMoney(allocated - matched, c)} unmatched.`,
+          {
+            extensions: {
+              unmatched: [
+                {
+                  externalReceivableId: payment.external_receivable_id,
+                  allocatedAmount: money(allocated, c),
+                  matchedAmount: money(matched, c),
+                  unmatchedAmount: money(allocated - matched, c),
+                },
+              ],
+            },
+          },
+        )
+      }
+    }
+    for (const receivableId of holding) await lockIdentity(tx, clientCode, 'receivable', receivableId)
+    const now = isoNow(clock)
+    const before = await holdSnapshot(tx, clientCode, holding)
+    const revision = await resolveReconciliation(tx, clientCode, id, resolution, now)
+    // Releasing holds never resumes an instruction: recovery needs a new instruction revision.
+    await recordHoldChanges(tx, clientCode, before, now, receivablesChangedIn(tx, clientCode))
+    appendChange(tx, clientCode, {
+      type: 'payment_reconciliation.resolved',
+      resourceType: 'payment_reconciliation',
+      resourceId: id,
+      revision,
+      occurredAt: now,
+    })
+    const resolved = (await findReconciliation(tx, clientCode, id)) as ReconciliationRow
+    return { status: 200 as const, body: await view(tx, clientCode, resolved) }
+  }
+
+  return {
+    put(clientCode: string, id: string, body: ReconciliationWrite) {
+      return store.transaction((tx) => create(tx, clientCode, id, body))
+    },
+    resolve(clientCode: string, id: string, body: ResolutionWrite) {
+      return store.transaction((tx) => resolve(tx, clientCode, id, body))
+    },
+    async get(clientCode: string, id: string) {
+      const row = await findReconciliation(store, clientCode, id)
+      if (!row) throw notFound(id)
+      return view(store, clientCode, row)
+    },
+  }
+}
+
+/** A 422 listing several field errors at once (every line with the same fault). */
+function fieldProblems(errors: FieldError[]): Problem {
+  const first = errors[0] as FieldError
+  return new Problem('validation_error', `${first.pointer}: ${first.detail}`, { errors })
+}
+
+export type ReconciliationService = ReturnType<typeof createReconciliationService>

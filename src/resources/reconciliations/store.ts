@@ -1,0 +1,210 @@
+import type { Queryable, Tx } from '../../store/store.ts'
+import type { LineState, ReconciliationStatus, ReconciliationWrite, ResolutionWrite } from './schema.ts'
+
+export interface ReconciliationRow {
+  external_reconciliation_id: string
+  external_payment_request_id: string
+  revision: string
+  status: ReconciliationStatus
+  body: ReconciliationWrite
+  resolution: ResolutionWrite | null
+  accepted_at: string
+  resolved_at: string | null
+}
+
+export interface ReceiptLineRow {
+  external_receipt_line_id: string
+  external_receivable_id: string
+  currency: string
+  amount_minor: string
+  state: LineState
+}
+
+/** The Payment a reconciliation acknowledges: only what the reconciliation reads of it. */
+export interface ReconciledPaymentRow {
+  status: 'confirmed' | 'failed'
+  currency: string
+  amount_minor: string
+  allocated_minor: string
+  unapplied_minor: string
+  external_receivable_id: string
+}
+
+const COLUMNS = `external_reconciliation_id, external_payment_request_id, revision, status, body, resolution, accepted_at, resolved_at`
+
+export async function findReconciliation(
+  db: Queryable,
+  clientCode: string,
+  id: string,
+  opts: { forUpdate?: boolean } = {},
+): Promise<ReconciliationRow | undefined> {
+  return (
+    await db.query<ReconciliationRow>(
+      `SELECT ${COLUMNS} FROM payment_reconciliations WHERE client_code = $1 AND external_reconciliation_id = $2${opts.forUpdate ? ' FOR UPDATE' : ''}`,
+      [clientCode, id],
+    )
+  )[0]
+}
+
+export async function receiptLines(db: Queryable, clientCode: string, id: string): Promise<ReceiptLineRow[]> {
+  return db.query<ReceiptLineRow>(
+    `SELECT external_receipt_line_id, external_receivable_id, currency, amount_minor, state FROM receipt_lines
+      WHERE client_code = $1 AND external_reconciliation_id = $2 ORDER BY position`,
+    [clientCode, id],
+  )
+}
+
+/**
+ * The Payment of a request. `forUpdate` row-locks it to the end of the transaction: every reconciliation of
+ * one Payment takes this lock before it reads the matched total, so a second one waits for the first and
+ * sees its matched lines (the allocation can never be matched twice).
+ */
+export async function findReconciledPayment(
+  db: Queryable,
+  clientCode: string,
+  requestId: string,
+  opts: { forUpdate?: boolean } = {},
+): Promise<ReconciledPaymentRow | undefined> {
+  return (
+    await db.query<ReconciledPaymentRow>(
+      `SELECT status, currency, amount_minor, allocated_minor, unapplied_minor, external_receivable_id FROM payments
+        WHERE client_code = $1 AND external_payment_request_id = $2${opts.forUpdate ? ' FOR UPDATE' : ''}`,
+      [clientCode, requestId],
+    )
+  )[0]
+}
+
+export async function paymentRequestExists(db: Queryable, clientCode: string, requestId: string): Promise<boolean> {
+  const rows = await db.query<{ one: number }>(
+    'SELECT 1 AS one FROM payment_requests WHERE client_code = $1 AND external_payment_request_id = $2',
+    [clientCode, requestId],
+  )
+  return rows.length > 0
+}
+
+/** Matched receipt lines of every reconciliation of this Payment, in minor units. */
+export async function matchedTotal(db: Queryable, clientCode: string, requestId: string): Promise<bigint> {
+  const rows = await db.query<{ matched: string }>(
+    `SELECT COALESCE(sum(amount_minor), 0)::text AS matched FROM receipt_lines
+      WHERE client_code = $1 AND external_payment_request_id = $2 AND state = 'matched'`,
+    [clientCode, requestId],
+  )
+  return BigInt(rows[0]?.matched ?? '0')
+}
+
+/** Which of these receipt line ids earlier reconciliations of this Payment already used. */
+export async function usedReceiptLineIds(
+  db: Queryable,
+  clientCode: string,
+  requestId: string,
+  lineIds: readonly string[],
+): Promise<Set<string>> {
+  const rows = await db.query<{ external_receipt_line_id: string }>(
+    `SELECT external_receipt_line_id FROM receipt_lines
+      WHERE client_code = $1 AND external_payment_request_id = $2 AND external_receipt_line_id = ANY($3::text[])`,
+    [clientCode, requestId, lineIds],
+  )
+  return new Set(rows.map((r) => r.external_receipt_line_id))
+}
+
+export interface NewReceiptLine {
+  externalReceiptLineId: string
+  externalReceivableId: string
+  currency: string
+  amountMinor: bigint
+  state: LineState
+}
+
+/** The reconciliation and its lines as received (original figures), the lines in one statement. */
+export async function insertReconciliation(
+  tx: Tx,
+  clientCode: string,
+  id: string,
+  r: { requestId: string; status: ReconciliationStatus; body: ReconciliationWrite; lines: readonly NewReceiptLine[]; now: string },
+): Promise<void> {
+  await tx.query(
+    `INSERT INTO payment_reconciliations (client_code, external_reconciliation_id, external_payment_request_id, revision, status, body,
+                                          accepted_at, updated_at)
+     VALUES ($1, $2, $3, 1, $4, $5, $6, $6)`,
+    [clientCode, id, r.requestId, r.status, JSON.stringify(r.body), r.now],
+  )
+  await tx.query(
+    `INSERT INTO receipt_lines (client_code, external_reconciliation_id, position, external_payment_request_id, external_receipt_line_id,
+                                external_receivable_id, currency, amount_minor, state)
+     SELECT $1, $2, x.position, $3, x.line, x.receivable, x.currency, x.amount, x.state
+       FROM unnest($4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[]) WITH ORDINALITY AS x(line, receivable, currency, amount, state, position)`,
+    [
+      clientCode,
+      id,
+      r.requestId,
+      r.lines.map((l) => l.externalReceiptLineId),
+      r.lines.map((l) => l.externalReceivableId),
+      r.lines.map((l) => l.currency),
+      r.lines.map((l) => l.amountMinor.toString()),
+      r.lines.map((l) => l.state),
+    ],
+  )
+}
+
+/**
+ * Matched lines acknowledge money: the amount moves from confirmed-unreconciled to receipt-acknowledged
+ * (the working amount does not change), with a new Receivable revision. Returns that revision.
+ */
+export async function acknowledgeReceipt(
+  tx: Tx,
+  clientCode: string,
+  receivableId: string,
+  amountMinor: bigint,
+  now: string,
+): Promise<number> {
+  const rows = await tx.query<{ revision: string }>(
+    `UPDATE receivables
+        SET confirmed_unreconciled_minor = confirmed_unreconciled_minor - $3,
+            receipt_acknowledged_minor = receipt_acknowledged_minor + $3,
+            revision = revision + 1, updated_at = $4
+      WHERE client_code = $1 AND external_receivable_id = $2
+      RETURNING revision`,
+    [clientCode, receivableId, amountMinor.toString(), now],
+  )
+  return Number(rows[0]?.revision)
+}
+
+export async function insertHolds(tx: Tx, clientCode: string, id: string, receivableIds: readonly string[], now: string): Promise<void> {
+  await tx.query(
+    `INSERT INTO reconciliation_holds (client_code, external_reconciliation_id, external_receivable_id, held_at)
+     SELECT $1, $2, r, $4 FROM unnest($3::text[]) AS x(r)`,
+    [clientCode, id, receivableIds, now],
+  )
+}
+
+/** The Receivables this reconciliation holds now (its unreleased holds), sorted. */
+export async function heldReceivables(db: Queryable, clientCode: string, id: string): Promise<string[]> {
+  const rows = await db.query<{ external_receivable_id: string }>(
+    `SELECT external_receivable_id FROM reconciliation_holds
+      WHERE client_code = $1 AND external_reconciliation_id = $2 AND released_at IS NULL ORDER BY 1`,
+    [clientCode, id],
+  )
+  return rows.map((r) => r.external_receivable_id)
+}
+
+/** A resolution: only this reconciliation's holds are released; its lines stay as received. */
+export async function resolveReconciliation(
+  tx: Tx,
+  clientCode: string,
+  id: string,
+  resolution: ResolutionWrite,
+  now: string,
+): Promise<number> {
+  await tx.query(
+    `UPDATE reconciliation_holds SET released_at = $3
+      WHERE client_code = $1 AND external_reconciliation_id = $2 AND released_at IS NULL`,
+    [clientCode, id, now],
+  )
+  const rows = await tx.query<{ revision: string }>(
+    `UPDATE payment_reconciliations SET status = 'resolved', revision = revision + 1, resolution = $3, resolved_at = $4, updated_at = $4
+      WHERE client_code = $1 AND external_reconciliation_id = $2
+      RETURNING revision`,
+    [clientCode, id, JSON.stringify(resolution), now],
+  )
+  return Number(rows[0]?.revision)
+}

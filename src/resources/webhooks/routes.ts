@@ -1,0 +1,130 @@
+import { defineRoute, type RouteDef } from '../../http/route.ts'
+import {
+  DeliveriesQuery,
+  DeliveryParams,
+  ReplayBody,
+  ReplayResult,
+  WebhookDelivery,
+  WebhookDeliveryPage,
+  WebhookEndpoint,
+  WebhookEndpointParams,
+  WebhookEndpointPut,
+  WebhookEndpointWithSecret,
+} from './schema.ts'
+import type { WebhookService } from './service.ts'
+
+const path = '/v1/clients/:clientCode/webhook-endpoint'
+const auth = { kind: 'api_key', scopes: ['webhooks:manage'] } as const
+const tags = ['Webhooks']
+
+export function webhookRoutes(webhooks: WebhookService): RouteDef[] {
+  return [
+    defineRoute({
+      method: 'PUT',
+      path,
+      operationId: 'putWebhookEndpoint',
+      summary: "Configure this Integration's webhook endpoint for the client",
+      description:
+        'One endpoint per Integration per Client. The first call answers 201 with `signingSecret` (shown once); later calls change the URL and answer 200 without it. A PUT re-enables a disabled endpoint; notifications then cover changes committed after it. The URL must be `https` on port 443 with a public DNS name that resolves only to public addresses, with no credentials and no fragment.',
+      tags,
+      auth,
+      params: WebhookEndpointParams,
+      body: { schema: WebhookEndpointPut, mediaType: 'application/json' },
+      responses: {
+        201: { schema: WebhookEndpointWithSecret, description: 'Configured; the signing secret is shown this once' },
+        200: { schema: WebhookEndpoint, description: 'Reconfigured (and re-enabled if it was disabled)' },
+      },
+      problems: ['webhook_destination_unsafe'],
+      public: true,
+      handler: async ({ grant, body }) => webhooks.put(grant, body.url),
+    }),
+    defineRoute({
+      method: 'GET',
+      path,
+      operationId: 'getWebhookEndpoint',
+      summary: "Read this Integration's webhook endpoint",
+      tags,
+      auth,
+      params: WebhookEndpointParams,
+      responses: { 200: { schema: WebhookEndpoint, description: 'The endpoint (never its secret)' } },
+      problems: ['webhook_endpoint_not_found'],
+      public: true,
+      handler: async ({ grant }) => ({ status: 200, body: await webhooks.get(grant) }),
+    }),
+    defineRoute({
+      method: 'POST',
+      path: `${path}/rotate-secret`,
+      operationId: 'rotateWebhookSecret',
+      summary: 'Issue a new signing secret',
+      description:
+        'Returns the new secret once. For 24 hours every notification carries two `v1` signatures, one with the new secret and one with the previous.',
+      tags,
+      auth,
+      params: WebhookEndpointParams,
+      responses: { 200: { schema: WebhookEndpointWithSecret, description: 'The new secret, shown this once' } },
+      problems: ['webhook_endpoint_not_found'],
+      public: true,
+      handler: async ({ grant }) => ({ status: 200, body: await webhooks.rotateSecret(grant) }),
+    }),
+    defineRoute({
+      method: 'POST',
+      path: `${path}/disable`,
+      operationId: 'disableWebhookEndpoint',
+      summary: 'Stop delivery',
+      description: 'Nothing is sent while disabled (pending deliveries wait). A PUT enables it again.',
+      tags,
+      auth,
+      params: WebhookEndpointParams,
+      responses: { 200: { schema: WebhookEndpoint, description: 'Disabled' } },
+      problems: ['webhook_endpoint_not_found'],
+      public: true,
+      handler: async ({ grant }) => ({ status: 200, body: await webhooks.disable(grant) }),
+    }),
+    defineRoute({
+      method: 'GET',
+      path: `${path}/deliveries`,
+      operationId: 'listWebhookDeliveries',
+      summary: 'The delivery log (our extension)',
+      description:
+        'Each delivery with its attempts (time, HTTP status or error class, duration; never the URL, secret or signature), newest event first. Kept 30 days.',
+      tags,
+      auth,
+      params: WebhookEndpointParams,
+      query: DeliveriesQuery,
+      responses: { 200: { schema: WebhookDeliveryPage, description: 'A page of deliveries' } },
+      problems: ['webhook_endpoint_not_found'],
+      public: true,
+      handler: async ({ grant, query }) => ({ status: 200, body: await webhooks.deliveries(grant, query) }),
+    }),
+    defineRoute({
+      method: 'POST',
+      path: `${path}/deliveries/:deliveryId/retry`,
+      operationId: 'retryWebhookDelivery',
+      summary: 'Send one delivery again now (our extension)',
+      description: 'Queues the delivery, due now, with a new round of the retry schedule. The worker sends it on its next run.',
+      tags,
+      auth,
+      params: DeliveryParams,
+      responses: { 202: { schema: WebhookDelivery, description: 'Queued' } },
+      problems: ['webhook_endpoint_not_found', 'webhook_delivery_not_found', 'webhook_endpoint_disabled'],
+      public: true,
+      handler: async ({ grant, params }) => ({ status: 202, body: await webhooks.retry(grant, params.deliveryId) }),
+    }),
+    defineRoute({
+      method: 'POST',
+      path: `${path}/replay`,
+      operationId: 'replayWebhookNotifications',
+      summary: 'Queue again every notification after a change-feed cursor (our extension)',
+      description:
+        'Every change-feed event after `after` that the grant may read, up to what the worker has already turned into deliveries, is queued again, due now; events without a delivery (committed while the endpoint was disabled, or before it was configured) get one.',
+      tags,
+      auth,
+      params: WebhookEndpointParams,
+      body: { schema: ReplayBody, mediaType: 'application/json' },
+      responses: { 202: { schema: ReplayResult, description: 'Queued' } },
+      problems: ['webhook_endpoint_not_found', 'webhook_endpoint_disabled', 'cursor_expired'],
+      public: true,
+      handler: async ({ grant, body }) => ({ status: 202, body: await webhooks.replay(grant, body.after) }),
+    }),
+  ]
+}

@@ -1,0 +1,117 @@
+import { z } from 'zod'
+import { Timestamp } from '../../domain/time.ts'
+import { ClientParams, ListQuery, listResponse } from '../../http/common-schemas.ts'
+import { CHANGE_TYPES, RESOURCE_TYPES } from '../changes/store.ts'
+
+export const WebhookEndpointParams = ClientParams
+
+export const WebhookEndpointPut = z
+  .strictObject({
+    url: z.string().min(1).max(2048).describe('`https` on port 443 with a public DNS name, no credentials, no fragment.'),
+  })
+  .meta({ id: 'WebhookEndpointPut', examples: [{ url: 'https://hooks.acme-lending.com/irs' }] })
+
+const endpointFields = {
+  url: z.string(),
+  status: z.enum(['enabled', 'disabled']),
+  disabledReason: z
+    .enum(['grant_revoked', 'destination_unsafe'])
+    .nullable()
+    .describe('Why the service disabled the endpoint; null while enabled, and after `POST .../disable`.'),
+  secretVersion: z.number().int().min(1).describe('1 for the first secret, +1 on each rotation.'),
+}
+
+const endpointExample = {
+  url: 'https://hooks.acme-lending.com/irs',
+  status: 'enabled',
+  disabledReason: null,
+  secretVersion: 1,
+} as const
+
+export const WebhookEndpoint = z.object(endpointFields).meta({ id: 'WebhookEndpoint', examples: [endpointExample] })
+
+export const WebhookEndpointWithSecret = z
+  .object({
+    ...endpointFields,
+    signingSecret: z.string().describe('Shown once: store it now. Sign-checks use the whole string as the HMAC key.'),
+  })
+  .meta({
+    id: 'WebhookEndpointWithSecret',
+    examples: [{ ...endpointExample, signingSecret: 'whsec_3q2-7wAbCdEfGhIjKlMnOpQrStUvWxYz0123456789A' }],
+  })
+
+export const DeliveryParams = ClientParams.extend({
+  deliveryId: z.string().regex(/^[A-Za-z0-9_-]{1,128}$/, 'must be a deliveryId from the delivery log'),
+})
+
+export const DeliveriesQuery = ListQuery.extend({
+  eventId: z.string().uuid().optional().describe('Only the delivery of this change-feed event.'),
+})
+
+const AttemptView = z
+  .object({
+    attempt: z.number().int().min(1),
+    attemptedAt: Timestamp,
+    durationMs: z.number().int().min(0),
+    httpStatus: z.number().int().nullable().describe('The receiver’s status; null when no response came.'),
+    errorClass: z
+      .enum(['http_status', 'redirect', 'timeout', 'connection_refused', 'connection_error', 'tls_error', 'dns_error'])
+      .nullable()
+      .describe('Why the attempt failed; null when it succeeded.'),
+  })
+  .meta({ id: 'WebhookAttempt' })
+
+const deliveryExample = {
+  deliveryId: 'dlv_5d0c2b7e9a7d4c4f8b9e0a1b2c3d4e5f',
+  eventId: '6e5d4c3b-2a19-4f08-9e7d-6c5b4a392817',
+  type: 'receivable.updated',
+  resource: { type: 'receivable', id: 'rcv-demo-1' },
+  revision: 2,
+  occurredAt: '2026-01-31T09:30:00.112Z',
+  status: 'delivered',
+  attemptCount: 2,
+  nextAttemptAt: null,
+  lastError: null,
+  createdAt: '2026-01-31T09:30:01.000Z',
+  completedAt: '2026-01-31T09:31:02.310Z',
+  attempts: [
+    { attempt: 1, attemptedAt: '2026-01-31T09:30:01.020Z', durationMs: 5001, httpStatus: null, errorClass: 'timeout' },
+    { attempt: 2, attemptedAt: '2026-01-31T09:31:02.250Z', durationMs: 60, httpStatus: 204, errorClass: null },
+  ],
+} as const
+
+export const WebhookDelivery = z
+  .object({
+    deliveryId: z.string(),
+    eventId: z.string().uuid(),
+    type: z.enum(CHANGE_TYPES),
+    resource: z.object({ type: z.enum(RESOURCE_TYPES), id: z.string() }),
+    revision: z.number().int(),
+    occurredAt: Timestamp,
+    status: z
+      .enum(['pending', 'delivered', 'abandoned', 'skipped'])
+      .describe('`skipped`: the grant could no longer read the resource type, so nothing was sent.'),
+    attemptCount: z.number().int().min(0),
+    nextAttemptAt: Timestamp.nullable(),
+    lastError: z.string().nullable(),
+    createdAt: Timestamp,
+    completedAt: Timestamp.nullable(),
+    attempts: z.array(AttemptView),
+  })
+  .meta({ id: 'WebhookDelivery', examples: [deliveryExample] })
+export type WebhookDelivery = z.output<typeof WebhookDelivery>
+
+export const WebhookDeliveryPage = listResponse(WebhookDelivery, 'WebhookDeliveryPage')
+
+export const ReplayBody = z
+  .strictObject({
+    after: z
+      .string()
+      .regex(/^[A-Za-z0-9_-]{1,200}$/, 'must be a change-feed cursor')
+      .describe('A change-feed cursor (`nextCursor` of `GET /changes`): every notification after it is queued again.'),
+  })
+  .meta({ id: 'WebhookReplay', examples: [{ after: 'eyJzIjoiMiJ9' }] })
+
+export const ReplayResult = z
+  .object({ queued: z.number().int().min(0).describe('Deliveries queued, each due now.') })
+  .meta({ id: 'WebhookReplayResult', examples: [{ queued: 12 }] })

@@ -1,0 +1,68 @@
+import type { Clock } from '../domain/time.ts'
+import { appendChange } from '../resources/changes/store.ts'
+import { expireDue } from '../resources/payment-requests/store.ts'
+import type { Store } from '../store/store.ts'
+
+/**
+ * The expiry sweeper: flips open Payment requests past `expiresAt` to `expired`, each with revision + 1 and
+ * a `payment_request.expired` event in the same transaction. Work is claimed in bounded chunks with
+ * FOR UPDATE SKIP LOCKED (payment-requests/store.ts, expireDue), one transaction per chunk, so several
+ * instances can sweep at once without waiting on each other or expiring a request twice, and no
+ * transaction grows with the size of the backlog. A read or confirmation that meets an expiry first
+ * records it itself (payments/service.ts, recordExpiryIfDue): the sweeper only makes sure the feed hears of
+ * requests nobody looks at.
+ */
+export const PAYMENT_EXPIRY_SWEEP_MS = 30_000
+export const PAYMENT_EXPIRY_CHUNK = 500
+
+/** Sweeps until no due request is left (or `maxChunks` chunks ran); returns how many it expired. */
+export async function sweepExpiredPaymentRequests(
+  store: Store,
+  clock: Clock,
+  opts: { chunk?: number; maxChunks?: number } = {},
+): Promise<number> {
+  const chunk = opts.chunk ?? PAYMENT_EXPIRY_CHUNK
+  const maxChunks = opts.maxChunks ?? 100
+  let total = 0
+  for (let i = 0; i < maxChunks; i++) {
+    const expired = await store.transaction(async (tx) => {
+      const now = clock.now().toISOString()
+      const rows = await expireDue(tx, now, chunk)
+      for (const r of rows) {
+        appendChange(tx, r.client_code, {
+          type: 'payment_request.expired',
+          resourceType: 'payment_request',
+          resourceId: r.id,
+          revision: r.revision,
+          occurredAt: now,
+        })
+      }
+      return rows.length
+    })
+    total += expired
+    if (expired < chunk) break
+  }
+  return total
+}
+
+/** Runs the sweeper every `everyMs` (30 s); returns the function that stops it. */
+export function startPaymentExpiryWorker(
+  store: Store,
+  clock: Clock,
+  onError: (err: unknown) => void,
+  everyMs = PAYMENT_EXPIRY_SWEEP_MS,
+): () => void {
+  let running = false
+  const timer = setInterval(() => {
+    // One sweep at a time in this process; a slow sweep is not overlapped by the next tick.
+    if (running) return
+    running = true
+    sweepExpiredPaymentRequests(store, clock)
+      .catch(onError)
+      .finally(() => {
+        running = false
+      })
+  }, everyMs)
+  timer.unref()
+  return () => clearInterval(timer)
+}

@@ -1,0 +1,357 @@
+import { randomUUID } from 'node:crypto'
+import { type Agent, request } from 'undici'
+import { type Clock, isoNow } from '../domain/time.ts'
+import { loadActiveGrant } from '../http/auth.ts'
+import {
+  ATTEMPT_TIMEOUT_MS,
+  type Destination,
+  parseDestination,
+  pinnedAgent,
+  ResolutionError,
+  type Resolver,
+  resolveDestination,
+  UnsafeDestinationError,
+} from '../http/destination.ts'
+import { decryptSecret, signatureHeader } from '../resources/webhooks/secrets.ts'
+import { readableTypes, secretAad } from '../resources/webhooks/service.ts'
+import {
+  type AttemptOutcome,
+  auditEndpoint,
+  claimDeliveries,
+  completeAttempts,
+  type DeliveryRow,
+  deriveDeliveries,
+  disableEndpoint,
+  dueEndpoints,
+  type EndpointRow,
+  findEndpoint,
+  lockEnabledEndpoints,
+  releaseDeliveries,
+  skipDeliveries,
+} from '../resources/webhooks/store.ts'
+import type { Store, Tx } from '../store/store.ts'
+
+/**
+ * The webhook dispatcher. Guarantees:
+ * - The change feed is the source: each run first turns feed events committed after an endpoint's scanned
+ *   sequence into deliveries (webhooks/store.ts deriveDeliveries), in the store, so a committed change is
+ *   never missed and an uncommitted one never sent.
+ * - Shared by instances: an endpoint's due deliveries are claimed as leases (UPDATE ... FOR UPDATE SKIP
+ *   LOCKED, a token per claim); outcomes are written only under that token, so a worker whose lease
+ *   expired changes nothing. A worker killed mid-delivery leaves its lease to expire; another instance then
+ *   sends again: at least once, never lost.
+ * - At most `perEndpoint` (10) notifications per endpoint per run; a run every `intervalMs`.
+ * - Before every attempt: the grant is re-read (revoked: the endpoint is disabled `grant_revoked`, nothing
+ *   sent; a resource type it may no longer read: that delivery is `skipped`), the URL is checked again and
+ *   its name resolved again (a non-public address: disabled `destination_unsafe`, nothing sent), and the
+ *   connection goes to the checked address (pinnedAgent).
+ * - Each attempt: 5 s for everything, no redirects (a 3xx is a failure), the response body discarded after
+ *   at most 64 KiB, a bounded number of sockets per destination and of endpoints served at once.
+ * - Failures are retried on `retryScheduleMs` (1m, 5m, 30m, 2h, 6h, 12h, 24h: 8 attempts), then abandoned.
+ */
+export interface WebhookDispatcherOptions {
+  store: Store
+  clock: Clock
+  resolver: Resolver
+  allowLoopback: boolean
+  secretKey: () => Promise<Buffer>
+  intervalMs: number
+  retryScheduleMs: readonly number[]
+  timeoutMs?: number
+  perEndpoint?: number
+  /** Endpoints served at once. */
+  concurrency?: number
+  /** Sockets per destination address. */
+  connectionsPerDestination?: number
+  onError?: (err: unknown) => void
+}
+
+const USER_AGENT = 'InboundReceivablesService-Webhooks/1'
+const MAX_AGENTS = 256
+
+export function createWebhookDispatcher(opts: WebhookDispatcherOptions) {
+  const { store, clock, resolver, allowLoopback, retryScheduleMs } = opts
+  const timeoutMs = opts.timeoutMs ?? ATTEMPT_TIMEOUT_MS
+  const perEndpoint = opts.perEndpoint ?? 10
+  const concurrency = opts.concurrency ?? 16
+  const connections = opts.connectionsPerDestination ?? 10
+  // A lease outlives the slowest group of attempts (all under the timeout) by a wide margin.
+  const leaseMs = timeoutMs * 4
+  const agents = new Map<string, Agent>()
+  let timer: NodeJS.Timeout | undefined
+  let running: Promise<unknown> | undefined
+  let stopped = true
+
+  function agentFor(dest: Destination, address: { address: string; family: 4 | 6 }): Agent {
+    const key = `${dest.url.origin}|${address.address}`
+    let agent = agents.get(key)
+    if (!agent) {
+      if (agents.size >= MAX_AGENTS) {
+        const [oldestKey, oldest] = agents.entries().next().value as [string, Agent]
+        agents.delete(oldestKey)
+        void oldest.close().catch(() => {})
+      }
+      agent = pinnedAgent(address, { connections, timeoutMs })
+      agents.set(key, agent)
+    }
+    return agent
+  }
+
+  const nowIso = () => isoNow(clock)
+
+  /** Every enabled endpoint, in chunks of 100 (one transaction each), up to 1,000 feed events each per run. */
+  async function derive(): Promise<void> {
+    let after: { clientCode: string; integrationId: string } | null = null
+    for (;;) {
+      after = await deriveChunk(after)
+      if (!after) return
+    }
+  }
+
+  async function deriveChunk(after: { clientCode: string; integrationId: string } | null) {
+    return store.transaction(async (tx) => {
+      const now = nowIso()
+      const chunk = await lockEnabledEndpoints(tx, after, 100)
+      for (const e of chunk) {
+        if (e.grant_status !== 'active') {
+          // Revoked without the admin hook having run (another path, an older instance): nothing is derived.
+          const endpoint = await findEndpoint(tx, e.client_code, e.integration_id)
+          if (endpoint) await disableIn(tx, endpoint, 'grant_revoked', now)
+          continue
+        }
+        await deriveDeliveries(tx, {
+          clientCode: e.client_code,
+          integrationId: e.integration_id,
+          afterSeq: e.scanned_seq,
+          types: readableTypes(new Set(e.scopes ?? [])),
+          limit: 1000,
+          now,
+        })
+      }
+      const last = chunk.at(-1)
+      return last ? { clientCode: last.client_code, integrationId: last.integration_id } : null
+    })
+  }
+
+  async function disable(endpoint: EndpointRow, reason: 'grant_revoked' | 'destination_unsafe') {
+    await store.transaction((tx) => disableIn(tx, endpoint, reason, nowIso()))
+  }
+
+  async function disableIn(tx: Tx, endpoint: EndpointRow, reason: 'grant_revoked' | 'destination_unsafe', now: string) {
+    if (!(await disableEndpoint(tx, endpoint.client_code, endpoint.integration_id, reason, now))) return
+    await auditEndpoint(tx, {
+      clientCode: endpoint.client_code,
+      integrationId: endpoint.integration_id,
+      actor: 'service',
+      action: 'webhook_endpoint.disabled',
+      details: {
+        integrationId: endpoint.integration_id,
+        status: 'disabled',
+        disabledReason: reason,
+        secretVersion: endpoint.secret_version,
+      },
+      change: { url: endpoint.url, status: 'disabled', disabledReason: reason, secretVersion: endpoint.secret_version },
+      now,
+    })
+  }
+
+  function errorClass(err: unknown): NonNullable<AttemptOutcome['errorClass']> {
+    const e = err as { name?: string; code?: string; cause?: { code?: string } }
+    const code = e.code ?? e.cause?.code ?? ''
+    if (e.name === 'TimeoutError' || e.name === 'AbortError' || /TIMEOUT/.test(code)) return 'timeout'
+    if (code === 'ECONNREFUSED') return 'connection_refused'
+    if (/CERT|TLS|SSL|SELF_SIGNED|UNABLE_TO_VERIFY/.test(code)) return 'tls_error'
+    return 'connection_error'
+  }
+
+  /** One attempt: the outcome, never thrown. */
+  async function attempt(dest: Destination, d: DeliveryRow, endpoint: EndpointRow, secrets: string[]): Promise<AttemptOutcome | 'unsafe'> {
+    const attemptedAt = nowIso()
+    const started = performance.now()
+    const n = d.round_attempts + 1
+    const failed = (errorClass: NonNullable<AttemptOutcome['errorClass']>, httpStatus: number | null): AttemptOutcome => {
+      const abandon = n > retryScheduleMs.length
+      return {
+        deliveryId: d.delivery_id,
+        status: abandon ? 'abandoned' : 'pending',
+        nextAttemptAt: abandon ? null : new Date(clock.now().getTime() + (retryScheduleMs[n - 1] as number)).toISOString(),
+        lastError: httpStatus === null ? errorClass : `${errorClass} ${httpStatus}`,
+        attemptedAt,
+        durationMs: Math.round(performance.now() - started),
+        httpStatus,
+        errorClass,
+      }
+    }
+    let address: { address: string; family: 4 | 6 }
+    try {
+      address = await resolveDestination(dest, resolver)
+    } catch (err) {
+      if (err instanceof UnsafeDestinationError) return 'unsafe'
+      if (err instanceof ResolutionError) return failed('dns_error', null)
+      throw err
+    }
+    const body = JSON.stringify({
+      clientCode: endpoint.client_code,
+      eventId: d.event_id,
+      type: d.type,
+      resource: { type: d.resource_type, id: d.resource_id },
+      revision: Number(d.revision),
+      occurredAt: d.occurred_at,
+    })
+    const t = Math.floor(clock.now().getTime() / 1000)
+    try {
+      const res = await request(dest.url, {
+        method: 'POST',
+        dispatcher: agentFor(dest, address),
+        headers: {
+          'content-type': 'application/json',
+          'user-agent': USER_AGENT,
+          'service-event-id': d.event_id,
+          'service-signature': signatureHeader(secrets, t, body),
+        },
+        body,
+        signal: AbortSignal.timeout(timeoutMs),
+      })
+      // The body is never needed: read at most 64 KiB of it (so the socket can be reused), then drop it.
+      await res.body.dump({ limit: 64 * 1024 }).catch(() => {})
+      const status = res.statusCode
+      if (status >= 200 && status < 300) {
+        return {
+          deliveryId: d.delivery_id,
+          status: 'delivered',
+          nextAttemptAt: null,
+          lastError: null,
+          attemptedAt,
+          durationMs: Math.round(performance.now() - started),
+          httpStatus: status,
+          errorClass: null,
+        }
+      }
+      return failed(status >= 300 && status < 400 ? 'redirect' : 'http_status', status)
+    } catch (err) {
+      return failed(errorClass(err), null)
+    }
+  }
+
+  /** Claims, checks and sends one endpoint's due deliveries (at most perEndpoint). */
+  async function serveEndpoint(clientCode: string, integrationId: string): Promise<number> {
+    const token = randomUUID()
+    const now = clock.now()
+    const claimed = await claimDeliveries(store, {
+      clientCode,
+      integrationId,
+      token,
+      now: now.toISOString(),
+      leaseUntil: new Date(now.getTime() + leaseMs).toISOString(),
+      limit: perEndpoint,
+    })
+    if (claimed.length === 0) return 0
+    const ids = claimed.map((d) => d.delivery_id)
+    const endpoint = await findEndpoint(store, clientCode, integrationId)
+    if (endpoint?.status !== 'enabled') {
+      await releaseDeliveries(store, clientCode, integrationId, token, ids)
+      return 0
+    }
+    // Authorization as it is now: a revoked grant disables the endpoint and nothing is sent.
+    const grant = await loadActiveGrant(store, integrationId, clientCode)
+    if (!grant) {
+      await disable(endpoint, 'grant_revoked')
+      await releaseDeliveries(store, clientCode, integrationId, token, ids)
+      return 0
+    }
+    const readable = new Set<string>(readableTypes(grant.scopes))
+    const unreadable = claimed.filter((d) => !readable.has(d.resource_type))
+    await skipDeliveries(
+      store,
+      clientCode,
+      integrationId,
+      token,
+      unreadable.map((d) => d.delivery_id),
+      nowIso(),
+    )
+    const toSend = claimed.filter((d) => readable.has(d.resource_type))
+    if (toSend.length === 0) return 0
+    let dest: Destination
+    try {
+      dest = parseDestination(endpoint.url, { allowLoopback })
+    } catch (err) {
+      if (!(err instanceof UnsafeDestinationError)) throw err
+      await disable(endpoint, 'destination_unsafe')
+      await releaseDeliveries(store, clientCode, integrationId, token, ids)
+      return 0
+    }
+    const key = await opts.secretKey()
+    const aad = secretAad(clientCode, integrationId)
+    const secrets = [decryptSecret(key, endpoint.secret_ciphertext, aad)]
+    if (endpoint.previous_secret_ciphertext && endpoint.previous_expires_at && Date.parse(endpoint.previous_expires_at) > now.getTime()) {
+      secrets.push(decryptSecret(key, endpoint.previous_secret_ciphertext, aad))
+    }
+    const results = await Promise.all(toSend.map((d) => attempt(dest, d, endpoint, secrets)))
+    const outcomes = results.filter((r): r is AttemptOutcome => r !== 'unsafe')
+    await completeAttempts(store, clientCode, integrationId, token, outcomes)
+    if (outcomes.length < results.length) {
+      // The name now resolves to a non-public address: nothing was sent to it.
+      await disable(endpoint, 'destination_unsafe')
+      await releaseDeliveries(
+        store,
+        clientCode,
+        integrationId,
+        token,
+        toSend.filter((_, i) => results[i] === 'unsafe').map((d) => d.delivery_id),
+      )
+    }
+    return outcomes.length
+  }
+
+  /** One run: derive deliveries from the feed, then serve every endpoint with due deliveries. */
+  async function runOnce(): Promise<number> {
+    await derive()
+    const endpoints = await dueEndpoints(store, nowIso(), 10_000)
+    let attempts = 0
+    let next = 0
+    const lanes = Array.from({ length: Math.min(concurrency, endpoints.length) }, async () => {
+      while (next < endpoints.length) {
+        const e = endpoints[next++] as { client_code: string; integration_id: string }
+        try {
+          attempts += await serveEndpoint(e.client_code, e.integration_id)
+        } catch (err) {
+          opts.onError?.(err)
+        }
+      }
+    })
+    await Promise.all(lanes)
+    return attempts
+  }
+
+  function schedule(delay: number) {
+    if (stopped) return
+    timer = setTimeout(() => {
+      const started = Date.now()
+      running = runOnce()
+        .catch((err) => opts.onError?.(err))
+        .finally(() => {
+          running = undefined
+          schedule(Math.max(0, opts.intervalMs - (Date.now() - started)))
+        })
+    }, delay)
+  }
+
+  return {
+    runOnce,
+    /** Runs now, then every intervalMs (measured from the start of each run). */
+    start() {
+      if (!stopped) return
+      stopped = false
+      schedule(0)
+    },
+    async stop() {
+      stopped = true
+      clearTimeout(timer)
+      await running
+      await Promise.all([...agents.values()].map((a) => a.close().catch(() => {})))
+      agents.clear()
+    },
+  }
+}
+
+export type WebhookDispatcher = ReturnType<typeof createWebhookDispatcher>

@@ -1,0 +1,308 @@
+import assert from 'node:assert/strict'
+import { existsSync } from 'node:fs'
+import { after, before, test } from 'node:test'
+import { type Browser, chromium, type Locator, type Page } from 'playwright-core'
+import { startTestApp, type Tenant, type TestApp } from '../helpers/app.ts'
+import { payableReceivable } from '../helpers/payments.ts'
+
+/**
+ * The hosted payment page in a real browser: Debian's chromium driven by playwright-core (no browser
+ * download), against the service on a real port. A debtor opens the page, pays and sees the confirmation;
+ * expired and held requests show no form; the CSP holds (the stylesheet applies, nothing inline runs or
+ * applies, no framing). Skipped, with the reason, where no chromium binary is installed.
+ */
+// CHROMIUM_PATH, when set, is the only place looked at (so a run can also be made to skip on purpose).
+const CANDIDATES = process.env.CHROMIUM_PATH ? [process.env.CHROMIUM_PATH] : ['/usr/bin/chromium', '/usr/bin/chromium-browser']
+const executablePath = CANDIDATES.find((p) => existsSync(p))
+const skip = executablePath
+  ? false
+  : `no chromium binary found (looked at ${CANDIDATES.join(', ')}); install it with apt-get install chromium`
+
+/** Where the screenshots go, for a person to look at. */
+const SCREENSHOTS = process.env.PAYMENT_PAGE_SCREENSHOTS ?? '/tmp'
+
+const CREDITOR = 'Lakeside Credit Union'
+const CSP = "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// biome-ignore lint/performance/useDomNodeTextContent: playwright's innerText is the rendered text, wanted here
+const seen = (locator: Locator) => locator.innerText()
+
+let now = new Date('2026-11-23T12:00:00.000Z')
+const clock = { now: () => now }
+
+let t: TestApp
+let browser: Browser
+let base: string
+
+before(async () => {
+  if (!executablePath) return
+  t = await startTestApp({}, { clock })
+  base = await t.app.app.listen({ host: '127.0.0.1', port: 0 })
+  browser = await chromium.launch({ executablePath })
+})
+after(async () => {
+  await browser?.close()
+  await t?.close()
+})
+
+interface Payable {
+  tenant: Tenant
+  client: string
+  receivableId: string
+  requestId: string
+  url: string
+}
+
+/** A client named CREDITOR, a Receivable free of holds (USD 100.00) and an open request for USD 30.00. */
+async function payable(client: string, body: Record<string, unknown> = {}): Promise<Payable> {
+  const tenant = await t.tenant(client)
+  assert.equal((await t.admin('PUT', `/admin/v1/clients/${client}`, { name: CREDITOR })).status, 200)
+  const receivableId = await payableReceivable(t, tenant, `rcv-${client}`)
+  const requestId = `pr-${client}`
+  const res = await t.call('PUT', `/v1/clients/${client}/payment-requests/${requestId}`, {
+    key: tenant.apiKey,
+    body: {
+      externalReceivableId: receivableId,
+      amount: { amount: '30.00', currency: 'USD' },
+      description: 'February instalment',
+      expiresAt: '2026-11-30T12:00:00Z',
+      ...body,
+    },
+  })
+  assert.equal(res.status, 201, res.body)
+  // hostedUrl is absolute on PUBLIC_BASE_URL (http://irs.test); the browser reaches the same path here.
+  return { tenant, client, receivableId, requestId, url: `${base}${new URL(res.json.hostedUrl).pathname}` }
+}
+
+const readRequest = async (p: Payable) =>
+  (await t.call('GET', `/v1/clients/${p.client}/payment-requests/${p.requestId}`, { key: p.tenant.apiKey })).json
+const readPosition = async (p: Payable) =>
+  (await t.call('GET', `/v1/clients/${p.client}/receivables/${p.receivableId}`, { key: p.tenant.apiKey })).json.financialPosition
+const usd = (amount: string) => ({ amount, currency: 'USD' })
+
+/** A page that records every console message about the Content Security Policy, and every script error. */
+async function openPage(): Promise<{ page: Page; violations: string[]; errors: string[] }> {
+  const page = await browser.newPage()
+  const violations: string[] = []
+  const errors: string[] = []
+  page.on('console', (message) => {
+    if (/Content Security Policy/i.test(message.text())) violations.push(message.text())
+  })
+  page.on('pageerror', (err) => errors.push(err.message))
+  return { page, violations, errors }
+}
+
+test('a debtor opens the page, sees what is asked, pays and sees the confirmation', { skip }, async () => {
+  now = new Date('2026-11-23T12:00:00.000Z')
+  const p = await payable('bp-pay')
+  const { page, violations, errors } = await openPage()
+  const response = await page.goto(p.url)
+  assert.equal(response?.status(), 200)
+  const headers = response?.headers() ?? {}
+  assert.equal(headers['content-security-policy'], CSP)
+  assert.equal(headers['referrer-policy'], 'no-referrer')
+  assert.equal(headers['cache-control'], 'no-store')
+  assert.equal(headers['x-frame-options'], 'DENY')
+  assert.equal(headers['content-type'], 'text/html; charset=utf-8')
+
+  assert.equal(await page.title(), `Payment request · ${CREDITOR}`)
+  assert.equal(await page.getAttribute('html', 'lang'), 'en')
+  assert.equal(await page.getByRole('main').count(), 1)
+  assert.equal(await seen(page.getByRole('heading', { level: 1 })), 'Payment request')
+  assert.equal(await page.getByRole('heading').count(), 1)
+  assert.equal(await seen(page.locator('.creditor')), `Payment requested by ${CREDITOR}`)
+  assert.equal(await seen(page.locator('.summary dd.amount')), 'USD 30.00')
+  assert.ok(await page.getByText('February instalment', { exact: true }).isVisible())
+  assert.ok(await page.getByText('30 November 2026 at 12:00 UTC', { exact: true }).isVisible())
+  assert.match(await seen(page.locator('.notice-sandbox')), /^Sandbox\. This is a test payment page and no money moves/)
+
+  // Two real buttons, named by their text, operable without any script (the page has none).
+  assert.equal(await page.locator('script').count(), 0)
+  assert.equal(await page.getByRole('button').count(), 2)
+  const pay = page.getByRole('button', { name: 'Pay USD 30.00', exact: true })
+  assert.ok(await pay.isVisible())
+  assert.ok(await page.getByRole('button', { name: 'Simulate a failed payment', exact: true }).isVisible())
+
+  // The stylesheet applied (allowed by style-src 'self'): the Pay button's colours come from page.css.
+  const style = await pay.evaluate((el) => {
+    const s = getComputedStyle(el)
+    return { background: s.backgroundColor, color: s.color, width: el.getBoundingClientRect().width }
+  })
+  assert.equal(style.background, 'rgb(29, 78, 216)')
+  assert.equal(style.color, 'rgb(255, 255, 255)')
+  assert.ok(style.width > 200, `the button spans the card: ${style.width}px`)
+  await page.screenshot({ path: `${SCREENSHOTS}/payment-page-payable.png`, fullPage: true })
+  // A phone's width: the card fills the screen, and the buttons still span it.
+  await page.setViewportSize({ width: 375, height: 740 })
+  const narrow = (await pay.boundingBox())?.width ?? 0
+  assert.ok(narrow > 300, `the button spans the screen: ${narrow}px`)
+  await page.screenshot({ path: `${SCREENSHOTS}/payment-page-payable-narrow.png`, fullPage: true })
+  await page.setViewportSize({ width: 1280, height: 720 })
+
+  now = new Date('2026-11-23T12:03:00.000Z')
+  await pay.click()
+  await page.waitForURL(p.url)
+  await page.getByRole('heading', { level: 1, name: 'Payment received' }).waitFor()
+  assert.equal(await page.title(), `Payment received · ${CREDITOR}`)
+  assert.equal(
+    await seen(page.locator('.notice-success')),
+    `Thank you. Your payment of USD 30.00 to ${CREDITOR} was received on 23 November 2026 at 12:03 UTC.`,
+  )
+  assert.equal(await page.getByRole('button').count(), 0)
+  assert.equal(await page.locator('form').count(), 0)
+  await page.screenshot({ path: `${SCREENSHOTS}/payment-page-confirmed.png`, fullPage: true })
+
+  // Reloading the confirmation (post/redirect/get) submits nothing again.
+  const reloaded = await page.reload()
+  assert.equal(reloaded?.request().method(), 'GET')
+  assert.equal(reloaded?.status(), 200)
+
+  const request = await readRequest(p)
+  assert.equal(request.status, 'confirmed')
+  assert.equal(request.payment.status, 'confirmed')
+  assert.equal(request.payment.decidedAt, '2026-11-23T12:03:00.000Z')
+  assert.deepEqual(await readPosition(p), {
+    sourceAmount: usd('100.00'),
+    workingAmount: usd('70.00'),
+    confirmedUnreconciledAmount: usd('30.00'),
+    receiptAcknowledgedAmount: usd('0.00'),
+  })
+  assert.deepEqual(violations, [])
+  assert.deepEqual(errors, [])
+  await page.close()
+})
+
+test('the failure simulation, operated from the keyboard, shows "Payment failed" and no form', { skip }, async () => {
+  now = new Date('2026-11-23T13:00:00.000Z')
+  const p = await payable('bp-fail')
+  const { page, violations } = await openPage()
+  await page.goto(p.url)
+  // Tab reaches the buttons in order: Pay first, then the failure simulation.
+  await page.keyboard.press('Tab')
+  assert.equal(await page.evaluate(() => document.activeElement?.textContent), 'Pay USD 30.00')
+  await page.keyboard.press('Tab')
+  assert.equal(await page.evaluate(() => document.activeElement?.textContent), 'Simulate a failed payment')
+  await page.keyboard.press('Enter')
+  await page.getByRole('heading', { level: 1, name: 'Payment failed' }).waitFor()
+  assert.match(await seen(page.locator('.notice-error')), /^The payment did not go through, and nothing was charged\./)
+  assert.equal(await page.getByRole('button').count(), 0)
+  assert.equal((await readRequest(p)).status, 'failed')
+  assert.deepEqual((await readPosition(p)).workingAmount, usd('100.00'))
+  await page.screenshot({ path: `${SCREENSHOTS}/payment-page-failed.png`, fullPage: true })
+  assert.deepEqual(violations, [])
+  await page.close()
+})
+
+test('an expired request shows a clear page with no form', { skip }, async () => {
+  now = new Date('2026-11-23T14:00:00.000Z')
+  const p = await payable('bp-expired', { expiresAt: '2026-11-23T14:10:00Z' })
+  now = new Date('2026-11-23T14:11:00.000Z')
+  const { page, violations } = await openPage()
+  const response = await page.goto(p.url)
+  assert.equal(response?.status(), 200)
+  assert.equal(await seen(page.getByRole('heading', { level: 1 })), 'This payment request has expired')
+  assert.equal(await page.getByRole('button').count(), 0)
+  assert.equal(await page.locator('form').count(), 0)
+  assert.ok(await page.getByText('23 November 2026 at 14:10 UTC', { exact: true }).isVisible())
+  await page.screenshot({ path: `${SCREENSHOTS}/payment-page-expired.png`, fullPage: true })
+  assert.equal((await readRequest(p)).status, 'expired')
+  assert.deepEqual(violations, [])
+  await page.close()
+})
+
+test('a held request (a dispute raised after it was made) shows a clear page with no form', { skip }, async () => {
+  now = new Date('2026-11-23T15:00:00.000Z')
+  const p = await payable('bp-held')
+  const { page, violations } = await openPage()
+  await page.goto(p.url)
+  assert.equal(await page.getByRole('button').count(), 2)
+
+  const dispute = await t.call('PUT', `/v1/clients/${p.client}/receivables/${p.receivableId}`, {
+    key: p.tenant.apiKey,
+    body: {
+      financialType: 'loan_balance',
+      sourceRevision: 2,
+      recoverableAmount: usd('100.00'),
+      creditUnion: { loanAccountReference: `loan/${p.receivableId}`, loanType: 'auto' },
+      dueDate: '2026-01-01',
+      responsibleCustomers: [{ externalCustomerId: 'pay-cust', role: 'primary' }],
+      sourceReference: `rcv/${p.receivableId}`,
+      restrictions: [{ type: 'dispute' }],
+    },
+  })
+  assert.equal(dispute.status, 200, dispute.body)
+
+  // The form still open in the browser is refused with a clear page (409), and nothing is paid.
+  const [submitted] = await Promise.all([
+    page.waitForResponse((r) => r.request().method() === 'POST'),
+    page.getByRole('button', { name: 'Pay USD 30.00' }).click(),
+  ])
+  assert.equal(submitted.status(), 409)
+  await page.getByRole('heading', { level: 1, name: 'This payment request is on hold' }).waitFor()
+  assert.match(await seen(page.locator('.notice-error')), /^Your payment was not made: this payment request is on hold\.$/)
+  assert.equal(await page.getByRole('button').count(), 0)
+
+  const response = await page.goto(p.url)
+  assert.equal(response?.status(), 200)
+  assert.equal(await seen(page.getByRole('heading', { level: 1 })), 'This payment request is on hold')
+  assert.equal(await page.getByRole('button').count(), 0)
+  assert.equal(await page.locator('form').count(), 0)
+  await page.screenshot({ path: `${SCREENSHOTS}/payment-page-held.png`, fullPage: true })
+  assert.equal((await readRequest(p)).status, 'open')
+  assert.deepEqual((await readPosition(p)).workingAmount, usd('100.00'))
+  assert.deepEqual(violations, [])
+  await page.close()
+})
+
+test('an unknown token is a 404 page', { skip }, async () => {
+  const { page, violations } = await openPage()
+  const response = await page.goto(`${base}/pay/${'A'.repeat(43)}`)
+  assert.equal(response?.status(), 404)
+  assert.equal(await seen(page.getByRole('heading', { level: 1 })), 'Payment request not found')
+  assert.equal(await page.getByRole('button').count(), 0)
+  assert.deepEqual(violations, [])
+  await page.close()
+})
+
+test('the CSP holds: nothing inline applies or runs, and no other site may frame the page', { skip }, async () => {
+  now = new Date('2026-11-23T16:00:00.000Z')
+  const p = await payable('bp-csp')
+  const { page, violations } = await openPage()
+  await page.goto(p.url)
+  // Playwright's evaluate is not page script; what it inserts is, and the browser must refuse it.
+  const outcome = await page.evaluate(async () => {
+    const style = document.createElement('style')
+    style.textContent = 'h1 { color: rgb(255, 0, 0) }'
+    document.head.append(style)
+    const script = document.createElement('script')
+    script.textContent = 'document.body.dataset.ran = "yes"'
+    document.body.append(script)
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    return { h1: getComputedStyle(document.querySelector('h1') as Element).color, ran: document.body.dataset.ran ?? 'no' }
+  })
+  assert.notEqual(outcome.h1, 'rgb(255, 0, 0)')
+  assert.equal(outcome.ran, 'no')
+  assert.ok(
+    violations.some((v) => v.includes("style-src 'self'")),
+    violations.join('\n'),
+  )
+  assert.ok(
+    violations.some((v) => v.includes('script')),
+    violations.join('\n'),
+  )
+
+  // Framed from another origin, the page is refused (frame-ancestors 'none').
+  const framing = await openPage()
+  await framing.page.setContent(`<iframe src="${p.url}" title="payment"></iframe>`)
+  await framing.page.waitForTimeout(500)
+  const framed = framing.page.frames().find((f) => f !== framing.page.mainFrame())
+  // Chromium replaces the refused frame with its own error document: the page never renders there.
+  assert.equal(framed?.url(), 'chrome-error://chromewebdata/')
+  assert.equal(await framed?.getByText('Payment requested by').count(), 0)
+  assert.ok(
+    framing.violations.some((v) => v.includes("frame-ancestors 'none'")),
+    framing.violations.join('\n'),
+  )
+  await framing.page.close()
+  await page.close()
+})
