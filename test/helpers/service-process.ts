@@ -33,14 +33,20 @@ export async function startService(env: Record<string, string>): Promise<Service
     out += d.toString()
   })
   const url = `http://127.0.0.1:${port}`
-  for (let i = 0; i < 300; i++) {
+  // Generous: a loaded CI machine can take well over 15 s to start tsx and the store. A service that is not ready
+  // is killed before the error is thrown, since nobody else holds it and its pipes would keep this test file alive.
+  const deadline = Date.now() + 90_000
+  for (;;) {
     if (child.exitCode !== null) throw new Error(`service exited: ${out}`)
     try {
       const res = await fetch(`${url}/readyz`)
       if (res.ok) break
     } catch {}
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL')
+      throw new Error(`service not ready within 90 s: ${out}`)
+    }
     await new Promise((r) => setTimeout(r, 50))
-    if (i === 299) throw new Error(`service not ready: ${out}`)
   }
   return {
     url,
