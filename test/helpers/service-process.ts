@@ -1,6 +1,14 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import net from 'node:net'
+import { Agent, fetch } from 'undici'
 import { ADMIN_TOKEN } from './app.ts'
+
+/**
+ * Requests to service processes never reuse a connection: a test kills and restarts services (sometimes on a
+ * port an earlier one had) and waits long between requests, and a pooled keep-alive socket that the server (or
+ * its death) closed meanwhile fails the next request with ECONNRESET (seen on Node 24's fetch).
+ */
+const noKeepAlive = new Agent({ pipelining: 0 })
 
 /** A free loopback port (bound then released). */
 export async function freePort(): Promise<number> {
@@ -39,7 +47,7 @@ export async function startService(env: Record<string, string>): Promise<Service
   for (;;) {
     if (child.exitCode !== null) throw new Error(`service exited: ${out}`)
     try {
-      const res = await fetch(`${url}/readyz`)
+      const res = await fetch(`${url}/readyz`, { dispatcher: noKeepAlive })
       if (res.ok) break
     } catch {}
     if (Date.now() > deadline) {
@@ -63,6 +71,7 @@ export async function startService(env: Record<string, string>): Promise<Service
 
 export async function http(url: string, method: string, path: string, opts: { token?: string; body?: unknown } = {}) {
   const res = await fetch(`${url}${path}`, {
+    dispatcher: noKeepAlive,
     method,
     headers: {
       ...(opts.token ? { authorization: `Bearer ${opts.token}` } : {}),
@@ -139,7 +148,7 @@ export function spawnProcess(command: string, args: string[], env: Record<string
         `${url}/readyz`,
         async () => {
           try {
-            return (await fetch(`${url}/readyz`)).ok
+            return (await fetch(`${url}/readyz`, { dispatcher: noKeepAlive })).ok
           } catch {
             return false
           }
