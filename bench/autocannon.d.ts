@@ -25,5 +25,9 @@ declare module 'autocannon' {
     duration: number
     requests?: autocannon.Request[]
   }): Promise<autocannon.Result>
+  function autocannon(
+    opts: { url: string; connections: number; duration?: number; amount?: number; requests?: autocannon.Request[] },
+    done: (err: Error | null, result: autocannon.Result) => void,
+  ): { on(event: 'response', listener: (client: unknown, statusCode: number, resBytes: number, responseTime: number) => void): void }
   export default autocannon
 }

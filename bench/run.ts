@@ -3,7 +3,15 @@
  * run, on each store (embedded PGlite, and PostgreSQL when reachable at BENCH_DATABASE_URL or the local
  * server). Prints requests per second, p50 and p99 and the ratio to the bare server; writes
  * .bench/results.json. Traffic goes only to 127.0.0.1. Measurement only: nothing here asserts a time.
+ *
+ * What production sees: the service runs in production mode with the specification's concurrency limit (one
+ * request at a time per key) and a raised per-minute budget, and every scenario is driven over BENCH_KEYS
+ * clients at once, each with its own key and its own connection (so concurrency 1 per key, and every request
+ * pays the real gate: key lookup, count, slot, release). GET Customer and PUT Receivable are then measured
+ * again on the same store by the same app with its limits switched off (bench/limits-off.ts), so the price of
+ * the limits is visible in every run.
  */
+import { spawn } from 'node:child_process'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import type net from 'node:net'
@@ -13,11 +21,20 @@ import autocannon from 'autocannon'
 import pg from 'pg'
 import { SCOPES } from '../src/domain/scopes.ts'
 import { customerBody, mixedBatch, receivableBody } from './scenarios.ts'
-import { call, type Service, seedTenant, startService } from './service.ts'
+import { ADMIN_TOKEN, call, freePort, type Service, seedTenant, startService } from './service.ts'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8)
-const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 10)
+/** Clients (each with one key and one connection) driving every API scenario at once. */
+const KEYS = Number(process.env.BENCH_KEYS ?? process.env.BENCH_CONNECTIONS ?? 10)
 const PG_BASE = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
+
+/** Production mode, the spec's one request at a time per key, a per-minute budget no scenario reaches. */
+const PRODUCTION_LIMITS = {
+  SERVICE_ENVIRONMENT: 'production',
+  WEBHOOK_SECRET_KEY: 'ab'.repeat(32),
+  RATE_LIMIT_PER_MINUTE: '1000000000',
+  CONCURRENCY_PER_KEY: '1',
+}
 
 interface Row {
   store: string
@@ -31,46 +48,89 @@ interface Row {
 }
 const rows: Row[] = []
 
-async function load(opts: {
-  url: string
-  method?: string
-  token?: string
-  body?: (n: number) => unknown
-  path?: (n: number) => string
-}): Promise<autocannon.Result> {
-  let n = 0
-  return autocannon({
-    url: opts.url,
-    connections: CONNECTIONS,
-    duration: SECONDS,
-    requests: [
-      {
-        method: (opts.method ?? 'GET') as 'GET',
-        setupRequest(req: autocannon.Request) {
-          n++
-          const headers: Record<string, string> = { ...(opts.token ? { authorization: `Bearer ${opts.token}` } : {}) }
-          const out: Record<string, unknown> = { ...req, headers }
-          if (opts.path) out.path = opts.path(n)
-          if (opts.body) {
-            headers['content-type'] = 'application/json'
-            out.body = JSON.stringify(opts.body(n))
-          }
-          return out as unknown as typeof req
-        },
-      },
-    ],
-  })
+interface Measured {
+  rps: number
+  p50: number
+  p99: number
+  non2xx: number
 }
 
-function record(store: string, scenario: string, r: autocannon.Result, baseline: number | null, note?: string) {
+interface Tenant {
+  client: string
+  key: string
+}
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return 0
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number
+}
+
+/**
+ * One connection per tenant, all at once for SECONDS: each connection sends its tenant's requests one after
+ * another (concurrency 1 per key). Latencies of every response are pooled for p50 and p99.
+ */
+async function load(opts: {
+  url: string
+  tenants: Tenant[]
+  method?: string
+  path: (t: Tenant, n: number) => string
+  body?: (t: Tenant, n: number) => unknown
+  /** Requests per tenant instead of SECONDS of them. */
+  amount?: number
+}): Promise<Measured> {
+  const latencies: number[] = []
+  let n = 0
+  const results = await Promise.all(
+    opts.tenants.map(
+      (tenant) =>
+        new Promise<autocannon.Result>((resolve, reject) => {
+          const instance = autocannon(
+            {
+              url: opts.url,
+              connections: 1,
+              ...(opts.amount ? { amount: opts.amount } : { duration: SECONDS }),
+              requests: [
+                {
+                  method: (opts.method ?? 'GET') as 'GET',
+                  setupRequest(req: autocannon.Request) {
+                    n++
+                    const headers: Record<string, string> = { authorization: `Bearer ${tenant.key}` }
+                    const out: Record<string, unknown> = { ...req, headers, path: opts.path(tenant, n) }
+                    if (opts.body) {
+                      headers['content-type'] = 'application/json'
+                      out.body = JSON.stringify(opts.body(tenant, n))
+                    }
+                    return out as unknown as typeof req
+                  },
+                },
+              ],
+            },
+            (err, result) => (err ? reject(err) : resolve(result)),
+          )
+          instance.on('response', (_client, _status, _bytes, responseTime) => {
+            latencies.push(responseTime)
+          })
+        }),
+    ),
+  )
+  latencies.sort((a, b) => a - b)
+  return {
+    rps: results.reduce((acc, r) => acc + r.requests.average, 0),
+    p50: Math.round(percentile(latencies, 50) * 10) / 10,
+    p99: Math.round(percentile(latencies, 99) * 10) / 10,
+    non2xx: results.reduce((acc, r) => acc + r.non2xx + r.errors, 0),
+  }
+}
+
+function record(store: string, scenario: string, m: Measured, baseline: number | null, note?: string) {
   rows.push({
     store,
     scenario,
-    rps: Math.round(r.requests.average),
-    p50: r.latency.p50,
-    p99: r.latency.p99,
-    ratio: baseline ? Math.round((r.requests.average / baseline) * 1000) / 1000 : null,
-    non2xx: r.non2xx + r.errors,
+    rps: Math.round(m.rps),
+    p50: m.p50,
+    p99: m.p99,
+    ratio: baseline ? Math.round((m.rps / baseline) * 1000) / 1000 : null,
+    non2xx: m.non2xx,
     ...(note ? { note } : {}),
   })
 }
@@ -91,133 +151,196 @@ async function bareServer(payload: string): Promise<{ url: string; close: () => 
   return { url: `http://127.0.0.1:${port}`, close: () => new Promise((resolve) => server.close(() => resolve())) }
 }
 
-async function benchStore(store: string, service: Service) {
-  const key = await seedTenant(service.url, 'bench', SCOPES)
-  const base = `${service.url}/v1/clients/bench`
-  const payload = JSON.stringify(await call(service.url, 'PUT', '/v1/clients/bench/customers/c-read', key, customerBody(0)))
-  await call(service.url, 'PUT', '/v1/clients/bench/customers/c-owner', key, customerBody(1))
-
-  const bare = await bareServer(payload)
-  const bareRun = await load({ url: bare.url })
-  await bare.close()
-  const baseline = bareRun.requests.average
-  record(store, 'bare node:http (same payload)', bareRun, baseline)
-
-  record(store, 'GET customer', await load({ url: `${base}/customers/c-read`, token: key }), baseline)
-  record(
-    store,
-    'PUT customer (each request changes it)',
-    await load({
-      url: base,
-      method: 'PUT',
-      token: key,
-      path: (n) => `/v1/clients/bench/customers/c-w${n % 50}`,
-      body: (n) => customerBody(n),
-    }),
-    baseline,
-  )
-  record(
-    store,
-    'PUT receivable (create)',
-    await load({
-      url: base,
-      method: 'PUT',
-      token: key,
-      path: (n) => `/v1/clients/bench/receivables/r-${n}`,
-      body: () => receivableBody('c-owner', 1),
-    }),
-    baseline,
-  )
-
-  // Batch throughput, beside 100 sequential single-record PUTs measured now.
-  const seqStart = performance.now()
-  for (let i = 0; i < 100; i++) await call(service.url, 'PUT', `/v1/clients/bench/customers/seq-${i}`, key, customerBody(i))
-  const seqRps = 100 / ((performance.now() - seqStart) / 1000)
-  const submitters = 10
-  const perSubmitter = 5
-  const keys = await Promise.all(Array.from({ length: submitters }, (_, i) => seedTenant(service.url, `bench-b${i}`, SCOPES)))
-  const batchStart = performance.now()
-  await Promise.all(
-    keys.map(async (k, i) => {
-      for (let b = 0; b < perSubmitter; b++)
-        await call(service.url, 'PUT', `/v1/clients/bench-b${i}/batches/b-${b}`, k, mixedBatch(`s${i}b${b}`))
-    }),
-  )
-  // Poll lightly (the pollers must not compete with the workers being measured): batches run oldest
-  // first, so each submitter's last batch finishing means all of its batches have.
-  for (let tries = 0; tries < 3000; tries++) {
-    const last = await Promise.all(keys.map((k, i) => call(service.url, 'GET', `/v1/clients/bench-b${i}/batches/b-${perSubmitter - 1}`, k)))
-    if (last.every((s) => s.status !== 'queued' && s.status !== 'running')) break
-    await new Promise((r) => setTimeout(r, 250))
-  }
-  const batchSeconds = (performance.now() - batchStart) / 1000
-  const states = await Promise.all(
-    keys.flatMap((k, i) =>
-      Array.from({ length: perSubmitter }, (_, b) => call(service.url, 'GET', `/v1/clients/bench-b${i}/batches/b-${b}`, k)),
-    ),
-  )
-  const succeeded = states.reduce((acc, s) => acc + s.counts.succeeded, 0)
-  const records = submitters * perSubmitter * 100
-  const batchRps = records / batchSeconds
-  rows.push({
-    store,
-    scenario: `batch records (${submitters} keys x ${perSubmitter} batches x 100 mixed)`,
-    rps: Math.round(batchRps),
-    p50: 0,
-    p99: 0,
-    ratio: null,
-    non2xx: records - succeeded,
-    note: `records/s; sequential single PUTs ${Math.round(seqRps)}/s; batch/sequential = ${(batchRps / seqRps).toFixed(1)}x`,
+/** bench/limits-off.ts as a child process on the same store (the limits-on service stopped first). */
+async function startLimitsOff(env: Record<string, string>): Promise<Service> {
+  const port = await freePort()
+  const child = spawn(process.execPath, ['--import', 'tsx', 'bench/limits-off.ts'], {
+    env: { ...process.env, HOST: '127.0.0.1', PORT: String(port), ADMIN_TOKEN, SEED_DEMO: '0', LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'inherit', 'inherit'],
   })
+  const url = `http://127.0.0.1:${port}`
+  for (let i = 0; i < 400; i++) {
+    if (child.exitCode !== null) throw new Error('limits-off service exited during start')
+    try {
+      if ((await fetch(`${url}/readyz`)).ok) break
+    } catch {}
+    await new Promise((r) => setTimeout(r, 50))
+  }
+  return {
+    url,
+    async stop() {
+      if (child.exitCode !== null) return
+      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+      child.kill('SIGTERM')
+      await exited
+    },
+  }
+}
 
-  // A change feed of 10,000 events: the batches above wrote 14,000; read 10,000 of one client's sequence.
-  const feedKey = keys[0] as string
-  const feedClient = await seedTenant(service.url, 'bench-feed', SCOPES)
-  const feedBatches = Array.from({ length: 100 }, (_, b) =>
-    call(service.url, 'PUT', `/v1/clients/bench-feed/batches/f-${b}`, feedClient, {
-      records: Array.from({ length: 100 }, (_, i) => ({
-        recordId: `c${i}`,
-        kind: 'customer',
-        externalId: `f${b}-${i}`,
-        body: customerBody(i),
-      })),
-    }),
-  )
-  await Promise.all(feedBatches)
-  for (let b = 0; b < 100; b++) {
-    for (let tries = 0; tries < 3000; tries++) {
-      const state = await call(service.url, 'GET', `/v1/clients/bench-feed/batches/f-${b}`, feedClient)
-      if (state.status === 'succeeded') break
-      await new Promise((r) => setTimeout(r, 100))
+const adjustment = (receivable: string, sourceRevision: number) => ({
+  type: 'adjustment',
+  amount: { amount: '0.01', currency: 'USD' },
+  externalReceivableId: receivable,
+  sourceRevision,
+  effectiveAt: '2026-03-01T00:00:00Z',
+  reason: 'source_adjustment',
+  sourceReference: 'ledger/e/1',
+  direction: 'increase',
+})
+
+async function waitForBatches(url: string, tenants: Tenant[], ids: Map<string, string[]>) {
+  for (const t of tenants) {
+    for (const id of ids.get(t.client) ?? []) {
+      for (let tries = 0; tries < 6000; tries++) {
+        const b = await call(url, 'GET', `/v1/clients/${t.client}/batches/${id}`, t.key)
+        if (b.status !== 'queued' && b.status !== 'running') break
+        await new Promise((r) => setTimeout(r, 100))
+      }
     }
   }
-  const readStart = performance.now()
-  let read = 0
-  let after = ''
-  while (read < 10_000) {
-    const page = await call(service.url, 'GET', `/v1/clients/bench-feed/changes?limit=200${after ? `&after=${after}` : ''}`, feedClient)
-    read += page.data.length
-    after = page.nextCursor
-    if (!page.hasMore) break
-  }
-  const readSeconds = (performance.now() - readStart) / 1000
-  rows.push({
-    store,
-    scenario: 'change feed: read 10,000 events (pages of 200, the limit)',
-    rps: Math.round(read / readSeconds),
-    p50: 0,
-    p99: 0,
-    ratio: null,
-    non2xx: 10_000 - read,
-    note: `events/s; ${read} events in ${readSeconds.toFixed(2)} s`,
+}
+
+/** A fresh process compiles as it goes: a few hundred requests of the compared routes first, not recorded. */
+async function warmUp(url: string, tenants: Tenant[]) {
+  await load({ url, tenants, path: (t) => `/v1/clients/${t.client}/customers/c-read`, amount: 200 })
+  await load({
+    url,
+    tenants,
+    method: 'PUT',
+    path: (t, n) => `/v1/clients/${t.client}/receivables/warm-${n}`,
+    body: () => receivableBody('c-owner', 1),
+    amount: 40,
   })
-  record(
-    store,
-    'GET change feed page (limit=200)',
-    await load({ url: `${service.url}/v1/clients/bench-feed/changes?limit=200`, token: feedClient }),
-    baseline,
-  )
-  void feedKey
+}
+
+async function benchStore(store: string, env: Record<string, string>) {
+  const service = await startService({ ...env, ...PRODUCTION_LIMITS })
+  let off: Service | null = null
+  try {
+    const tenants: Tenant[] = []
+    for (let i = 0; i < KEYS; i++) {
+      const client = `bench-${i}`
+      const key = await seedTenant(service.url, client, SCOPES)
+      tenants.push({ client, key })
+      await call(service.url, 'PUT', `/v1/clients/${client}/customers/c-read`, key, customerBody(0))
+      await call(service.url, 'PUT', `/v1/clients/${client}/customers/c-owner`, key, customerBody(1))
+      await call(service.url, 'PUT', `/v1/clients/${client}/receivables/fe`, key, receivableBody('c-owner', 1))
+    }
+    const first = tenants[0] as Tenant
+    const payload = JSON.stringify(await call(service.url, 'GET', `/v1/clients/${first.client}/customers/c-read`, first.key))
+
+    const bare = await bareServer(payload)
+    const bareRun = await load({ url: bare.url, tenants, path: () => '/' })
+    await bare.close()
+    const baseline = bareRun.rps
+    record(store, 'bare node:http (same payload)', bareRun, baseline)
+
+    const url = service.url
+    await warmUp(url, tenants)
+    const getCustomer = await load({ url, tenants, path: (t) => `/v1/clients/${t.client}/customers/c-read` })
+    record(store, 'GET customer', getCustomer, baseline)
+    record(
+      store,
+      'PUT customer (each request changes it)',
+      await load({
+        url,
+        tenants,
+        method: 'PUT',
+        path: (t, n) => `/v1/clients/${t.client}/customers/c-w${n % 50}`,
+        body: (_t, n) => customerBody(n),
+      }),
+      baseline,
+    )
+    const putReceivable = await load({
+      url,
+      tenants,
+      method: 'PUT',
+      path: (t, n) => `/v1/clients/${t.client}/receivables/r-${n}`,
+      body: () => receivableBody('c-owner', 1),
+    })
+    record(store, 'PUT receivable (create)', putReceivable, baseline)
+    record(
+      store,
+      'PUT receivable (replace, new sourceRevision)',
+      await load({
+        url,
+        tenants,
+        method: 'PUT',
+        path: (t) => `/v1/clients/${t.client}/receivables/rr`,
+        body: (_t, n) => receivableBody('c-owner', n),
+      }),
+      baseline,
+    )
+    record(
+      store,
+      'PUT adjustment (financial event)',
+      await load({
+        url,
+        tenants,
+        method: 'PUT',
+        path: (t, n) => `/v1/clients/${t.client}/adjustments/a-${n}`,
+        body: (_t, n) => adjustment('fe', n + 1),
+      }),
+      baseline,
+    )
+    record(
+      store,
+      'GET change feed page (limit=200)',
+      await load({ url, tenants, path: (t) => `/v1/clients/${t.client}/changes?limit=200` }),
+      baseline,
+    )
+
+    // Batches: 5 submissions per tenant of 100 mixed records (accepted 202 and queued), then the time until
+    // the workers have run every one of them.
+    const submitted = new Map<string, string[]>()
+    const batchStart = performance.now()
+    const batchRun = await load({
+      url,
+      tenants,
+      method: 'PUT',
+      path: (t, n) => {
+        const id = `b-${n}`
+        submitted.set(t.client, [...(submitted.get(t.client) ?? []), id])
+        return `/v1/clients/${t.client}/batches/${id}`
+      },
+      body: (t, n) => mixedBatch(`${t.client}-b${n}`),
+      amount: 5,
+    })
+    await waitForBatches(url, tenants, submitted)
+    const batchSeconds = (performance.now() - batchStart) / 1000
+    const batches = [...submitted.values()].reduce((acc, ids) => acc + ids.length, 0)
+    record(
+      store,
+      'PUT batch (100 mixed records, queued)',
+      batchRun,
+      baseline,
+      `${batches} batches = ${batches * 100} records all run ${batchSeconds.toFixed(1)} s after the first submission: ${Math.round((batches * 100) / batchSeconds)} records/s`,
+    )
+
+    // The same app on the same store with its limits off: what the limits cost.
+    await service.stop()
+    off = await startLimitsOff({ ...env, ...PRODUCTION_LIMITS })
+    await warmUp(off.url, tenants)
+    const getOff = await load({ url: off.url, tenants, path: (t) => `/v1/clients/${t.client}/customers/c-read` })
+    record(store, 'GET customer, limits off', getOff, baseline, `limits on / off = ${(getCustomer.rps / getOff.rps).toFixed(2)}`)
+    const putOff = await load({
+      url: off.url,
+      tenants,
+      method: 'PUT',
+      path: (t, n) => `/v1/clients/${t.client}/receivables/r-off-${n}`,
+      body: () => receivableBody('c-owner', 1),
+    })
+    record(
+      store,
+      'PUT receivable (create), limits off',
+      putOff,
+      baseline,
+      `limits on / off = ${(putReceivable.rps / putOff.rps).toFixed(2)}`,
+    )
+  } finally {
+    await off?.stop()
+    await service.stop()
+  }
 }
 
 /**
@@ -316,20 +439,20 @@ async function postgresAvailable(): Promise<boolean> {
 
 /** BENCH_SECTIONS=dispatch (comma-separated: requests, dispatch) measures only those; default all. */
 const SECTIONS = new Set((process.env.BENCH_SECTIONS ?? 'requests,dispatch').split(','))
+/** BENCH_STORES=postgres (comma-separated: pglite, postgres) measures only those; default both. */
+const STORES = new Set((process.env.BENCH_STORES ?? 'pglite,postgres').split(','))
 
 async function main() {
-  console.log(`bench: ${SECONDS}s per measurement, ${CONNECTIONS} connections, ${os.cpus().length} cores, node ${process.version}`)
+  console.log(`bench: ${SECONDS}s per measurement, ${KEYS} keys (one connection each), ${os.cpus().length} cores, node ${process.version}`)
   const dataDir = mkdtempSync(join(os.tmpdir(), 'irs-bench-'))
-  if (SECTIONS.has('requests')) {
-    const pglite = await startService({ DATA_DIR: dataDir, BATCH_WORKER_CONCURRENCY: '1' })
+  if (SECTIONS.has('requests') && STORES.has('pglite')) {
     try {
-      await benchStore('pglite', pglite)
+      await benchStore('pglite', { DATA_DIR: dataDir, BATCH_WORKER_CONCURRENCY: '1' })
     } finally {
-      await pglite.stop()
       rmSync(dataDir, { recursive: true, force: true })
     }
   }
-  if (SECTIONS.has('dispatch')) {
+  if (SECTIONS.has('dispatch') && STORES.has('pglite')) {
     const dispatchDir = mkdtempSync(join(os.tmpdir(), 'irs-bench-dispatch-'))
     try {
       await benchDispatch('pglite', { DATA_DIR: dispatchDir })
@@ -337,7 +460,9 @@ async function main() {
       rmSync(dispatchDir, { recursive: true, force: true })
     }
   }
-  if (await postgresAvailable()) {
+  if (!STORES.has('postgres')) {
+    // measured the embedded store only, as asked
+  } else if (await postgresAvailable()) {
     const name = `irs_bench_${Date.now()}`
     const admin = new pg.Client({ connectionString: PG_BASE })
     await admin.connect()
@@ -346,14 +471,7 @@ async function main() {
     u.pathname = `/${name}`
     // Batch workers wait on database round trips, so four share two cores well (BATCH_WORKER_CONCURRENCY).
     try {
-      if (SECTIONS.has('requests')) {
-        const service = await startService({ DATABASE_URL: u.toString(), BATCH_WORKER_CONCURRENCY: '4' })
-        try {
-          await benchStore('postgres', service)
-        } finally {
-          await service.stop()
-        }
-      }
+      if (SECTIONS.has('requests')) await benchStore('postgres', { DATABASE_URL: u.toString(), BATCH_WORKER_CONCURRENCY: '4' })
       if (SECTIONS.has('dispatch')) {
         await admin.query(`CREATE DATABASE ${name}_dispatch`)
         u.pathname = `/${name}_dispatch`
@@ -374,8 +492,8 @@ async function main() {
   mkdirSync('.bench', { recursive: true })
   writeFileSync(
     // A partial run (BENCH_SECTIONS) writes beside the full results instead of over them.
-    `.bench/results${SECTIONS.size === 2 ? '' : `-${[...SECTIONS].join('-')}`}.json`,
-    `${JSON.stringify({ at: new Date().toISOString(), seconds: SECONDS, connections: CONNECTIONS, rows }, null, 2)}\n`,
+    `.bench/results${SECTIONS.size === 2 && STORES.size === 2 ? '' : `-${[...SECTIONS, ...STORES].join('-')}`}.json`,
+    `${JSON.stringify({ at: new Date().toISOString(), seconds: SECONDS, keys: KEYS, rows }, null, 2)}\n`,
   )
 }
 

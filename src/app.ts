@@ -5,7 +5,7 @@ import type { Config } from './config.ts'
 import { type Clock, systemClock } from './domain/time.ts'
 import { type Resolver, systemResolver } from './http/destination.ts'
 import { registerInfraRoutes } from './http/docs.ts'
-import { createLimiter } from './http/limits.ts'
+import { createGate, type Gate } from './http/limits.ts'
 import { buildOpenApi } from './http/openapi.ts'
 import { defineRoute, type RouteDef } from './http/route.ts'
 import { buildServer } from './http/server.ts'
@@ -13,12 +13,14 @@ import { batchRoutes } from './resources/batches/routes.ts'
 import { createBatchService, type OperationsByKind } from './resources/batches/service.ts'
 import { bookRoutes } from './resources/book/routes.ts'
 import { createBookService } from './resources/book/service.ts'
+import { bookStore } from './resources/book/store.ts'
 import { changeRoutes } from './resources/changes/routes.ts'
 import { createChangeService } from './resources/changes/service.ts'
 import { collectionRoutes } from './resources/collection/routes.ts'
 import { createCollectionSummary } from './resources/collection/service.ts'
 import { customerRoutes } from './resources/customers/routes.ts'
 import { createCustomerService } from './resources/customers/service.ts'
+import { customerStore } from './resources/customers/store.ts'
 import { financialEventRoutes } from './resources/financial-events/routes.ts'
 import { createFinancialEventService } from './resources/financial-events/service.ts'
 import { freshnessRoutes } from './resources/freshness/routes.ts'
@@ -29,10 +31,14 @@ import { NOT_FOUND_PAGE, PAGE_HEADERS, registerPaymentPage } from './resources/p
 import { paymentRequestRoutes, paymentSimulateRoutes } from './resources/payment-requests/routes.ts'
 import { createPaymentRequestService } from './resources/payment-requests/service.ts'
 import { providerFor } from './resources/payments/provider.ts'
+import { paymentRules } from './resources/payments/service.ts'
+import { paymentStore } from './resources/payments/store.ts'
 import { receivableRoutes } from './resources/receivables/routes.ts'
 import { createReceivableService } from './resources/receivables/service.ts'
+import { receivableStore } from './resources/receivables/store.ts'
 import { reconciliationRoutes } from './resources/reconciliations/routes.ts'
 import { createReconciliationService } from './resources/reconciliations/service.ts'
+import { restrictionRules } from './resources/recovery/restrictions.ts'
 import { recoveryRoutes } from './resources/recovery/routes.ts'
 import { createRecoveryService } from './resources/recovery/service.ts'
 import { snapshotRoutes } from './resources/snapshots/routes.ts'
@@ -50,6 +56,8 @@ export interface AppOptions {
   clock?: Clock
   /** Name resolution for webhook destinations (tests answer what they need, rebinding included). */
   resolver?: Resolver
+  /** The request gate; by default the limits of `config` on this store (src/http/limits.ts). */
+  gate?: Gate
 }
 
 const OpenApiDocument = z.record(z.string(), z.unknown()).meta({
@@ -58,7 +66,7 @@ const OpenApiDocument = z.record(z.string(), z.unknown()).meta({
 })
 
 /** The one wiring root of the HTTP process: services, their routes, the server. */
-export function createApp({ store, config, adminTokenDigest, clock = systemClock, resolver = systemResolver }: AppOptions) {
+export function createApp({ store, config, adminTokenDigest, clock = systemClock, resolver = systemResolver, gate }: AppOptions) {
   const webhooks = createWebhookService({
     store,
     clock,
@@ -66,22 +74,26 @@ export function createApp({ store, config, adminTokenDigest, clock = systemClock
     allowLoopback: config.webhooks.allowLoopback,
     secretKeyHex: config.webhooks.secretKeyHex,
   })
-  const freshness = createFreshness({ clock, thresholds: config.freshness })
+  // Each factory receives the other families' store functions and rules it uses (a Pick<> in its deps type).
+  const db = { store, clock }
+  const freshness = createFreshness({ clock, thresholds: config.freshness, receivables: receivableStore })
   const services = {
-    customers: createCustomerService({ store, clock }),
-    receivables: createReceivableService({ store, clock }),
-    book: createBookService({ store, clock }),
-    snapshots: createSnapshotService({ store, clock }),
+    customers: createCustomerService({ ...db, restrictions: restrictionRules }),
+    receivables: createReceivableService({ ...db, customers: customerStore, book: bookStore, restrictions: restrictionRules }),
+    book: createBookService({ ...db, receivables: receivableStore }),
+    snapshots: createSnapshotService({ ...db, book: bookStore }),
     freshness,
-    recovery: createRecoveryService({ store, clock }),
-    reconciliations: createReconciliationService({ store, clock }),
-    financialEvents: createFinancialEventService({ store, clock }),
-    paymentObservations: createPaymentObservationService({ store, clock }),
+    recovery: createRecoveryService({ ...db, receivables: receivableStore }),
+    reconciliations: createReconciliationService({ ...db, receivables: receivableStore, restrictions: restrictionRules }),
+    financialEvents: createFinancialEventService({ ...db, receivables: receivableStore }),
+    paymentObservations: createPaymentObservationService({ ...db, customers: customerStore, receivables: receivableStore }),
     paymentRequests: createPaymentRequestService({
-      store,
-      clock,
+      ...db,
       provider: providerFor(config.environment),
       publicBaseUrl: config.publicBaseUrl,
+      receivables: receivableStore,
+      payments: paymentStore,
+      paymentRules,
     }),
     changes: createChangeService({ store }),
     webhooks,
@@ -144,12 +156,11 @@ export function createApp({ store, config, adminTokenDigest, clock = systemClock
     },
   })
   const allRoutes = [...routes, openapiRoute]
-  const limiter = createLimiter(store, { perMinute: config.limits.perMinute, concurrency: config.limits.concurrencyPerKey })
   const app = buildServer(
     {
       db: store,
       config,
-      limiter,
+      gate: gate ?? createGate(store, { perMinute: config.limits.perMinute, concurrency: config.limits.concurrencyPerKey, clock }),
       adminTokenDigest,
       pages: [{ prefix: '/pay/', notFound: { headers: PAGE_HEADERS, html: NOT_FOUND_PAGE } }],
     },
@@ -167,7 +178,7 @@ export function createApp({ store, config, adminTokenDigest, clock = systemClock
     retryScheduleMs: config.webhooks.retryScheduleMs,
     onError: (err) => app.log.error({ errMessage: (err as Error).message, stack: (err as Error).stack }, 'webhook dispatcher error'),
   })
-  return { app, services: { ...services, batches }, routes: allRoutes, batchRunner, webhookDispatcher }
+  return { app, services: { ...services, batches }, operations, routes: allRoutes, batchRunner, webhookDispatcher }
 }
 
 export type App = ReturnType<typeof createApp>

@@ -1,3 +1,4 @@
+import ipaddr from 'ipaddr.js'
 import { z } from 'zod'
 
 /**
@@ -17,11 +18,42 @@ export function parseDuration(text: string): number {
   return n * ms
 }
 
+/**
+ * The most records one batch chunk transaction may hold. Each record runs in a savepoint, and every savepoint
+ * that writes takes a subtransaction id; PostgreSQL caches at most 64 of them per backend (PGPROC_MAX_CACHED_SUBXIDS).
+ * A transaction with more overflows that cache, and from then until it ends every other session's snapshot
+ * has to look subtransactions up in pg_subtrans (an SLRU shared by all) instead of in memory: a slowdown for
+ * the whole server, not only this chunk. 64 is where bigger chunks stop paying for themselves.
+ */
+export const MAX_BATCH_CHUNK_SIZE = 64
+
+/**
+ * Which proxies' X-Forwarded-For is believed: unset, empty or 0 (the default), none; a whole number, that many
+ * hops nearest the service; otherwise a comma-separated list of proxy addresses or CIDR ranges (Fastify's
+ * `trustProxy`). "true" (believe any sender) is refused: it would let every client choose its own address.
+ */
+const TrustProxy = z
+  .string()
+  .trim()
+  .superRefine((v, ctx) => {
+    if (v === '' || /^\d+$/.test(v)) return
+    for (const entry of v.split(',').map((e) => e.trim())) {
+      const valid = entry.includes('/') ? ipaddr.isValidCIDR(entry) : ipaddr.isValid(entry)
+      if (!valid) ctx.addIssue({ code: 'custom', message: `"${entry}" is neither a hop count nor an IP address or CIDR range` })
+    }
+  })
+  .transform((v): false | number | string[] => {
+    if (v === '' || v === '0') return false
+    if (/^\d+$/.test(v)) return Number(v)
+    return v.split(',').map((e) => e.trim())
+  })
+
 const Flag = z.enum(['0', '1', 'true', 'false']).transform((v) => v === '1' || v === 'true')
 
 export const ConfigSchema = z
   .object({
     HOST: z.string().min(1).default('127.0.0.1'),
+    TRUST_PROXY: TrustProxy.prefault(''),
     PORT: z.coerce.number().int().min(0).max(65535).default(8080),
     DATABASE_URL: z.string().url().optional(),
     DATA_DIR: z.string().min(1).default('./data'),
@@ -43,7 +75,7 @@ export const ConfigSchema = z
     FRESHNESS_STALE_AFTER_TRANSACTION_SECONDS: z.coerce.number().int().min(1).default(172_800),
     FRESHNESS_STALE_AFTER_SNAPSHOT_SECONDS: z.coerce.number().int().min(1).default(93_600),
     FRESHNESS_SWEEP_MS: z.coerce.number().int().min(100).default(60_000),
-    BATCH_CHUNK_SIZE: z.coerce.number().int().min(1).max(100).default(50),
+    BATCH_CHUNK_SIZE: z.coerce.number().int().min(1).max(MAX_BATCH_CHUNK_SIZE).default(50),
     BATCH_LEASE_SECONDS: z.coerce.number().int().min(1).max(3600).default(30),
     BATCH_POLL_MS: z.coerce.number().int().min(10).default(500),
     BATCH_WORKER_CONCURRENCY: z.coerce.number().int().min(0).max(16).default(1),
@@ -69,6 +101,7 @@ export const ConfigSchema = z
     return {
       host: c.HOST,
       port: c.PORT,
+      trustProxy: c.TRUST_PROXY,
       databaseUrl: c.DATABASE_URL,
       dataDir: c.DATA_DIR,
       environment: c.SERVICE_ENVIRONMENT,
@@ -104,6 +137,8 @@ export type Environment = Config['environment']
 /** How to fix each variable, shown beside the problem when the configuration is refused. */
 const FIXES: Record<string, string> = {
   HOST: 'set HOST to the address to listen on, such as 127.0.0.1 (the default) or 0.0.0.0',
+  TRUST_PROXY:
+    'set TRUST_PROXY to the number of proxies in front of the service (such as 1), or to their addresses or CIDR ranges separated by commas (such as 10.0.0.0/8), or unset it when clients connect directly',
   PORT: 'set PORT to a whole number from 0 to 65535, or unset it for 8080',
   DATABASE_URL: 'set DATABASE_URL to a URL such as postgres://user:password@host:5432/database, or unset it for the embedded store',
   DATA_DIR: 'set DATA_DIR to a directory path, or unset it for ./data',
@@ -124,7 +159,7 @@ const FIXES: Record<string, string> = {
   FRESHNESS_STALE_AFTER_TRANSACTION_SECONDS: 'set it to a whole number of seconds of at least 1, or unset it for 172800',
   FRESHNESS_STALE_AFTER_SNAPSHOT_SECONDS: 'set it to a whole number of seconds of at least 1, or unset it for 93600',
   FRESHNESS_SWEEP_MS: 'set FRESHNESS_SWEEP_MS to a whole number of milliseconds of at least 100, or unset it for 60000',
-  BATCH_CHUNK_SIZE: 'set BATCH_CHUNK_SIZE to a whole number from 1 to 100, or unset it for 50',
+  BATCH_CHUNK_SIZE: `set BATCH_CHUNK_SIZE to a whole number from 1 to ${MAX_BATCH_CHUNK_SIZE}, or unset it for 50`,
   BATCH_LEASE_SECONDS: 'set BATCH_LEASE_SECONDS to a whole number from 1 to 3600, or unset it for 30',
   BATCH_POLL_MS: 'set BATCH_POLL_MS to a whole number of milliseconds of at least 10, or unset it for 500',
   BATCH_WORKER_CONCURRENCY: 'set BATCH_WORKER_CONCURRENCY to a whole number from 0 to 16, or unset it for 1',

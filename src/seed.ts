@@ -2,11 +2,12 @@ import type { App } from './app.ts'
 import { SCOPES } from './domain/scopes.ts'
 import { type Clock, isoNow, systemClock } from './domain/time.ts'
 import { loadActiveGrant } from './http/auth.ts'
-import { CUSTOMER_EXAMPLE_ID, CustomerWrite, customerWriteExample } from './resources/customers/schema.ts'
+import { CUSTOMER_EXAMPLE_ID, customerWriteExample } from './resources/customers/schema.ts'
 import { existingCustomerIds } from './resources/customers/store.ts'
-import { runOperation } from './resources/operations.ts'
+import { executeWrite, runOperation } from './resources/operations.ts'
 import { RECEIVABLE_EXAMPLE_ID, ReceivableWrite, receivableWriteExample } from './resources/receivables/schema.ts'
 import { findReceivableCore } from './resources/receivables/store.ts'
+import { UnitOfWork } from './resources/unit-of-work.ts'
 import type { Store } from './store/store.ts'
 
 export const DEMO_CLIENT = 'demo'
@@ -22,12 +23,12 @@ const DEMO_INTEGRATION = 'demo-integration'
  * claim so that a demo seeded before it existed gains it on the next start.
  */
 export async function seedDemo(store: Store, app: App, clock: Clock = systemClock): Promise<{ apiKey: string } | null> {
-  const seeded = await seedAccess(store, app)
+  const seeded = await seedAccess(store, app, clock)
   await seedReceivable(store, app, clock)
   return seeded
 }
 
-async function seedAccess(store: Store, app: App): Promise<{ apiKey: string } | null> {
+async function seedAccess(store: Store, app: App, clock: Clock): Promise<{ apiKey: string } | null> {
   const claimed = await store.query(
     `INSERT INTO settings (key, value) VALUES ('demo_seeded', 'true') ON CONFLICT (key) DO NOTHING RETURNING key`,
   )
@@ -37,7 +38,14 @@ async function seedAccess(store: Store, app: App): Promise<{ apiKey: string } | 
   await admin.putIntegration(DEMO_INTEGRATION, { name: 'Demo accounting Source' })
   await admin.putGrant(DEMO_INTEGRATION, DEMO_CLIENT, { scopes: [...SCOPES] })
   const key = await admin.createApiKey(DEMO_INTEGRATION)
-  await customers.put(DEMO_CLIENT, CUSTOMER_EXAMPLE_ID, CustomerWrite.parse(customerWriteExample))
+  const grant = await loadActiveGrant(store, DEMO_INTEGRATION, DEMO_CLIENT)
+  if (grant)
+    await executeWrite(
+      { store, clock },
+      customers.putOperation,
+      { clientCode: DEMO_CLIENT, grant, id: CUSTOMER_EXAMPLE_ID },
+      customerWriteExample,
+    )
   return { apiKey: key.apiKey }
 }
 
@@ -48,6 +56,7 @@ async function seedAccess(store: Store, app: App): Promise<{ apiKey: string } | 
  */
 async function seedReceivable(store: Store, app: App, clock: Clock): Promise<void> {
   await store.transaction(async (tx) => {
+    const uow = new UnitOfWork(tx)
     const claimed = await tx.query(
       `INSERT INTO settings (key, value) VALUES ('demo_receivable_seeded', 'true') ON CONFLICT (key) DO NOTHING RETURNING key`,
     )
@@ -57,11 +66,12 @@ async function seedReceivable(store: Store, app: App, clock: Clock): Promise<voi
     if ((await existingCustomerIds(tx, DEMO_CLIENT, [CUSTOMER_EXAMPLE_ID])).size === 0) return
     if (await findReceivableCore(tx, DEMO_CLIENT, RECEIVABLE_EXAMPLE_ID)) return
     await runOperation(
-      tx,
+      uow,
       app.services.receivables.put,
       { clientCode: DEMO_CLIENT, grant, id: RECEIVABLE_EXAMPLE_ID },
       ReceivableWrite.parse(receivableWriteExample),
       isoNow(clock),
     )
+    await uow.flush()
   })
 }

@@ -5,7 +5,8 @@ import { fieldProblem, Problem } from '../domain/problems.ts'
 import { type Clock, isoNow, Timestamp } from '../domain/time.ts'
 import { digestSecret } from '../http/auth.ts'
 import { decodeCursor, encodeCursor } from '../http/common-schemas.ts'
-import { recordReceivableChanges } from '../resources/receivables/store.ts'
+import { bumpReceivableRevisions } from '../resources/receivables/store.ts'
+import { inUnitOfWork } from '../resources/unit-of-work.ts'
 import type { Queryable, Store, Tx } from '../store/store.ts'
 import type { GrantPut } from './schema.ts'
 import {
@@ -112,7 +113,8 @@ export interface AdminServiceDeps {
 export function createAdminService({ store, clock, environment, onGrantRevoked }: AdminServiceDeps) {
   return {
     putClient(clientCode: string, body: { name?: string; collectionEnabled?: boolean }) {
-      return store.transaction(async (tx) => {
+      return inUnitOfWork(store, async (uow) => {
+        const { tx } = uow
         const now = isoNow(clock)
         const existing = await findClient(tx, clientCode)
         const rows = await tx.query<ClientRow>(
@@ -125,7 +127,7 @@ export function createAdminService({ store, clock, environment, onGrantRevoked }
         const row = rows[0] as ClientRow
         if (existing && existing.collection_enabled !== row.collection_enabled) {
           // collection_not_enabled is a hold of every Receivable of the client: each one changes.
-          await recordReceivableChanges(tx, clientCode, { allExcept: [] }, now)
+          uow.appendChanges(clientCode, await bumpReceivableRevisions(tx, clientCode, { allExcept: [] }, now))
         }
         await recordAudit(tx, {
           action: existing ? 'client.updated' : 'client.created',

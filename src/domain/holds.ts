@@ -1,6 +1,6 @@
 /**
  * Holds: every reason recovery may not act on a Receivable now. Defined once, here, as SQL predicates over
- * the `receivable_hold_facts` view (migration 0005), and used by every place holds appear: the Receivable
+ * the `receivable_hold_facts` view, and used by every place holds appear: the Receivable
  * read, the recovery instruction response and the collection summary's counts. An authorized instruction
  * removes only `recovery_not_authorized`; it clears no other hold.
  *
@@ -18,6 +18,33 @@ export const HOLD_CATEGORIES = [
 ] as const
 
 export type Hold = (typeof HOLD_CATEGORIES)[number]
+
+/**
+ * The one home of holds is this file. The view `receivable_hold_facts` (last declared in migration 0009) only
+ * gathers facts: exactly these columns, no rule. test/domain/holds-definition.test.ts checks that the view's
+ * columns are exactly HOLD_VIEW_COLUMNS and that the predicates read only HOLD_FACTS, so a new hold that needs a
+ * new fact fails there until a migration adds it to the view.
+ */
+export const HOLD_FACTS = [
+  'instruction_state',
+  'collection_enabled',
+  'has_source_restriction',
+  'has_dispute',
+  'source_stale',
+  'status',
+  'flagged',
+  'reconciliation_held',
+] as const
+
+/** Every column of the view: its key, the hold facts, and the amounts the collection summary sums. */
+export const HOLD_VIEW_COLUMNS = [
+  'client_code',
+  'external_receivable_id',
+  ...HOLD_FACTS,
+  'currency',
+  'source_amount_minor',
+  'confirmed_unreconciled_minor',
+] as const
 
 /** SQL predicate per hold over alias `h` (receivable_hold_facts). */
 export function holdPredicates(): Record<Hold, string> {

@@ -40,7 +40,7 @@ export interface Caller {
   grant: Grant | null
 }
 
-interface CallerRow {
+interface KeyGrantRow {
   api_key_id: string
   integration_id: string
   environment: Environment
@@ -54,7 +54,7 @@ interface CallerRow {
 }
 
 type GrantColumns = Pick<
-  CallerRow,
+  KeyGrantRow,
   'integration_id' | 'scopes' | 'ip_allowlist' | 'recovery_entry_mode' | 'feed_mode' | 'industry_profile' | 'receipt_delivery_owner'
 >
 
@@ -71,35 +71,43 @@ function toGrant(clientCode: string, row: GrantColumns): Grant {
   }
 }
 
-const invalidKey = () => new Problem('invalid_api_key', 'The API key is missing, malformed, unknown, revoked or for another environment.')
+export const invalidKey = () =>
+  new Problem('invalid_api_key', 'The API key is missing, malformed, unknown, revoked or for another environment.')
 
-/** 401 unless the header carries an active key of this deployment's environment. */
-export async function identifyCaller(
-  db: Queryable,
-  authorization: string | undefined,
-  environment: Environment,
-  clientCode: string,
-): Promise<Caller> {
+/** The digest of the Bearer key presented, or 401 unless it has the shape of a key of this environment. */
+export function presentedKeyDigest(authorization: string | undefined, environment: Environment): string {
   const token = bearerToken(authorization)
   const m = token ? API_KEY_PATTERN.exec(token) : null
   if (!token || !m || m[1] !== environment) throw invalidKey()
-  const rows = await db.query<CallerRow>(
+  return digestSecret(token)
+}
+
+export type CallerRow = Omit<KeyGrantRow, 'environment'>
+
+/** The caller a key row (joined with its grant for `clientCode`, if any) describes. */
+export function callerFromRow(clientCode: string, row: CallerRow): Caller {
+  const grant = row.grant_status === 'active' ? toGrant(clientCode, row as GrantColumns) : null
+  return { apiKeyId: row.api_key_id, integrationId: row.integration_id, grant }
+}
+
+/** The active key of this environment with this digest, with its grant for the Client; null if there is none. */
+export async function lookupKey(db: Queryable, digest: string, environment: Environment, clientCode: string): Promise<Caller | null> {
+  const rows = await db.query<KeyGrantRow>(
     `SELECT k.api_key_id, k.integration_id, k.environment, g.status AS grant_status, g.scopes, g.ip_allowlist,
             g.recovery_entry_mode, g.feed_mode, g.industry_profile, g.receipt_delivery_owner
        FROM api_keys k
        LEFT JOIN grants g ON g.client_code = $2 AND g.integration_id = k.integration_id
       WHERE k.digest = $1 AND k.revoked_at IS NULL`,
-    [digestSecret(token), clientCode],
+    [digest, clientCode],
   )
   const row = rows[0]
-  if (!row || row.environment !== environment) throw invalidKey()
-  const grant = row.grant_status === 'active' ? toGrant(clientCode, row) : null
-  return { apiKeyId: row.api_key_id, integrationId: row.integration_id, grant }
+  if (!row || row.environment !== environment) return null
+  return callerFromRow(clientCode, row)
 }
 
 /** The current grant of an integration for a client, if active (a batch record rechecks it when it runs). */
 export async function loadActiveGrant(db: Queryable, integrationId: string, clientCode: string): Promise<Grant | null> {
-  const rows = await db.query<Omit<CallerRow, 'api_key_id' | 'environment' | 'grant_status'> & { status: string }>(
+  const rows = await db.query<Omit<KeyGrantRow, 'api_key_id' | 'environment' | 'grant_status'> & { status: string }>(
     `SELECT integration_id, status, scopes, ip_allowlist, recovery_entry_mode, feed_mode, industry_profile, receipt_delivery_owner
        FROM grants WHERE client_code = $1 AND integration_id = $2`,
     [clientCode, integrationId],

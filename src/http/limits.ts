@@ -1,20 +1,31 @@
 import { randomUUID } from 'node:crypto'
-import type { Queryable } from '../store/store.ts'
+import type { Environment } from '../config.ts'
+import type { Clock } from '../domain/time.ts'
+import type { Queryable, Store } from '../store/store.ts'
+import { type Caller, type CallerRow, callerFromRow, lookupKey } from './auth.ts'
 
 /**
- * Request-rate and concurrency limits kept in the store, so they hold across every instance sharing one
- * database and survive no process memory.
+ * The request gate: an API key, its grant for the Client in the path, the per-minute count and the concurrency
+ * slots, decided together, before any work.
  *
- * Rate: fixed one-minute windows (aligned to the database clock's minute), one counter row per bucket and
- * window, incremented by a single upsert; every request counts, refused ones included. Chosen over a
- * token bucket because "60 requests per minute" then means exactly that for any calendar minute, and
- * over a sliding log because it is one row per key per minute.
+ * Rate: fixed one-minute windows aligned to the minute of the service's clock (the injected `Clock`), one counter
+ * per bucket and window; every identified request counts, refused ones included. Chosen over a token bucket
+ * because "60 requests per minute" then means exactly that for any calendar minute, and over a sliding log
+ * because it is one counter per key per minute.
  *
- * Concurrency: a bucket has N slots; a request claims a free or expired slot with one INSERT .. ON
- * CONFLICT statement (the primary key makes the claim atomic across instances) and releases it before
- * its response is written, or when its connection ends first (src/http/server.ts ties the slot to the HTTP
- * exchange). Releasing is best effort: a failed release is retried in the background a few times, and a
- * slot nobody released (a process that died mid-request, a store that stayed down) expires after `leaseSeconds`.
+ * Concurrency: a bucket has N slots. A request holds one in every bucket from the gate to the end of its HTTP
+ * exchange (src/http/server.ts gives it back before the response is written, or when the connection ends first).
+ *
+ * Two implementations, chosen by the store:
+ * - PostgreSQL (several instances may share it): the whole gate is one statement, `request_gate` (migration
+ *   0012), on UNLOGGED tables; a slot is a row whose primary key makes the claim atomic across instances, and
+ *   its lease (`leaseSeconds` of the service's clock) frees the slot of a process that died mid-request. A
+ *   release is one statement; a failed release is retried in the background, and should every retry fail the
+ *   lease frees the slot.
+ * - the embedded store (PGlite), which one process owns (DATA_DIR is locked to it): the key lookup is the one
+ *   round trip, the counters and slots live in this process's memory. The key's slot is taken before the
+ *   lookup, so a second request of the key is refused even while the first waits for the single PGlite
+ *   connection; a process that dies takes its slots with it.
  */
 export interface RateResult {
   allowed: boolean
@@ -33,16 +44,41 @@ export interface Lease {
   /**
    * Frees the slots; the first call does it, later calls do nothing. Never rejects: it runs after the request's
    * work is done (often after commit), and nothing there may change the answer. A failed release is reported
-   * to the `log` given to `acquire` and retried in the background after each of `RELEASE_RETRY_DELAYS_MS`;
-   * should every retry fail, the lease's expiry frees the slots.
+   * to the request's `log` and retried in the background after each of `RELEASE_RETRY_DELAYS_MS`; should every
+   * retry fail, the lease's expiry frees the slots.
    */
   release(): Promise<void>
 }
 
-export interface Limiter {
-  count(buckets: string[]): Promise<RateResult>
-  /** A slot in every bucket, or null (and nothing held) when one of them is full. */
-  acquire(buckets: string[], log?: ReleaseLog): Promise<Lease | null>
+export interface GateRequest {
+  /** SHA-256 digest of the presented API key (its shape and environment prefix already checked). */
+  digest: string
+  environment: Environment
+  /** The Client in the path: its grant is looked up, and in sandbox it is a bucket too. */
+  clientCode: string
+  log?: ReleaseLog
+}
+
+/**
+ * `caller` null: the key is unknown, revoked or of another environment (401; nothing counted, nothing held).
+ * Otherwise `refused` says why no slot is held (`rate`: over the minute's budget; `concurrency`: a bucket has
+ * no free slot), or `lease` is the slots held.
+ */
+export type GateOutcome =
+  | { caller: null }
+  | { caller: Caller; rate: RateResult; refused: 'rate' | 'concurrency'; lease: null }
+  | { caller: Caller; rate: RateResult; refused: null; lease: Lease }
+
+export interface Gate {
+  enter(req: GateRequest): Promise<GateOutcome>
+}
+
+export interface GateOptions {
+  perMinute: number
+  concurrency: number
+  clock: Clock
+  leaseSeconds?: number
+  releaseRetryDelaysMs?: readonly number[]
 }
 
 /**
@@ -51,10 +87,45 @@ export interface Limiter {
  */
 export const RELEASE_RETRY_DELAYS_MS = [250, 1000, 2000, 4000, 8000] as const
 
-export function createLimiter(
-  db: Queryable,
-  opts: { perMinute: number; concurrency: number; leaseSeconds?: number; releaseRetryDelaysMs?: readonly number[] },
-): Limiter {
+const MINUTE_MS = 60_000
+
+function rateOf(perMinute: number, used: number, now: number, windowStart: number): RateResult {
+  return {
+    allowed: used <= perMinute,
+    limit: perMinute,
+    remaining: Math.max(0, perMinute - used),
+    resetSeconds: Math.max(1, Math.ceil((windowStart + MINUTE_MS - now) / 1000)),
+  }
+}
+
+/** The buckets of a request: its key, and in sandbox its Client (only one the key is granted). */
+function bucketsOf(caller: Caller, req: GateRequest): string[] {
+  const buckets = [`key:${caller.apiKeyId}`]
+  if (req.environment === 'sandbox' && caller.grant) buckets.push(`client:${req.clientCode}`)
+  return buckets
+}
+
+/** The gate for the store: in the database for PostgreSQL, in this process for the embedded store. */
+export function createGate(store: Pick<Store, 'kind'> & Queryable, opts: GateOptions): Gate {
+  return store.kind === 'pglite' ? createMemoryGate(store, opts) : createStoreGate(store, opts)
+}
+
+interface GateRow {
+  key_id: string
+  key_integration_id: string
+  grant_status: string | null
+  grant_scopes: string[] | null
+  grant_ip_allowlist: string[] | null
+  grant_recovery_entry_mode: string | null
+  grant_feed_mode: string | null
+  grant_industry_profile: string | null
+  grant_receipt_delivery_owner: string | null
+  used: number
+  admitted: boolean
+}
+
+/** Limits in the database, exact across every instance sharing it: one statement per request, one per release. */
+export function createStoreGate(db: Queryable, opts: GateOptions): Gate {
   const leaseSeconds = opts.leaseSeconds ?? 30
   const retryDelays = opts.releaseRetryDelaysMs ?? RELEASE_RETRY_DELAYS_MS
   /**
@@ -65,49 +136,22 @@ export function createLimiter(
    */
   const unreleased = new Set<string>()
 
-  async function claim(bucket: string, holder: string): Promise<number | null> {
-    // Racing requests start their search for a free slot at random offsets, so they rarely pick the same
-    // one; a loser of a race gets no row and searches again. Each search looks at no more than 16 slots
-    // from its offset (a set-returning function is materialized, so scanning all N would cost O(N) per
-    // request when the limit is raised). With up to 16 slots the answer is exact.
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const offset = opts.concurrency === 1 ? 0 : Math.floor(Math.random() * opts.concurrency)
-      const rows = await db.query<{ slot: number }>(
-        `WITH free AS (
-           SELECT (g + $5::int) % $2::int AS slot FROM generate_series(0, least($2::int, 16) - 1) AS g
-           WHERE NOT EXISTS (SELECT 1 FROM inflight_requests i
-                             WHERE i.bucket = $1 AND i.slot = (g + $5::int) % $2::int AND i.expires_at > clock_timestamp()
-                               AND i.holder <> ALL($6::uuid[]))
-           LIMIT 1)
-         INSERT INTO inflight_requests (bucket, slot, holder, expires_at)
-         SELECT $1, slot, $3, clock_timestamp() + make_interval(secs => $4) FROM free
-         ON CONFLICT (bucket, slot) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
-           WHERE inflight_requests.expires_at <= clock_timestamp() OR inflight_requests.holder = ANY($6::uuid[])
-         RETURNING slot`,
-        [bucket, opts.concurrency, holder, leaseSeconds, offset, [...unreleased]],
-      )
-      if (rows[0]) return rows[0].slot
-      if (opts.concurrency <= 16) return null
-    }
-    return null
-  }
-
   /**
-   * By bucket and holder, not by slot: a claim whose answer was lost (the connection dropped after the INSERT)
-   * is released too. The primary key's leading `bucket` column finds the bucket's few slots.
+   * By bucket and holder, not by slot. `buckets` null: a gate statement whose answer was lost (the connection
+   * dropped after it committed), so its buckets are unknown; the holder alone finds its rows.
    */
-  async function releaseSlots(buckets: string[], holder: string): Promise<void> {
-    if (buckets.length === 0) return
-    await db.query(`DELETE FROM inflight_requests WHERE bucket = ANY($1::text[]) AND holder = $2`, [buckets, holder])
+  async function releaseSlots(buckets: string[] | null, holder: string): Promise<void> {
+    if (buckets === null) await db.query('DELETE FROM inflight_requests WHERE holder = $1', [holder])
+    else await db.query('DELETE FROM inflight_requests WHERE bucket = ANY($1::text[]) AND holder = $2', [buckets, holder])
   }
 
-  async function releaseWithRetries(held: string[], holder: string, log: ReleaseLog | undefined, attempt: number) {
+  async function releaseWithRetries(buckets: string[] | null, holder: string, log: ReleaseLog | undefined, attempt: number) {
     try {
-      await releaseSlots(held, holder)
+      await releaseSlots(buckets, holder)
       unreleased.delete(holder)
     } catch (err) {
       const e = err as { name?: string; code?: string; message?: string }
-      const failure = { errName: e.name, errCode: e.code, errMessage: e.message, attempt: attempt + 1, buckets: held.length }
+      const failure = { errName: e.name, errCode: e.code, errMessage: e.message, attempt: attempt + 1, buckets: buckets?.length ?? null }
       const delay = retryDelays[attempt]
       if (delay === undefined) {
         unreleased.delete(holder)
@@ -117,52 +161,146 @@ export function createLimiter(
       unreleased.add(holder)
       log?.warn({ ...failure, retryInMs: delay }, 'concurrency slot release failed; retrying in the background')
       // unref: a pending retry never keeps a stopping process alive (the lease expires on its own).
-      setTimeout(() => void releaseWithRetries(held, holder, log, attempt + 1), delay).unref()
+      setTimeout(() => void releaseWithRetries(buckets, holder, log, attempt + 1), delay).unref()
     }
   }
 
   return {
-    async count(buckets) {
-      const rows = await db.query<{ count: number; reset_in: number }>(
-        `INSERT INTO rate_limit_windows (bucket, window_start, count)
-         SELECT b, date_trunc('minute', clock_timestamp()), 1 FROM unnest($1::text[]) AS b
-         ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_limit_windows.count + 1
-         RETURNING count, extract(epoch FROM window_start + interval '1 minute' - clock_timestamp())::float8 AS reset_in`,
-        [buckets],
-      )
-      const worst = Math.max(...rows.map((r) => r.count))
-      const resetSeconds = Math.max(1, Math.ceil(rows[0]?.reset_in ?? 60))
-      return {
-        allowed: worst <= opts.perMinute,
-        limit: opts.perMinute,
-        remaining: Math.max(0, opts.perMinute - worst),
-        resetSeconds,
-      }
-    },
-    async acquire(buckets, log) {
+    async enter(req) {
       const holder = randomUUID()
-      // Every bucket a claim was attempted for: what a failed or refused acquisition must give back.
-      const held: string[] = []
+      const now = opts.clock.now().getTime()
+      const windowStart = now - (now % MINUTE_MS)
+      let rows: GateRow[]
       try {
-        for (const bucket of buckets) {
-          held.push(bucket)
-          const slot = await claim(bucket, holder)
-          if (slot === null) {
-            await releaseWithRetries(held, holder, log, 0)
-            return null
-          }
-        }
+        rows = await db.query<GateRow>('SELECT * FROM request_gate($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)', [
+          req.digest,
+          req.environment,
+          req.clientCode,
+          req.environment === 'sandbox',
+          new Date(windowStart).toISOString(),
+          new Date(now).toISOString(),
+          opts.perMinute,
+          opts.concurrency,
+          leaseSeconds,
+          holder,
+          [...unreleased],
+        ])
       } catch (err) {
-        // A claim that failed part-way must not leave the slots it did take held until they expire.
-        await releaseWithRetries(held, holder, log, 0)
+        // The statement may have committed before its answer was lost: give back whatever it took.
+        await releaseWithRetries(null, holder, req.log, 0)
         throw err
       }
+      const row = rows[0]
+      if (!row) return { caller: null }
+      const caller = callerFromRow(req.clientCode, {
+        api_key_id: row.key_id,
+        integration_id: row.key_integration_id,
+        grant_status: row.grant_status,
+        scopes: row.grant_scopes,
+        ip_allowlist: row.grant_ip_allowlist,
+        recovery_entry_mode: row.grant_recovery_entry_mode,
+        feed_mode: row.grant_feed_mode,
+        industry_profile: row.grant_industry_profile,
+        receipt_delivery_owner: row.grant_receipt_delivery_owner,
+      } as CallerRow)
+      const rate = rateOf(opts.perMinute, row.used, now, windowStart)
+      if (!row.admitted) return { caller, rate, refused: rate.allowed ? 'concurrency' : 'rate', lease: null }
+      const buckets = bucketsOf(caller, req)
       let released = false
       return {
-        async release() {
-          if (released) return
-          released = true
-          await releaseWithRetries(held, holder, log, 0)
+        caller,
+        rate,
+        refused: null,
+        lease: {
+          async release() {
+            if (released) return
+            released = true
+            await releaseWithRetries(buckets, holder, req.log, 0)
+          },
+        },
+      }
+    },
+  }
+}
+
+/**
+ * Limits in this process's memory, for a store only this process uses (the embedded one). Exact, and free of
+ * round trips: the key lookup is the gate's only statement.
+ */
+export function createMemoryGate(db: Queryable, opts: GateOptions): Gate {
+  /** Per bucket: the window it was last counted in, and its count there. */
+  const windows = new Map<string, { start: number; count: number }>()
+  /** Per bucket: slots held. */
+  const held = new Map<string, number>()
+
+  function take(bucket: string): boolean {
+    const n = held.get(bucket) ?? 0
+    if (n >= opts.concurrency) return false
+    held.set(bucket, n + 1)
+    return true
+  }
+  function give(bucket: string): void {
+    const n = (held.get(bucket) ?? 0) - 1
+    if (n > 0) held.set(bucket, n)
+    else held.delete(bucket)
+  }
+  function count(bucket: string, windowStart: number): number {
+    const w = windows.get(bucket)
+    if (w && w.start === windowStart) return ++w.count
+    windows.set(bucket, { start: windowStart, count: 1 })
+    return 1
+  }
+
+  return {
+    async enter(req) {
+      // The key's slot, by its digest (one key has one digest), taken before the lookup: while the lookup waits
+      // for the store, a second request of the key already finds it taken.
+      const early = `digest:${req.digest}`
+      const tookEarly = take(early)
+      let caller: Caller | null
+      try {
+        // PGlite runs its statements synchronously on this thread: without a turn of the event loop here, a
+        // request would be served to its end before the server even read the next one, and no request would
+        // ever meet another in flight. One turn lets requests already received reach this gate (and find the
+        // slot taken) while this one is served.
+        if (tookEarly) await new Promise<void>((resolve) => setImmediate(resolve))
+        caller = await lookupKey(db, req.digest, req.environment, req.clientCode)
+      } catch (err) {
+        if (tookEarly) give(early)
+        throw err
+      }
+      if (!caller) {
+        if (tookEarly) give(early)
+        return { caller: null }
+      }
+      const now = opts.clock.now().getTime()
+      const windowStart = now - (now % MINUTE_MS)
+      const buckets = bucketsOf(caller, req)
+      let used = 0
+      for (const b of buckets) used = Math.max(used, count(b, windowStart))
+      const rate = rateOf(opts.perMinute, used, now, windowStart)
+      const taken = tookEarly ? [early] : []
+      const giveBack = () => {
+        for (const b of taken.splice(0)) give(b)
+      }
+      if (!rate.allowed) {
+        giveBack()
+        return { caller, rate, refused: 'rate', lease: null }
+      }
+      // The other buckets (the Client's, in sandbox) are only known now.
+      const rest = buckets.slice(1)
+      if (!tookEarly || !rest.every((b) => take(b) && taken.push(b) > 0)) {
+        giveBack()
+        return { caller, rate, refused: 'concurrency', lease: null }
+      }
+      return {
+        caller,
+        rate,
+        refused: null,
+        lease: {
+          async release() {
+            giveBack()
+          },
         },
       }
     },

@@ -4,9 +4,18 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import type { Config } from '../config.ts'
 import { isProblem, Problem } from '../domain/problems.ts'
 import { CommitOutcomeUnknownError, type Queryable } from '../store/store.ts'
-import { authorize, bearerToken, type Caller, constantTimeEqualHex, digestSecret, type Grant, identifyCaller } from './auth.ts'
+import {
+  authorize,
+  bearerToken,
+  type Caller,
+  constantTimeEqualHex,
+  digestSecret,
+  type Grant,
+  invalidKey,
+  presentedKeyDigest,
+} from './auth.ts'
 import { assertStorableParameters, parseJsonBody } from './json-body.ts'
-import type { Lease, Limiter } from './limits.ts'
+import type { Gate, Lease } from './limits.ts'
 import { checkMediaType } from './media.ts'
 import { problemFromFastifyError, sendProblem } from './problem-response.ts'
 import type { RouteDef } from './route.ts'
@@ -47,8 +56,9 @@ export function logOptions(level: string) {
 
 export interface HttpDeps {
   db: Queryable
-  config: Pick<Config, 'environment' | 'docsUrl' | 'logLevel'>
-  limiter: Limiter
+  config: Pick<Config, 'environment' | 'docsUrl' | 'logLevel'> & Partial<Pick<Config, 'trustProxy'>>
+  /** API key, grant, rate and concurrency limits: one decision before any work (src/http/limits.ts). */
+  gate: Gate
   adminTokenDigest: string
   /**
    * Web pages served under a path prefix (the hosted payment page): a path the router itself refuses there
@@ -84,7 +94,7 @@ const COMMIT_OUTCOME_UNKNOWN =
 
 /**
  * Gives the request's concurrency slot back, once. Never throws: it runs after the request's work (often after
- * commit), and a failure there (logged, retried in the background by the limiter) must not change the answer.
+ * commit), and a failure there (logged, retried in the background by the gate) must not change the answer.
  */
 function releaseSlot(state: RequestState | null): Promise<void> {
   const lease = state?.lease
@@ -112,6 +122,11 @@ async function releaseSlotWithin(state: RequestState | null, ms: number): Promis
   }
 }
 
+/** TRUST_PROXY as Fastify takes it: a hop count trusts that many proxies nearest the service. */
+function trustProxyOption(setting: false | number | string[]): boolean | string[] | ((address: string, hop: number) => boolean) {
+  return typeof setting === 'number' ? (_address, hop) => hop < setting : setting
+}
+
 function compilePath(path: string): RegExp {
   return new RegExp(`^${path.replace(/:[A-Za-z]+/g, '[^/]+')}$`)
 }
@@ -123,6 +138,9 @@ export function buildServer(deps: HttpDeps, routes: RouteDef[]): FastifyInstance
     requestIdHeader: false,
     bodyLimit: BODY_LIMIT_BYTES,
     return503OnClosing: true,
+    // Which address `request.ip` (the IP allowlist, the logs) is: the socket's, unless TRUST_PROXY names the
+    // proxies whose X-Forwarded-For may be believed (a hop count or their addresses; never "everyone").
+    trustProxy: trustProxyOption(deps.config.trustProxy ?? false),
     // Long enough for any parameter our schemas could accept, so they (not the router) judge it.
     routerOptions: { maxParamLength: 512 },
     // The router's own refusals (undecodable or over-long path segments) answer like everything else.
@@ -247,17 +265,19 @@ export function buildServer(deps: HttpDeps, routes: RouteDef[]): FastifyInstance
       }
     } else if (def.auth.kind === 'api_key') {
       const clientCode = String(state.params.clientCode)
-      const caller = await identifyCaller(deps.db, request.headers.authorization, deps.config.environment, clientCode)
+      const digest = presentedKeyDigest(request.headers.authorization, deps.config.environment)
+      // One round trip: the key and its grant, the minute's count, a slot in every bucket (src/http/limits.ts).
+      const outcome = await deps.gate.enter({ digest, environment: deps.config.environment, clientCode, log: request.log })
+      if (!outcome.caller) throw invalidKey()
+      const caller = outcome.caller
       state.caller = caller
-      const buckets = [`key:${caller.apiKeyId}`]
-      // In sandbox the limits hold per client across all its keys too (only for a client the key is granted,
-      // so an unknown client code cannot grow the counter table).
-      if (deps.config.environment === 'sandbox' && caller.grant) buckets.push(`client:${clientCode}`)
-      if (state.closed) return abandon(request, reply, state, 'authenticate')
-      const rate = await deps.limiter.count(buckets)
+      state.lease = outcome.lease
+      // Closed while the gate ran: its 'close' found no slot to give back, so give it back now.
+      if (state.closed) return abandon(request, reply, state, 'gate')
+      const rate = outcome.rate
       reply.header('ratelimit-policy', `"per-minute";q=${rate.limit};w=60`)
       reply.header('ratelimit', `"per-minute";r=${rate.remaining};t=${rate.resetSeconds}`)
-      if (!rate.allowed) {
+      if (outcome.refused === 'rate') {
         throw new Problem(
           'rate_limit_exceeded',
           `At most ${rate.limit} requests a minute are accepted; retry after ${rate.resetSeconds} s.`,
@@ -266,9 +286,7 @@ export function buildServer(deps: HttpDeps, routes: RouteDef[]): FastifyInstance
           },
         )
       }
-      if (state.closed) return abandon(request, reply, state, 'count')
-      const lease = await deps.limiter.acquire(buckets, request.log)
-      if (!lease) {
+      if (outcome.refused === 'concurrency') {
         throw new Problem(
           'rate_limit_exceeded',
           'Another request with this API key (or, in sandbox, this client) is still running; send one at a time.',
@@ -277,9 +295,6 @@ export function buildServer(deps: HttpDeps, routes: RouteDef[]): FastifyInstance
           },
         )
       }
-      state.lease = lease
-      // Closed while the claim ran: its 'close' found no slot to give back, so give it back now.
-      if (state.closed) return abandon(request, reply, state, 'claim')
       state.grant = authorize(caller, clientCode, def.auth.scopes, request.ip)
     }
     checkMediaType(def, request)

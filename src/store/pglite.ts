@@ -1,5 +1,5 @@
 import { PGlite, types } from '@electric-sql/pglite'
-import { commitHooks, normalizeRow, type Row, type Store, type Tx } from './store.ts'
+import { normalizeRow, type Row, type Store, type Tx } from './store.ts'
 
 /**
  * The embedded engine. PGlite is one Postgres backend in-process: it runs one query at a time and a
@@ -24,16 +24,13 @@ export async function openPglite(dataDir?: string): Promise<Store> {
     },
     transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
       return db.transaction(async (t) => {
-        const hooks = commitHooks()
         const result = await fn({
           query: (sql, params) => run(t, sql, params),
           exec: async (sql) => {
             await t.exec(sql)
           },
-          beforeCommit: (hook, phase) => hooks.add(hook, phase),
           serialized: true,
         })
-        await hooks.run()
         return result
       })
     },

@@ -1,5 +1,5 @@
 import pg from 'pg'
-import { CommitOutcomeUnknownError, commitHooks, normalizeRow, type Store, type Tx } from './store.ts'
+import { CommitOutcomeUnknownError, normalizeRow, type Store, type Tx } from './store.ts'
 
 /**
  * The PostgreSQL store: one `pg` pool.
@@ -107,16 +107,13 @@ export function openPostgres(connectionString: string, opts: PostgresOptions = {
       }
       let releaseWith: unknown
       try {
-        const hooks = commitHooks()
         const result = await fn({
           query: (sql, params) => watched(run(client, sql, params)),
           exec: async (sql) => {
             await watched(client.query(sql))
           },
-          beforeCommit: (hook, phase) => hooks.add(hook, phase),
           serialized: false,
         })
-        await hooks.run()
         // Lost before COMMIT was sent: the server rolls the transaction back, so nothing was saved.
         if (held.lost) throw held.lost
         try {

@@ -25,12 +25,6 @@ export interface Tx extends Queryable {
    * so locks that only order concurrent writers can be skipped.
    */
   readonly serialized: boolean
-  /**
-   * Runs `fn` after the transaction's work and just before COMMIT, in registration order: first every
-   * 'work' hook (which may still write, and append change events), then every 'final' hook (the change-feed
-   * flush), so that nothing is written after the feed.
-   */
-  beforeCommit(fn: () => Promise<void>, phase?: 'work' | 'final'): void
 }
 
 export interface Store extends Queryable {
@@ -48,21 +42,6 @@ export class CommitOutcomeUnknownError extends Error {
   override readonly name = 'CommitOutcomeUnknownError'
   constructor(cause: unknown) {
     super('The database connection was lost while COMMIT was in flight; the outcome is unknown.', { cause })
-  }
-}
-
-/** The hooks of one transaction, run in phases before COMMIT. */
-export function commitHooks() {
-  const work: (() => Promise<void>)[] = []
-  const final: (() => Promise<void>)[] = []
-  return {
-    add(fn: () => Promise<void>, phase: 'work' | 'final' = 'work') {
-      ;(phase === 'final' ? final : work).push(fn)
-    },
-    async run() {
-      for (let i = 0; i < work.length; i++) await work[i]?.()
-      for (let i = 0; i < final.length; i++) await final[i]?.()
-    },
   }
 }
 

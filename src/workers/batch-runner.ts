@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto'
+import { MAX_BATCH_CHUNK_SIZE } from '../config.ts'
 import { isProblem, Problem } from '../domain/problems.ts'
 import { type Clock, isoNow } from '../domain/time.ts'
 import { type Grant, grantWithScopes, loadActiveGrant } from '../http/auth.ts'
@@ -8,18 +9,67 @@ import {
   type BatchRecordRow,
   type ClaimedBatch,
   claimBatch,
+  clearChunkFailures,
   completeBatch,
   holdLease,
   type RecordOutcome,
+  recordChunkFailure,
   recordsToRun,
   saveOutcomes,
 } from '../resources/batches/store.ts'
-import { changeMark, discardChangesAfter } from '../resources/changes/store.ts'
 import { type RecordKind, runOperation } from '../resources/operations.ts'
-import type { Store, Tx } from '../store/store.ts'
+import { UnitOfWork } from '../resources/unit-of-work.ts'
+import { analyzeGrownTables } from '../store/statistics.ts'
+import { CommitOutcomeUnknownError, type Store } from '../store/store.ts'
 
 /** The synchronous routes' answer to an unexpected error (http/server.ts), for a record that met one. */
 const UNEXPECTED = 'An unexpected error prevented a safe commit. Nothing was saved. Retry with backoff.'
+
+/**
+ * SQLSTATE classes and codes that say "the store could not do it now", not "this record is wrong": connection
+ * exceptions (08), transaction rollback (40: serialization failure 40001, deadlock 40P01), insufficient
+ * resources (53), operator intervention (57: statement canceled, backend terminated, server shutting down),
+ * system errors (58: I/O), and a lock wait that timed out (55P03).
+ */
+const TRANSIENT_CLASSES = new Set(['08', '40', '53', '57', '58'])
+const TRANSIENT_CODES = new Set(['55P03'])
+/** Socket errors and the `pg` driver's words for a connection that broke or never came. */
+const NETWORK_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN'])
+const LOST_CONNECTION =
+  /Connection terminated|connection (?:is )?(?:closed|ended|lost)|timeout exceeded when trying to connect|Client has encountered a connection error|not queryable/i
+
+/**
+ * True when an error came from the store being unable to run the work at this moment (a retry of the same
+ * work may succeed), as opposed to an error of the work itself. Such an error never becomes a record's
+ * outcome: the chunk is rolled back and retried.
+ */
+export function isTransientStoreError(err: unknown): boolean {
+  if (err instanceof CommitOutcomeUnknownError) return true
+  if (typeof err !== 'object' || err === null) return false
+  const { code, message } = err as { code?: unknown; message?: unknown }
+  if (typeof code === 'string') {
+    if (/^[0-9A-Z]{5}$/.test(code)) return TRANSIENT_CLASSES.has(code.slice(0, 2)) || TRANSIENT_CODES.has(code)
+    if (NETWORK_CODES.has(code)) return true
+  }
+  return typeof message === 'string' && LOST_CONNECTION.test(message)
+}
+
+/** What `last_error` keeps of a chunk failure: the SQLSTATE (or error name) and message, never the error's detail. */
+function describeError(err: unknown): string {
+  const e = (typeof err === 'object' && err !== null ? err : { message: String(err) }) as {
+    code?: unknown
+    name?: unknown
+    message?: unknown
+  }
+  const label = typeof e.code === 'string' ? e.code : typeof e.name === 'string' ? e.name : 'Error'
+  return `${label}: ${String(e.message ?? '')}`.slice(0, 500)
+}
+
+/** What an integrator is told about the failure, without the message (it may name store internals). */
+function errorClass(err: string): string {
+  const label = err.slice(0, err.indexOf(':'))
+  return /^[0-9A-Z]{5}$/.test(label) ? `SQLSTATE ${label}` : label || 'an unexpected error'
+}
 
 /**
  * The batch runner. Guarantees:
@@ -33,21 +83,58 @@ const UNEXPECTED = 'An unexpected error prevented a safe commit. Nothing was sav
  *   when its chunk runs, inside a savepoint so a refused record leaves nothing behind. A refused record
  *   keeps the whole problem the route would have answered (detail, errors[] with pointers into the record
  *   body, extension members), so the integrator can fix it without replaying it.
+ * - Failures of the store are not records' outcomes: an error that says the store could not do the work now
+ *   (`isTransientStoreError`: deadlock, serialization failure, lost connection, commit outcome unknown,
+ *   operator intervention) rolls the whole chunk back, as does any error outside a record (the lease, the
+ *   grant, saving outcomes, COMMIT). The failed chunk is counted (`failed_attempts`, reset by a chunk that
+ *   commits), its error kept in `last_error`, and the lease handed back with a backoff (`next_attempt_at`,
+ *   doubling from `retryBaseMs` up to `retryCapMs`) so any instance retries it later. After
+ *   `maxChunkFailures` failures in a row the batch's remaining records are not run: each fails with 503
+ *   `projection_unavailable` and a detail saying so (a record depending on one of them is
+ *   `dependency_failed`), and the batch completes, instead of being retried forever.
  */
 export interface BatchRunnerOptions {
   store: Store
   clock: Clock
   operations: OperationsByKind
+  /** Records per chunk transaction, at most MAX_BATCH_CHUNK_SIZE (src/config.ts says why). */
   chunkSize?: number
   leaseSeconds?: number
   pollMs?: number
   concurrency?: number
+  /** Failures of a batch's chunk in a row after which its remaining records fail (default 10). */
+  maxChunkFailures?: number
+  /** Backoff after the first failure of a chunk, doubled for each next one (default 1 s). */
+  retryBaseMs?: number
+  /** The longest backoff (default 5 min). */
+  retryCapMs?: number
+  /**
+   * How often, at most, the runner looks for tables that doubled since their last ANALYZE and analyzes them
+   * (src/store/statistics.ts), between chunks (default 10 s; 0 never).
+   */
+  analyzeEveryMs?: number
   onError?: (err: unknown) => void
 }
 
 export function createBatchRunner(opts: BatchRunnerOptions) {
   const { store, clock, operations } = opts
   const chunkSize = opts.chunkSize ?? 25
+  if (chunkSize > MAX_BATCH_CHUNK_SIZE) throw new RangeError(`chunkSize ${chunkSize} is over ${MAX_BATCH_CHUNK_SIZE}`)
+  const maxChunkFailures = opts.maxChunkFailures ?? 10
+  const backoff = { baseMs: opts.retryBaseMs ?? 1000, capMs: opts.retryCapMs ?? 300_000 }
+  const analyzeEveryMs = opts.analyzeEveryMs ?? 10_000
+  let lastAnalyze = performance.now()
+
+  /** Keeps foreign-key checks on index lookups while bulk loads grow the tables (src/store/statistics.ts). */
+  async function analyzeIfDue() {
+    if (analyzeEveryMs <= 0 || performance.now() - lastAnalyze < analyzeEveryMs) return
+    lastAnalyze = performance.now()
+    try {
+      await analyzeGrownTables(store)
+    } catch (err) {
+      opts.onError?.(err)
+    }
+  }
   const leaseSeconds = opts.leaseSeconds ?? 30
   const pollMs = opts.pollMs ?? 500
   const runnerId = randomUUID()
@@ -57,7 +144,7 @@ export function createBatchRunner(opts: BatchRunnerOptions) {
   const loops: Promise<void>[] = []
 
   async function runRecord(
-    tx: Tx,
+    uow: UnitOfWork,
     b: ClaimedBatch,
     grant: Grant | null,
     rec: BatchRecordRow,
@@ -91,14 +178,17 @@ export function createBatchRunner(opts: BatchRunnerOptions) {
       if (isProblem(err)) return failed(err)
       throw err
     }
+    const { tx } = uow
     await tx.query('SAVEPOINT batch_record')
-    const mark = changeMark(tx)
+    const mark = uow.mark()
     try {
-      const result = await runOperation(tx, op, { clientCode: b.client_code, grant: current, id: rec.external_id }, body, isoNow(clock))
+      const result = await runOperation(uow, op, { clientCode: b.client_code, grant: current, id: rec.external_id }, body, isoNow(clock))
       return { position: rec.position, status: 'succeeded', httpStatus: result.status, problemCode: null, problem: null, blockedBy: null }
     } catch (err) {
+      // The store could not run it now: not this record's outcome. The chunk rolls back and is retried.
+      if (isTransientStoreError(err)) throw err
       await tx.query('ROLLBACK TO SAVEPOINT batch_record')
-      discardChangesAfter(tx, mark)
+      uow.rollbackTo(mark)
       if (isProblem(err)) return failed(err)
       opts.onError?.(err)
       return failed(new Problem('projection_unavailable', UNEXPECTED))
@@ -108,7 +198,8 @@ export function createBatchRunner(opts: BatchRunnerOptions) {
   /** One chunk in one transaction; returns false when the batch is finished or the lease was lost. */
   async function runChunk(b: ClaimedBatch, token: string): Promise<boolean> {
     return store.transaction(async (tx) => {
-      if (!(await holdLease(tx, b, token, leaseSeconds))) return false
+      const lease = await holdLease(tx, b, token, leaseSeconds)
+      if (!lease) return false
       const records = await recordsToRun(tx, b)
       const done = new Map(records.map((r) => [r.record_id, r.status]))
       const pending = records.filter((r) => r.status === 'pending').slice(0, chunkSize)
@@ -118,16 +209,55 @@ export function createBatchRunner(opts: BatchRunnerOptions) {
         await completeBatch(tx, b, status, isoNow(clock))
         return false
       }
+      if (lease.failedAttempts >= maxChunkFailures) {
+        await saveOutcomes(tx, b, notRun(records, done, lease.failedAttempts, lease.lastError ?? ''))
+        return true
+      }
       const grant = await loadActiveGrant(tx, b.integration_id, b.client_code)
+      // One unit of work for the chunk: each record runs through runOperation inside its savepoint, and the
+      // source activity and the feed events of every succeeded record are flushed once, before COMMIT.
+      const uow = new UnitOfWork(tx)
       const outcomes: RecordOutcome[] = []
       for (const rec of pending) {
-        const outcome = await runRecord(tx, b, grant, rec, done)
+        const outcome = await runRecord(uow, b, grant, rec, done)
         done.set(rec.record_id, outcome.status)
         outcomes.push(outcome)
       }
+      await uow.flush()
       await saveOutcomes(tx, b, outcomes)
+      if (lease.failedAttempts > 0) await clearChunkFailures(tx, b)
       return true
     })
+  }
+
+  /**
+   * The outcomes of a batch given up on: every pending record, in array order, fails with 503 saying it was
+   * not run, or is `dependency_failed` when a record it depends on did not succeed (the runner's rule).
+   */
+  function notRun(records: BatchRecordRow[], done: Map<string, string>, failures: number, lastError: string): RecordOutcome[] {
+    const problem = new Problem(
+      'projection_unavailable',
+      `This record was not run: the batch stopped after its chunk transaction failed ${failures} times in a row (last: ${errorClass(lastError)}). Nothing of this record was saved; submit it again in a new batch.`,
+    )
+    const outcomes: RecordOutcome[] = []
+    for (const rec of records) {
+      if (rec.status !== 'pending') continue
+      const blocker = rec.depends_on.find((dep) => done.get(dep) !== 'succeeded')
+      const outcome: RecordOutcome =
+        blocker !== undefined
+          ? { position: rec.position, status: 'dependency_failed', httpStatus: null, problemCode: null, problem: null, blockedBy: blocker }
+          : {
+              position: rec.position,
+              status: 'failed',
+              httpStatus: problem.status,
+              problemCode: problem.code,
+              problem: { detail: problem.detail },
+              blockedBy: null,
+            }
+      done.set(rec.record_id, outcome.status)
+      outcomes.push(outcome)
+    }
+    return outcomes
   }
 
   /** Claims and finishes at most one batch; true when one was claimed. */
@@ -135,15 +265,23 @@ export function createBatchRunner(opts: BatchRunnerOptions) {
     const token = randomUUID()
     const claimed = await claimBatch(store, token, leaseSeconds, runnerId, isoNow(clock))
     if (!claimed) return false
-    while (await runChunk(claimed, token)) {
-      if (stopping) {
-        // Hand the rest to any instance now rather than after the lease expires.
-        await store.query(
-          'UPDATE batches SET lease_expires_at = clock_timestamp() WHERE client_code = $1 AND external_batch_id = $2 AND lease_token = $3',
-          [claimed.client_code, claimed.external_batch_id, token],
-        )
-        break
+    try {
+      while (await runChunk(claimed, token)) {
+        await analyzeIfDue()
+        if (stopping) {
+          // Hand the rest to any instance now rather than after the lease expires.
+          await store.query(
+            'UPDATE batches SET lease_expires_at = clock_timestamp() WHERE client_code = $1 AND external_batch_id = $2 AND lease_token = $3',
+            [claimed.client_code, claimed.external_batch_id, token],
+          )
+          break
+        }
       }
+    } catch (err) {
+      // The chunk rolled back (or, after CommitOutcomeUnknownError, may have committed: its records are then no
+      // longer pending). Count it and back off; if even this fails, the lease expires and the batch is retried.
+      opts.onError?.(err)
+      await recordChunkFailure(store, claimed, token, describeError(err), backoff)
     }
     return true
   }

@@ -1,6 +1,6 @@
 import type { Clock } from '../domain/time.ts'
-import { appendChange } from '../resources/changes/store.ts'
 import { expireDue } from '../resources/payment-requests/store.ts'
+import { inUnitOfWork } from '../resources/unit-of-work.ts'
 import type { Store } from '../store/store.ts'
 
 /**
@@ -25,11 +25,11 @@ export async function sweepExpiredPaymentRequests(
   const maxChunks = opts.maxChunks ?? 100
   let total = 0
   for (let i = 0; i < maxChunks; i++) {
-    const expired = await store.transaction(async (tx) => {
+    const expired = await inUnitOfWork(store, async (uow) => {
       const now = clock.now().toISOString()
-      const rows = await expireDue(tx, now, chunk)
+      const rows = await expireDue(uow.tx, now, chunk)
       for (const r of rows) {
-        appendChange(tx, r.client_code, {
+        uow.appendChange(r.client_code, {
           type: 'payment_request.expired',
           resourceType: 'payment_request',
           resourceId: r.id,

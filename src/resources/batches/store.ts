@@ -81,8 +81,10 @@ export interface ClaimedBatch {
 }
 
 /**
- * Claims the oldest queued batch, or a running one whose lease expired (its worker died). SKIP LOCKED:
- * a batch whose chunk transaction is open elsewhere is invisible here, so no two workers run one batch.
+ * Claims the oldest queued batch, or a running one whose lease expired (its worker died or gave it back
+ * after a failed chunk), once its `next_attempt_at` (the backoff after a failed chunk) has passed.
+ * SKIP LOCKED: a batch whose chunk transaction is open elsewhere is invisible here, so no two workers run
+ * one batch.
  */
 export async function claimBatch(
   db: Queryable,
@@ -97,7 +99,8 @@ export async function claimBatch(
               started_at = COALESCE(b.started_at, $4), attempts = b.attempts + 1, runner_id = $3
         WHERE (b.client_code, b.external_batch_id) = (
           SELECT client_code, external_batch_id FROM batches
-           WHERE status = 'queued' OR (status = 'running' AND lease_expires_at < clock_timestamp())
+           WHERE (status = 'queued' OR (status = 'running' AND lease_expires_at < clock_timestamp()))
+             AND (next_attempt_at IS NULL OR next_attempt_at <= clock_timestamp())
            ORDER BY submitted_at LIMIT 1 FOR UPDATE SKIP LOCKED)
         RETURNING b.client_code, b.external_batch_id, b.integration_id`,
       [token, leaseSeconds, runnerId, now],
@@ -105,14 +108,56 @@ export async function claimBatch(
   )[0]
 }
 
-/** Locks the batch row for this chunk's transaction, if the lease is still ours. */
-export async function holdLease(tx: Tx, b: ClaimedBatch, token: string, leaseSeconds: number): Promise<boolean> {
-  const rows = await tx.query(
+/**
+ * Locks the batch row for this chunk's transaction, if the lease is still ours; `failedAttempts` is how many
+ * chunks of this batch failed in a row before this one (0 when the last chunk committed).
+ */
+export async function holdLease(
+  tx: Tx,
+  b: ClaimedBatch,
+  token: string,
+  leaseSeconds: number,
+): Promise<{ failedAttempts: number; lastError: string | null } | undefined> {
+  const rows = await tx.query<{ failed_attempts: number; last_error: string | null }>(
     `UPDATE batches SET lease_expires_at = clock_timestamp() + make_interval(secs => $4)
-      WHERE client_code = $1 AND external_batch_id = $2 AND lease_token = $3 RETURNING 1`,
+      WHERE client_code = $1 AND external_batch_id = $2 AND lease_token = $3 RETURNING failed_attempts, last_error`,
     [b.client_code, b.external_batch_id, token, leaseSeconds],
   )
-  return rows.length > 0
+  const row = rows[0]
+  return row ? { failedAttempts: Number(row.failed_attempts), lastError: row.last_error } : undefined
+}
+
+/** A chunk committed after failed ones: the count of failures in a row starts again (`last_error` stays). */
+export async function clearChunkFailures(tx: Tx, b: ClaimedBatch) {
+  await tx.query(`UPDATE batches SET failed_attempts = 0, next_attempt_at = NULL WHERE client_code = $1 AND external_batch_id = $2`, [
+    b.client_code,
+    b.external_batch_id,
+  ])
+}
+
+/**
+ * A chunk's transaction failed: count it, say why in `last_error`, and give the lease back with a backoff
+ * (`next_attempt_at`): base × 2^(failures in a row − 1), at most `capMs`. Any instance may claim the batch
+ * again after that. Returns the failures in a row, or undefined when the lease was no longer ours.
+ */
+export async function recordChunkFailure(
+  db: Queryable,
+  b: ClaimedBatch,
+  token: string,
+  error: string,
+  backoff: { baseMs: number; capMs: number },
+): Promise<number | undefined> {
+  const rows = await db.query<{ failed_attempts: number }>(
+    `UPDATE batches SET failed_attempts = failed_attempts + 1, last_error = $4, lease_token = NULL,
+            lease_expires_at = clock_timestamp(),
+            next_attempt_at = clock_timestamp()
+              + make_interval(secs => least($6::float8, $5::float8 * power(2, least(failed_attempts, 40))) / 1000)
+      WHERE client_code = $1 AND external_batch_id = $2 AND lease_token = $3
+      RETURNING failed_attempts`,
+    [b.client_code, b.external_batch_id, token, error, backoff.baseMs, backoff.capMs],
+  )
+  const row = rows[0]
+  return row ? Number(row.failed_attempts) : undefined
 }
 
 export interface RecordOutcome {

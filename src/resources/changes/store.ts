@@ -38,57 +38,12 @@ export interface ChangeInput {
 }
 
 /**
- * Change-feed events are buffered per transaction and appended in one statement just before COMMIT.
- * The per-client head row then stays locked only for that last statement, and no transaction ever takes
- * a resource lock after the feed lock (a batch chunk writing many records cannot deadlock with a request).
- * Sequence numbers are handed out under that row lock, so seq order is commit order.
+ * Change-feed events are buffered by the write's unit of work (src/resources/unit-of-work.ts) and appended here
+ * in one statement per client just before COMMIT. Sequence numbers are handed out under the per-client head
+ * row lock, so seq order is commit order.
  */
-const buffers = new WeakMap<Tx, { clientCode: string; change: ChangeInput }[]>()
-
-export function appendChange(tx: Tx, clientCode: string, change: ChangeInput): void {
-  let buffer = buffers.get(tx)
-  if (!buffer) {
-    const created: { clientCode: string; change: ChangeInput }[] = []
-    buffers.set(tx, created)
-    buffer = created
-    tx.beforeCommit(async () => {
-      const byClient = new Map<string, ChangeInput[]>()
-      // Appended in place: a write that emits 100,000 events must stay linear (a copy per event was quadratic).
-      for (const b of created) {
-        const list = byClient.get(b.clientCode)
-        if (list) list.push(b.change)
-        else byClient.set(b.clientCode, [b.change])
-      }
-      for (const [client, changes] of [...byClient].sort(([a], [b]) => (a < b ? -1 : 1))) await insertChanges(tx, client, changes)
-    }, 'final')
-  }
-  buffer.push({ clientCode, change })
-}
-
-export function appendChanges(tx: Tx, clientCode: string, changes: ChangeInput[]): void {
-  for (const c of changes) appendChange(tx, clientCode, c)
-}
-
-/** Where the buffer stands (before a savepoint), and dropping what was buffered after it (on rollback to it). */
-export function changeMark(tx: Tx): number {
-  return buffers.get(tx)?.length ?? 0
-}
-
-export function discardChangesAfter(tx: Tx, mark: number): void {
-  buffers.get(tx)?.splice(mark)
-}
-
-/** Receivables this transaction has already given a new revision (their events are buffered). */
-export function receivablesChangedIn(tx: Tx, clientCode: string): Set<string> {
-  return new Set(
-    (buffers.get(tx) ?? [])
-      .filter((b) => b.clientCode === clientCode && b.change.resourceType === 'receivable')
-      .map((b) => b.change.resourceId),
-  )
-}
-
 /** Many events in one statement: the head advances by n and the rows take the n numbers in order. */
-async function insertChanges(tx: Tx, clientCode: string, changes: ChangeInput[]): Promise<void> {
+export async function insertChanges(tx: Tx, clientCode: string, changes: ChangeInput[]): Promise<void> {
   if (changes.length === 0) return
   await tx.query(
     `WITH head AS (

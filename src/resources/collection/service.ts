@@ -1,8 +1,9 @@
 import { z } from 'zod'
-import { HOLD_CATEGORIES, type Hold, holdPredicates } from '../../domain/holds.ts'
+import { HOLD_CATEGORIES, type Hold } from '../../domain/holds.ts'
 import { MoneyOut, money } from '../../domain/money.ts'
 import { type Clock, isoNow, Timestamp } from '../../domain/time.ts'
 import type { Queryable } from '../../store/store.ts'
+import { collectionGroups } from './store.ts'
 
 const HoldCounts = z.object(Object.fromEntries(HOLD_CATEGORIES.map((h) => [h, z.number().int()])) as Record<Hold, z.ZodNumber>)
 
@@ -59,34 +60,13 @@ export const CollectionSummary = z
     ],
   })
 
-interface GroupRow {
-  status: 'active' | 'paused' | 'closed'
-  currency: string
-  n: number
-  source: string
-  working: string
-  held: number
-  [hold: `hold_${string}`]: number
-}
-
 /**
  * Computed in the store: one GROUP BY over receivable_hold_facts with the same hold predicates the
  * Receivable read uses, so counts here and holds there cannot disagree. Nothing is loaded per Receivable.
  */
 export function createCollectionSummary({ clock }: { clock: Clock }) {
   return async (db: Queryable, clientCode: string) => {
-    const predicates = holdPredicates()
-    const rows = await db.query<GroupRow>(
-      `SELECT h.status, h.currency, count(*)::int AS n, sum(h.source_amount_minor)::text AS source,
-              sum(GREATEST(h.source_amount_minor - h.confirmed_unreconciled_minor, 0))::text AS working,
-              count(*) FILTER (WHERE ${Object.values(predicates).join(' OR ')})::int AS held,
-              ${Object.entries(predicates)
-                .map(([hold, p]) => `count(*) FILTER (WHERE ${p})::int AS hold_${hold}`)
-                .join(', ')}
-         FROM receivable_hold_facts h WHERE h.client_code = $1
-        GROUP BY h.status, h.currency ORDER BY h.currency, h.status`,
-      [clientCode],
-    )
+    const rows = await collectionGroups(db, clientCode)
     const receivables = { total: 0, active: 0, paused: 0, closed: 0 }
     const holds = Object.fromEntries(HOLD_CATEGORIES.map((h) => [h, 0])) as Record<Hold, number>
     let held = 0

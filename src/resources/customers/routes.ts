@@ -15,7 +15,6 @@ export function customerRoutes(deps: RouteDeps, customers: CustomerService): Rou
       operationId: 'putCustomer',
       summary: 'Create or replace a Customer',
       tags: ['Customers'],
-      response: CustomerResponse,
       problems: ['contact_update_unsupported'],
     }),
     defineRoute({
@@ -30,8 +29,8 @@ export function customerRoutes(deps: RouteDeps, customers: CustomerService): Rou
       responses: { 200: { schema: CustomerResponse, description: 'Updated, or a safe no-op' } },
       problems: ['customer_not_found', 'contact_update_unsupported'],
       public: true,
-      async handler({ clientCode, params, body }) {
-        return { status: 200, body: await customers.patch(clientCode, params.externalCustomerId, body) }
+      async handler({ clientCode, grant, params, body }) {
+        return customers.patch(clientCode, grant, params.externalCustomerId, body)
       },
     }),
     defineRoute({

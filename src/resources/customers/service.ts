@@ -3,20 +3,20 @@ import { z } from 'zod'
 import { canonicalJson } from '../../domain/canonical.ts'
 import { fieldProblem, Problem } from '../../domain/problems.ts'
 import type { RestrictionT } from '../../domain/restrictions.ts'
-import { type Clock, isoNow } from '../../domain/time.ts'
+import { isoNow } from '../../domain/time.ts'
+import type { Grant } from '../../http/auth.ts'
 import { decodeCursor, encodeCursor } from '../../http/common-schemas.ts'
 import { issuesToErrors, validationProblem } from '../../http/validation.ts'
 import { lockIdentity } from '../../store/locks.ts'
-import type { Store, Tx } from '../../store/store.ts'
-import { appendChange } from '../changes/store.ts'
-import { defineOperation, type OperationContext } from '../operations.ts'
-import { applyRestrictionChange, receivablesOfCustomer, syncRestrictions } from '../recovery/restrictions.ts'
-import { type ContactT, type CustomerResponse, CustomerWrite } from './schema.ts'
+import { defineOperation, executeWrite, type OperationContext, type RouteDeps } from '../operations.ts'
+import type { RestrictionRules } from '../recovery/restrictions.ts'
+import type { UnitOfWork } from '../unit-of-work.ts'
+import { type ContactT, CustomerPatch, CustomerResponse, CustomerWrite } from './schema.ts'
 import { type CustomerRow, findCustomer, insertCustomerIfNew, listCustomers, updateCustomer } from './store.ts'
 
-export interface CustomerServiceDeps {
-  store: Store
-  clock: Clock
+/** The database (reads, and each write's transaction), the clock, and the restriction rules a Customer write applies. */
+export interface CustomerServiceDeps extends RouteDeps {
+  restrictions: Pick<RestrictionRules, 'applyRestrictionChange' | 'receivablesOfCustomer' | 'syncRestrictions'>
 }
 
 export interface WriteResult<T> {
@@ -76,20 +76,24 @@ function sortedRestrictions(list: readonly RestrictionT[] | undefined) {
   return [...(list ?? [])].sort((a, b) => (a.type < b.type ? -1 : 1))
 }
 
-export function createCustomerService({ store, clock }: CustomerServiceDeps) {
-  /** The one code path of a Customer write, for the PUT route and a batch record alike. */
-  async function putInTx(tx: Tx, clientCode: string, id: string, input: CustomerWrite): Promise<WriteResult<CustomerResponse>> {
+export function createCustomerService(deps: CustomerServiceDeps) {
+  const { store, clock } = deps
+  const { applyRestrictionChange, receivablesOfCustomer, syncRestrictions } = deps.restrictions
+  /** The one code path of a Customer write, for the PUT route, the PATCH route and a batch record alike. */
+  async function putInTx(uow: UnitOfWork, clientCode: string, id: string, input: CustomerWrite): Promise<WriteResult<CustomerResponse>> {
+    const { tx } = uow
     await lockIdentity(tx, clientCode, 'customer', id)
     const now = isoNow(clock)
     // A new Customer is one statement; only an existing one is read, compared and updated.
-    const created = await insertCustomerIfNew(tx, clientCode, id, { ...input, contacts: normalizeContacts(input.contacts ?? []) }, now)
-    if (created) {
+    const written = await insertCustomerIfNew(tx, clientCode, id, { ...input, contacts: normalizeContacts(input.contacts ?? []) }, now)
+    if ('created' in written) {
+      const { created } = written
       // A new Customer is responsible for no Receivable yet: its restrictions protect nothing else.
       if (input.restrictions?.length) await syncRestrictions(tx, clientCode, 'customer', id, input.restrictions)
-      appendChange(tx, clientCode, { type: 'customer.created', resourceType: 'customer', resourceId: id, revision: 1, occurredAt: now })
+      uow.appendChange(clientCode, { type: 'customer.created', resourceType: 'customer', resourceId: id, revision: 1, occurredAt: now })
       return { status: 201, resource: toCustomerResponse(created) }
     }
-    const existing = (await findCustomer(tx, clientCode, id)) as CustomerRow
+    const { existing } = written
     const { active, deactivated } = mergeContacts(existing, input.contacts)
     const representation = { ...input, contacts: active }
     const unchanged =
@@ -101,12 +105,12 @@ export function createCustomerService({ store, clock }: CustomerServiceDeps) {
     if (restrictionsChanged) {
       // A Customer's restrictions protect every Receivable it is responsible for.
       const affected = await receivablesOfCustomer(tx, clientCode, id)
-      await applyRestrictionChange(tx, clientCode, affected, now, async () => {
+      await applyRestrictionChange(uow, clientCode, affected, now, async () => {
         await syncRestrictions(tx, clientCode, 'customer', id, input.restrictions ?? [])
       })
     }
     const row = await updateCustomer(tx, clientCode, id, representation, deactivated, now)
-    appendChange(tx, clientCode, {
+    uow.appendChange(clientCode, {
       type: 'customer.updated',
       resourceType: 'customer',
       resourceId: id,
@@ -121,33 +125,41 @@ export function createCustomerService({ store, clock }: CustomerServiceDeps) {
     kind: 'customer',
     scopes: ['customers:write'],
     body: CustomerWrite,
-    async run(tx: Tx, { clientCode, id }: OperationContext, body: CustomerWrite) {
-      const { status, resource } = await putInTx(tx, clientCode, id, body)
+    response: CustomerResponse,
+    source: true,
+    async run(uow: UnitOfWork, { clientCode, id }: OperationContext, body: CustomerWrite) {
+      const { status, resource } = await putInTx(uow, clientCode, id, body)
       return { status, body: async () => resource }
     },
   })
 
-  return {
-    putInTx,
-    putOperation,
-
-    put(clientCode: string, id: string, input: CustomerWrite) {
-      return store.transaction((tx) => putInTx(tx, clientCode, id, input))
+  /** RFC 7396 merge patch over the Source representation; the result must be a complete valid Customer. */
+  const patchOperation = defineOperation({
+    kind: 'customer_patch',
+    scopes: ['customers:write'],
+    body: CustomerPatch,
+    response: CustomerResponse,
+    source: true,
+    async run(uow: UnitOfWork, { clientCode, id }: OperationContext, patch: Record<string, unknown>) {
+      await lockIdentity(uow.tx, clientCode, 'customer', id)
+      const existing = await findCustomer(uow.tx, clientCode, id)
+      if (!existing) throw notFound(id)
+      const merged = mergePatch.apply(structuredClone(existing.representation), patch) as Record<string, unknown>
+      // Deleting `contacts` through the patch deactivates them all (for PUT, omission leaves them alone).
+      if (merged.contacts === undefined) merged.contacts = []
+      const parsed = CustomerWrite.safeParse(merged)
+      if (!parsed.success) throw validationProblem(issuesToErrors(parsed.error.issues), 'The patched Customer')
+      const { resource } = await putInTx(uow, clientCode, id, parsed.data)
+      return { status: 200 as const, body: async () => resource }
     },
+  })
 
-    /** RFC 7396 merge patch over the Source representation; the result must be a complete valid Customer. */
-    patch(clientCode: string, id: string, patch: Record<string, unknown>) {
-      return store.transaction(async (tx) => {
-        await lockIdentity(tx, clientCode, 'customer', id)
-        const existing = await findCustomer(tx, clientCode, id)
-        if (!existing) throw notFound(id)
-        const merged = mergePatch.apply(structuredClone(existing.representation), patch) as Record<string, unknown>
-        // Deleting `contacts` through the patch deactivates them all (for PUT, omission leaves them alone).
-        if (merged.contacts === undefined) merged.contacts = []
-        const parsed = CustomerWrite.safeParse(merged)
-        if (!parsed.success) throw validationProblem(issuesToErrors(parsed.error.issues), 'The patched Customer')
-        return (await putInTx(tx, clientCode, id, parsed.data)).resource
-      })
+  return {
+    putOperation,
+    patchOperation,
+
+    patch(clientCode: string, grant: Grant, id: string, patch: Record<string, unknown>) {
+      return executeWrite(deps, patchOperation, { clientCode, grant, id }, patch)
     },
 
     async get(clientCode: string, id: string): Promise<CustomerResponse> {

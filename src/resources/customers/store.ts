@@ -19,20 +19,28 @@ export async function findCustomer(db: Queryable, clientCode: string, id: string
   return rows[0]
 }
 
-/** Creates the Customer unless it exists (then undefined): a create is one statement. */
+/**
+ * Creates the Customer unless it exists, in one statement that also reads the existing one: a create, a
+ * replace and a retry each need one round trip here.
+ */
 export async function insertCustomerIfNew(
   tx: Tx,
   clientCode: string,
   id: string,
   representation: CustomerRow['representation'],
   now: string,
-): Promise<CustomerRow | undefined> {
-  const rows = await tx.query<CustomerRow>(
-    `INSERT INTO customers (client_code, external_customer_id, revision, representation, created_at, updated_at)
-     VALUES ($1, $2, 1, $3, $4, $4) ON CONFLICT (client_code, external_customer_id) DO NOTHING RETURNING ${COLUMNS}`,
+): Promise<{ created: CustomerRow } | { existing: CustomerRow }> {
+  const rows = await tx.query<CustomerRow & { created: boolean }>(
+    `WITH ins AS (
+       INSERT INTO customers (client_code, external_customer_id, revision, representation, created_at, updated_at)
+       VALUES ($1, $2, 1, $3, $4, $4) ON CONFLICT (client_code, external_customer_id) DO NOTHING RETURNING ${COLUMNS})
+     SELECT true AS created, ${COLUMNS} FROM ins
+     UNION ALL
+     SELECT false AS created, ${COLUMNS} FROM customers WHERE client_code = $1 AND external_customer_id = $2`,
     [clientCode, id, JSON.stringify(representation), now],
   )
-  return rows[0]
+  const { created, ...row } = rows[0] as CustomerRow & { created: boolean }
+  return created ? { created: row } : { existing: row }
 }
 
 export async function updateCustomer(
@@ -68,3 +76,7 @@ export async function existingCustomerIds(db: Queryable, clientCode: string, ids
   )
   return new Set(rows.map((r) => r.external_customer_id))
 }
+
+/** The family's store functions, for the factories that receive them as a `Pick<>`. */
+export const customerStore = { findCustomer, insertCustomerIfNew, updateCustomer, listCustomers, existingCustomerIds }
+export type CustomerStore = typeof customerStore

@@ -17,7 +17,6 @@ export function financialEventRoutes(deps: RouteDeps, events: FinancialEventServ
         description:
           'Immutable. An identical retry answers 200 with the original acceptedAt. These operations never collect money or refund.',
         tags: ['Financial corrections'],
-        response: EventResponse[family],
         problems: ['financial_event_conflict', 'stale_source_revision', 'feed_mode_mismatch'],
       }),
       defineRoute({

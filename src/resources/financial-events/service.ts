@@ -1,18 +1,17 @@
 import { canonicalJson } from '../../domain/canonical.ts'
 import { describeMoney, toMinor } from '../../domain/money.ts'
 import { fieldProblem, Problem, unknownReferences } from '../../domain/problems.ts'
-import { type Clock, isoNow } from '../../domain/time.ts'
+import { isoNow } from '../../domain/time.ts'
 import { lockIdentity } from '../../store/locks.ts'
-import type { Store, Tx } from '../../store/store.ts'
-import { appendChange } from '../changes/store.ts'
-import { defineOperation, type OperationContext, type WriteOperation } from '../operations.ts'
-import { findReceivableCore, moveSourceAmount } from '../receivables/store.ts'
-import { EventWrite, type EventWriteBody, FAMILIES, type Family } from './schema.ts'
+import { defineOperation, type OperationContext, type RouteDeps, type WriteOperation } from '../operations.ts'
+import type { ReceivableStore } from '../receivables/store.ts'
+import type { UnitOfWork } from '../unit-of-work.ts'
+import { EventResponse, EventWrite, type EventWriteBody, FAMILIES, type Family } from './schema.ts'
 import { type FinancialEventRow, findEvent, insertEvent } from './store.ts'
 
-export interface FinancialEventServiceDeps {
-  store: Store
-  clock: Clock
+/** The database (reads), the clock, and the Receivable store functions an event uses. */
+export interface FinancialEventServiceDeps extends RouteDeps {
+  receivables: Pick<ReceivableStore, 'findReceivableCore' | 'moveSourceAmount'>
 }
 
 /** The response allowlist drops `staffNote`; this mapping only adds the identity and acceptance time. */
@@ -27,13 +26,17 @@ function signedAmount(body: EventWriteBody): bigint {
   return decrease ? -amount : amount
 }
 
-export function createFinancialEventService({ store, clock }: FinancialEventServiceDeps) {
+export function createFinancialEventService({ store, clock, receivables }: FinancialEventServiceDeps) {
+  const { findReceivableCore, moveSourceAmount } = receivables
   function operation(family: Family): WriteOperation {
     return defineOperation({
       kind: family,
       scopes: ['financial_corrections:write'],
       body: EventWrite[family],
-      async run(tx: Tx, { clientCode, grant, id }: OperationContext, raw) {
+      response: EventResponse[family],
+      source: true,
+      async run(uow: UnitOfWork, { clientCode, grant, id }: OperationContext, raw) {
+        const { tx } = uow
         const body = raw as EventWriteBody
         if (grant.feedMode === 'snapshot_only') {
           throw new Problem(
@@ -73,7 +76,7 @@ export function createFinancialEventService({ store, clock }: FinancialEventServ
         const now = isoNow(clock)
         await insertEvent(tx, clientCode, family, id, body, signed, now)
         await moveSourceAmount(tx, clientCode, body.externalReceivableId, next, body.sourceRevision, now)
-        appendChange(tx, clientCode, {
+        uow.appendChange(clientCode, {
           type: 'receivable.updated',
           resourceType: 'receivable',
           resourceId: body.externalReceivableId,

@@ -15,7 +15,6 @@ export function paymentObservationRoutes(deps: RouteDeps, observations: PaymentO
       summary: 'Record a payment observation (payment, refund or reversal)',
       description: 'Immutable evidence. It never moves the financial position; unallocated funds are kept apart as unappliedAmount.',
       tags: ['Payment observations'],
-      response: PaymentObservationResponse,
       problems: ['payment_observation_conflict'],
     }),
     defineRoute({

@@ -1,30 +1,14 @@
 import { canonicalJson } from '../../domain/canonical.ts'
 import { money, sumMinor, toMinor } from '../../domain/money.ts'
 import { fieldProblem, Problem, unknownReferences } from '../../domain/problems.ts'
-import { type Clock, isoNow } from '../../domain/time.ts'
+import { isoNow } from '../../domain/time.ts'
 import { lockIdentity } from '../../store/locks.ts'
-import type { Queryable, Store, Tx } from '../../store/store.ts'
-import { appendChange } from '../changes/store.ts'
-import { existingCustomerIds } from '../customers/store.ts'
-import { defineOperation, type OperationContext } from '../operations.ts'
-import { existingReceivables } from '../receivables/store.ts'
-import { PaymentObservationWrite } from './schema.ts'
-
-interface ObservationRow {
-  external_event_id: string
-  body: PaymentObservationWrite
-  unapplied_minor: string
-  accepted_at: string
-}
-
-async function findObservation(db: Queryable, clientCode: string, id: string): Promise<ObservationRow | undefined> {
-  return (
-    await db.query<ObservationRow>(
-      'SELECT external_event_id, body, unapplied_minor, accepted_at FROM payment_observations WHERE client_code = $1 AND external_event_id = $2',
-      [clientCode, id],
-    )
-  )[0]
-}
+import type { CustomerStore } from '../customers/store.ts'
+import { defineOperation, type OperationContext, type RouteDeps } from '../operations.ts'
+import type { ReceivableStore } from '../receivables/store.ts'
+import type { UnitOfWork } from '../unit-of-work.ts'
+import { PaymentObservationResponse, PaymentObservationWrite } from './schema.ts'
+import { findObservation, insertObservation, type ObservationRow } from './store.ts'
 
 function toResponse(row: ObservationRow) {
   return {
@@ -35,12 +19,22 @@ function toResponse(row: ObservationRow) {
   }
 }
 
-export function createPaymentObservationService({ store, clock }: { store: Store; clock: Clock }) {
+export interface PaymentObservationServiceDeps extends RouteDeps {
+  customers: Pick<CustomerStore, 'existingCustomerIds'>
+  receivables: Pick<ReceivableStore, 'existingReceivables'>
+}
+
+export function createPaymentObservationService({ store, clock, customers, receivables: receivableStore }: PaymentObservationServiceDeps) {
+  const { existingCustomerIds } = customers
+  const { existingReceivables } = receivableStore
   const put = defineOperation({
     kind: 'payment_observation',
     scopes: ['payment_observations:write'],
     body: PaymentObservationWrite,
-    async run(tx: Tx, { clientCode, id }: OperationContext, body: PaymentObservationWrite) {
+    response: PaymentObservationResponse,
+    source: true,
+    async run(uow: UnitOfWork, { clientCode, id }: OperationContext, body: PaymentObservationWrite) {
+      const { tx } = uow
       await lockIdentity(tx, clientCode, 'payment_observation', id)
       const existing = await findObservation(tx, clientCode, id)
       if (existing) {
@@ -73,25 +67,8 @@ export function createPaymentObservationService({ store, clock }: { store: Store
       })
       const unapplied = toMinor(body.amount.amount) - sumMinor(body.allocations.map((a) => a.amount))
       const now = isoNow(clock)
-      await tx.query(
-        `INSERT INTO payment_observations (client_code, external_event_id, external_customer_id, body, unapplied_minor, accepted_at)
-         VALUES ($1, $2, $3, $4, $5, $6)`,
-        [clientCode, id, body.externalCustomerId, JSON.stringify(body), unapplied.toString(), now],
-      )
-      if (body.allocations.length > 0) {
-        await tx.query(
-          `INSERT INTO payment_observation_allocations (client_code, external_event_id, external_receivable_id, amount_minor, currency)
-           SELECT $1, $2, r, a, $5 FROM unnest($3::text[], $4::bigint[]) AS t(r, a)`,
-          [
-            clientCode,
-            id,
-            body.allocations.map((a) => a.externalReceivableId),
-            body.allocations.map((a) => toMinor(a.amount.amount).toString()),
-            body.amount.currency,
-          ],
-        )
-      }
-      appendChange(tx, clientCode, {
+      await insertObservation(tx, clientCode, id, body, unapplied, now)
+      uow.appendChange(clientCode, {
         type: 'payment_observation.created',
         resourceType: 'payment_observation',
         resourceId: id,

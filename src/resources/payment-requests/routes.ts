@@ -23,7 +23,7 @@ export function paymentRequestRoutes(requests: PaymentRequestService): RouteDef[
       },
       problems: ['payment_request_conflict', 'recovery_held'],
       public: true,
-      handler: async ({ clientCode, params, body }) => requests.put(clientCode, params.externalPaymentRequestId, body),
+      handler: async ({ clientCode, grant, params, body }) => requests.put(clientCode, grant, params.externalPaymentRequestId, body),
     }),
     defineRoute({
       method: 'GET',

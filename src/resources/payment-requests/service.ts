@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import type { z } from 'zod'
 import { recordAudit } from '../../admin/store.ts'
 import { canonicalJson } from '../../domain/canonical.ts'
 import { holdsFromRow } from '../../domain/holds.ts'
@@ -7,18 +8,14 @@ import { fieldProblem, Problem, unknownReferences } from '../../domain/problems.
 import { type Clock, isoNow } from '../../domain/time.ts'
 import type { Grant } from '../../http/auth.ts'
 import { lockIdentity } from '../../store/locks.ts'
-import type { Queryable, Store, Tx } from '../../store/store.ts'
-import { appendChange } from '../changes/store.ts'
+import type { Queryable, Store } from '../../store/store.ts'
+import { defineOperation, executeWrite, type OperationContext } from '../operations.ts'
 import type { PaymentProvider } from '../payments/provider.ts'
-import { paymentRequestNotFound, recordExpiryIfDue, recoveryHeld, settleInSandbox } from '../payments/service.ts'
-import { deliveryAttempts, findPayment, hasHeldReconciliation, matchedMinor, type PaymentRow } from '../payments/store.ts'
-import { findReceivable } from '../receivables/store.ts'
-import {
-  type PaymentRequestResponse,
-  type PaymentRequestWrite,
-  type ReceiptDelivery,
-  PaymentRequestResponse as ResponseSchema,
-} from './schema.ts'
+import type { PaymentRules } from '../payments/service.ts'
+import type { PaymentRow, PaymentStore } from '../payments/store.ts'
+import type { ReceivableStore } from '../receivables/store.ts'
+import { inUnitOfWork, UnitOfWork } from '../unit-of-work.ts'
+import { PaymentRequestResponse, PaymentRequestWrite, type ReceiptDelivery } from './schema.ts'
 import {
   creditorName,
   findPaymentRequest,
@@ -53,6 +50,9 @@ export interface PaymentRequestServiceDeps {
   provider: PaymentProvider
   /** PUBLIC_BASE_URL without a trailing slash: hostedUrl is absolute. */
   publicBaseUrl: string
+  receivables: Pick<ReceivableStore, 'findReceivable'>
+  payments: Pick<PaymentStore, 'deliveryAttempts' | 'findPayment' | 'hasHeldReconciliation' | 'matchedMinor'>
+  paymentRules: Pick<PaymentRules, 'paymentRequestNotFound' | 'recordExpiryIfDue' | 'recoveryHeld' | 'settleInSandbox'>
 }
 
 function paymentView(p: PaymentRow) {
@@ -67,9 +67,19 @@ function paymentView(p: PaymentRow) {
   }
 }
 
-export function createPaymentRequestService({ store, clock, provider, publicBaseUrl }: PaymentRequestServiceDeps) {
-  async function view(db: Queryable, clientCode: string, row: PaymentRequestRow): Promise<PaymentRequestResponse> {
-    const payment = await findPayment(db, clientCode, row.external_payment_request_id)
+export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
+  const { store, clock, provider, publicBaseUrl } = deps
+  const { findReceivable } = deps.receivables
+  const { deliveryAttempts, findPayment, hasHeldReconciliation, matchedMinor } = deps.payments
+  const { paymentRequestNotFound, recordExpiryIfDue, recoveryHeld, settleInSandbox } = deps.paymentRules
+  /** `payment`: the request's Payment when the caller knows it (null: none yet); read when omitted. */
+  async function view(
+    db: Queryable,
+    clientCode: string,
+    row: PaymentRequestRow,
+    known?: PaymentRow | null,
+  ): Promise<PaymentRequestResponse> {
+    const payment = known !== undefined ? known : await findPayment(db, clientCode, row.external_payment_request_id)
     return {
       externalPaymentRequestId: row.external_payment_request_id,
       externalReceivableId: row.external_receivable_id,
@@ -85,33 +95,29 @@ export function createPaymentRequestService({ store, clock, provider, publicBase
     }
   }
 
-  /**
-   * The answer of a write, rendered and checked against its schema as the very last work before COMMIT
-   * (after the change-feed flush), so it shows exactly what commits and a misfit rolls the write back.
-   */
-  function answerBeforeCommit(tx: Tx, clientCode: string, id: string, status: 200 | 201) {
-    const answer: { status: 200 | 201; body: unknown } = { status, body: undefined }
-    tx.beforeCommit(async () => {
-      const row = (await findPaymentRequest(tx, clientCode, id)) as PaymentRequestRow
-      answer.body = ResponseSchema.parse(await view(tx, clientCode, row))
-    }, 'final')
-    return answer
+  /** The answer of a write: the request as the transaction leaves it, rendered after the flush. */
+  function answer(uow: UnitOfWork, clientCode: string, id: string, status: 200 | 201) {
+    return {
+      status,
+      body: async () => view(uow.tx, clientCode, (await findPaymentRequest(uow.tx, clientCode, id)) as PaymentRequestRow),
+    }
   }
 
   /** The request as it is now, its expiry recorded first if it has passed unrecorded. */
-  async function current(tx: Tx, clientCode: string, id: string): Promise<PaymentRequestRow | undefined> {
-    const row = await findPaymentRequest(tx, clientCode, id)
+  async function current(uow: UnitOfWork, clientCode: string, id: string): Promise<PaymentRequestRow | undefined> {
+    const row = await findPaymentRequest(uow.tx, clientCode, id)
     if (row?.status !== 'open' || Date.parse(row.expires_at) > clock.now().getTime()) return row
-    const locked = await lockPaymentRequest(tx, clientCode, id)
-    return locked && recordExpiryIfDue(tx, clientCode, locked, isoNow(clock))
+    const locked = await lockPaymentRequest(uow.tx, clientCode, id)
+    return locked && recordExpiryIfDue(uow, clientCode, locked, isoNow(clock))
   }
 
-  async function create(tx: Tx, clientCode: string, id: string, body: PaymentRequestWrite) {
+  async function create(uow: UnitOfWork, clientCode: string, id: string, body: PaymentRequestWrite) {
+    const { tx } = uow
     // The request identity first: concurrent PUTs of one id see each other (one creates, the other retries).
     await lockIdentity(tx, clientCode, 'payment_request', id)
-    const existing = await current(tx, clientCode, id)
+    const existing = await current(uow, clientCode, id)
     if (existing) {
-      if (canonicalJson(existing.body) === canonicalJson(body)) return answerBeforeCommit(tx, clientCode, id, 200)
+      if (canonicalJson(existing.body) === canonicalJson(body)) return answer(uow, clientCode, id, 200)
       throw new Problem('payment_request_conflict', `Payment request ${id} was already created with a different body.`)
     }
     const nowMs = clock.now().getTime()
@@ -143,7 +149,7 @@ export function createPaymentRequestService({ store, clock, provider, publicBase
     }
     const holds = holdsFromRow(receivable)
     if (holds.length > 0) throw recoveryHeld(holds)
-    await insertPaymentRequest(tx, clientCode, id, {
+    const row = await insertPaymentRequest(tx, clientCode, id, {
       receivableId,
       currency: receivable.currency,
       amountMinor,
@@ -153,15 +159,26 @@ export function createPaymentRequestService({ store, clock, provider, publicBase
       token: randomBytes(32).toString('base64url'),
       now,
     })
-    appendChange(tx, clientCode, {
+    uow.appendChange(clientCode, {
       type: 'payment_request.created',
       resourceType: 'payment_request',
       resourceId: id,
       revision: 1,
       occurredAt: now,
     })
-    return answerBeforeCommit(tx, clientCode, id, 201)
+    // Rendered from the row the INSERT returned: a request made now has no Payment yet.
+    return { status: 201 as const, body: async () => view(tx, clientCode, row, null) }
   }
+
+  /** Not a Source write (docs/decisions.md, Payments): it asks the debtor for money; the Source was not heard. */
+  const putOperation = defineOperation({
+    kind: 'payment_request',
+    scopes: ['payment_requests:write'],
+    body: PaymentRequestWrite,
+    response: PaymentRequestResponse,
+    source: false,
+    run: (uow: UnitOfWork, { clientCode, id }: OperationContext, body: PaymentRequestWrite) => create(uow, clientCode, id, body),
+  })
 
   async function pageRequest(token: string) {
     return findPaymentRequestByToken(store, token)
@@ -169,24 +186,27 @@ export function createPaymentRequestService({ store, clock, provider, publicBase
 
   return {
     /** PUT: 201 created, 200 identical retry (the current state). */
-    put(clientCode: string, id: string, body: PaymentRequestWrite) {
-      return store.transaction((tx) => create(tx, clientCode, id, body))
+    putOperation,
+    put(clientCode: string, grant: Grant, id: string, body: PaymentRequestWrite) {
+      return executeWrite({ store, clock }, putOperation, { clientCode, grant, id }, body)
     },
 
     /** GET: the current state; an expiry that passed unrecorded is recorded first, so `open` is never stale. */
     get(clientCode: string, id: string) {
-      return store.transaction(async (tx) => {
-        const row = await current(tx, clientCode, id)
+      return inUnitOfWork(store, async (uow) => {
+        const row = await current(uow, clientCode, id)
         if (!row) throw paymentRequestNotFound(id)
-        return view(tx, clientCode, row)
+        // It may have recorded an expiry: checked before COMMIT like every write's answer.
+        return PaymentRequestResponse.parse(await view(uow.tx, clientCode, row))
       })
     },
 
     /** The operator's sandbox confirmation: 201 when it made the Payment, 200 when it was already recorded. */
-    simulate(clientCode: string, id: string, outcome: 'confirmed' | 'failed') {
+    simulate(clientCode: string, id: string, outcome: 'confirmed' | 'failed', response: z.ZodType = PaymentRequestResponse) {
       return store.transaction(async (tx) => {
+        const uow = new UnitOfWork(tx)
         const now = isoNow(clock)
-        const recorded = await settleInSandbox(tx, provider, clientCode, id, outcome, now)
+        const recorded = await settleInSandbox(uow, provider, clientCode, id, outcome, now)
         // An operator made money move (in the sandbox): the audit trail says who decided the outcome.
         if (recorded.created) {
           await recordAudit(tx, {
@@ -199,7 +219,10 @@ export function createPaymentRequestService({ store, clock, provider, publicBase
             occurredAt: now,
           })
         }
-        return answerBeforeCommit(tx, clientCode, id, recorded.created ? 201 : 200)
+        // An operator action, not a Source write: no source activity. The feed, then the answer, before COMMIT.
+        await uow.flush()
+        const result = answer(uow, clientCode, id, recorded.created ? 201 : 200)
+        return { status: result.status, body: response.parse(await result.body()) }
       })
     },
 
@@ -244,8 +267,9 @@ export function createPaymentRequestService({ store, clock, provider, publicBase
     async pageView(token: string): Promise<HostedPageView | undefined> {
       const ref = await pageRequest(token)
       if (!ref) return undefined
-      return store.transaction(async (tx) => {
-        const row = (await current(tx, ref.client_code, ref.id)) as PaymentRequestRow
+      return inUnitOfWork(store, async (uow) => {
+        const { tx } = uow
+        const row = (await current(uow, ref.client_code, ref.id)) as PaymentRequestRow
         const payment = await findPayment(tx, ref.client_code, ref.id)
         let state: HostedPageView['state'] = row.status === 'open' ? 'payable' : row.status
         if (state === 'payable') {
@@ -272,7 +296,7 @@ export function createPaymentRequestService({ store, clock, provider, publicBase
       if (!provider.offersSandboxForm) throw new Problem('route_not_found', 'No payment provider form is offered by this deployment.')
       const ref = await pageRequest(token)
       if (!ref) throw new Problem('payment_request_not_found', 'No Payment request at this address.')
-      await store.transaction((tx) => settleInSandbox(tx, provider, ref.client_code, ref.id, outcome, isoNow(clock)))
+      await inUnitOfWork(store, (uow) => settleInSandbox(uow, provider, ref.client_code, ref.id, outcome, isoNow(clock)))
     },
   }
 }

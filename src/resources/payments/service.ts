@@ -1,10 +1,9 @@
 import { holdsFromRow } from '../../domain/holds.ts'
 import { Problem } from '../../domain/problems.ts'
 import { lockIdentity } from '../../store/locks.ts'
-import type { Tx } from '../../store/store.ts'
-import { appendChange } from '../changes/store.ts'
 import { lockPaymentRequest, type PaymentRequestRow, setPaymentRequestStatus } from '../payment-requests/store.ts'
 import { findReceivable } from '../receivables/store.ts'
+import type { UnitOfWork } from '../unit-of-work.ts'
 import type { PaymentProvider, ProviderOutcome } from './provider.ts'
 import { allocateToReceivable, findPayment, insertPayment, type PaymentRow } from './store.ts'
 
@@ -27,10 +26,15 @@ export const recoveryHeld = (holds: readonly string[]) =>
   })
 
 /** Records the expiry of a locked open request whose expiresAt has passed; returns the row as it now is. */
-export async function recordExpiryIfDue(tx: Tx, clientCode: string, row: PaymentRequestRow, now: string): Promise<PaymentRequestRow> {
+export async function recordExpiryIfDue(
+  uow: UnitOfWork,
+  clientCode: string,
+  row: PaymentRequestRow,
+  now: string,
+): Promise<PaymentRequestRow> {
   if (row.status !== 'open' || Date.parse(row.expires_at) > Date.parse(now)) return row
-  const expired = await setPaymentRequestStatus(tx, clientCode, row.external_payment_request_id, 'expired', now)
-  appendChange(tx, clientCode, {
+  const expired = await setPaymentRequestStatus(uow.tx, clientCode, row.external_payment_request_id, 'expired', now)
+  uow.appendChange(clientCode, {
     type: 'payment_request.expired',
     resourceType: 'payment_request',
     resourceId: row.external_payment_request_id,
@@ -47,16 +51,17 @@ export interface RecordedOutcome {
 }
 
 export async function recordOutcome(
-  tx: Tx,
+  uow: UnitOfWork,
   clientCode: string,
   requestId: string,
   outcome: ProviderOutcome,
   now: string,
   opts: { refuseWhileHeld: boolean },
 ): Promise<RecordedOutcome> {
+  const { tx } = uow
   const locked = await lockPaymentRequest(tx, clientCode, requestId)
   if (!locked) throw paymentRequestNotFound(requestId)
-  const request = await recordExpiryIfDue(tx, clientCode, locked, now)
+  const request = await recordExpiryIfDue(uow, clientCode, locked, now)
   const existing = await findPayment(tx, clientCode, requestId)
   if (existing) {
     if (existing.status === outcome.outcome) return { created: false, payment: existing }
@@ -98,14 +103,14 @@ export async function recordOutcome(
     decidedAt: now,
   })
   const decided = await setPaymentRequestStatus(tx, clientCode, requestId, outcome.outcome, now)
-  appendChange(tx, clientCode, {
+  uow.appendChange(clientCode, {
     type: `payment.${outcome.outcome}`,
     resourceType: 'payment',
     resourceId: requestId,
     revision: 1,
     occurredAt: now,
   })
-  appendChange(tx, clientCode, {
+  uow.appendChange(clientCode, {
     type: `payment_request.${outcome.outcome}`,
     resourceType: 'payment_request',
     resourceId: requestId,
@@ -113,7 +118,7 @@ export async function recordOutcome(
     occurredAt: now,
   })
   if (allocation.revision !== null) {
-    appendChange(tx, clientCode, {
+    uow.appendChange(clientCode, {
       type: 'receivable.updated',
       resourceType: 'receivable',
       resourceId: receivableId,
@@ -131,18 +136,22 @@ export async function recordOutcome(
  * still be recorded, through recordOutcome without that refusal).
  */
 export async function settleInSandbox(
-  tx: Tx,
+  uow: UnitOfWork,
   provider: PaymentProvider,
   clientCode: string,
   requestId: string,
   outcome: 'confirmed' | 'failed',
   now: string,
 ): Promise<RecordedOutcome> {
-  const request = await lockPaymentRequest(tx, clientCode, requestId)
+  const request = await lockPaymentRequest(uow.tx, clientCode, requestId)
   if (!request) throw paymentRequestNotFound(requestId)
   const settled = provider.settle(
     { clientCode, externalPaymentRequestId: requestId, amountMinor: BigInt(request.amount_minor), currency: request.currency },
     outcome,
   )
-  return recordOutcome(tx, clientCode, requestId, settled, now, { refuseWhileHeld: true })
+  return recordOutcome(uow, clientCode, requestId, settled, now, { refuseWhileHeld: true })
 }
+
+/** The payment rules, for the factories that receive them as a `Pick<>`. */
+export const paymentRules = { paymentRequestNotFound, recoveryHeld, recordExpiryIfDue, recordOutcome, settleInSandbox }
+export type PaymentRules = typeof paymentRules

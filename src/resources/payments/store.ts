@@ -129,3 +129,7 @@ export async function deliveryAttempts(db: Queryable, clientCode: string, reques
     [clientCode, requestId],
   )
 }
+
+/** The family's store functions, for the factories that receive them as a `Pick<>`. */
+export const paymentStore = { findPayment, insertPayment, allocateToReceivable, matchedMinor, hasHeldReconciliation, deliveryAttempts }
+export type PaymentStore = typeof paymentStore

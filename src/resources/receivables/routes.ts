@@ -33,7 +33,6 @@ export function receivableRoutes(deps: RouteDeps, receivables: ReceivableService
       summary: 'Create or replace a Receivable',
       description: 'Importing or updating a Receivable never starts recovery.',
       tags: ['Receivables'],
-      response: ReceivableResponse,
       problems: ['profile_mismatch', 'stale_source_revision'],
     }),
     defineRoute({
@@ -76,10 +75,8 @@ export function receivableRoutes(deps: RouteDeps, receivables: ReceivableService
         responses: { 200: { schema: ReceivableResponse, description: 'The Receivable after the command' } },
         problems: ['receivable_not_found', 'receivable_state_conflict'],
         public: true,
-        handler: async ({ clientCode, params, body: b }) => ({
-          status: 200,
-          body: await receivables.command(clientCode, params.externalReceivableId, command, b as { effectiveAt: string; reason?: string }),
-        }),
+        handler: async ({ clientCode, grant, params, body: b }) =>
+          receivables.command(clientCode, grant, params.externalReceivableId, command, b as { effectiveAt: string; reason?: string }),
       }),
     ),
   ]

@@ -3,16 +3,17 @@ import { canonicalJson } from '../../domain/canonical.ts'
 import { holdsFromRow } from '../../domain/holds.ts'
 import { money, toMinor } from '../../domain/money.ts'
 import { fieldProblem, Problem, unknownReferences } from '../../domain/problems.ts'
-import { type Clock, isoNow } from '../../domain/time.ts'
+import { isoNow } from '../../domain/time.ts'
+import type { Grant } from '../../http/auth.ts'
 import { decodeCursor, encodeCursor } from '../../http/common-schemas.ts'
 import { lockIdentity } from '../../store/locks.ts'
-import type { Queryable, Store, Tx } from '../../store/store.ts'
-import { releaseOmissions } from '../book/store.ts'
-import { appendChange } from '../changes/store.ts'
-import { existingCustomerIds } from '../customers/store.ts'
-import { defineOperation, type OperationContext } from '../operations.ts'
-import { applyRestrictionChange, suspendInstructionsOf, syncRestrictions } from '../recovery/restrictions.ts'
-import { type ReceivableResponse, ReceivableWrite } from './schema.ts'
+import type { Queryable } from '../../store/store.ts'
+import type { BookStore } from '../book/store.ts'
+import type { CustomerStore } from '../customers/store.ts'
+import { defineOperation, executeWrite, type OperationContext, type RouteDeps, type WriteOperation } from '../operations.ts'
+import type { RestrictionRules } from '../recovery/restrictions.ts'
+import type { UnitOfWork } from '../unit-of-work.ts'
+import { CloseCommand, PauseCommand, ReceivableResponse, ReceivableWrite, ReopenCommand, ResumeCommand } from './schema.ts'
 import {
   bumpRevision,
   findReceivable,
@@ -26,9 +27,11 @@ import {
   setStatus,
 } from './store.ts'
 
-export interface ReceivableServiceDeps {
-  store: Store
-  clock: Clock
+/** The database (reads, and each write's transaction), the clock, and what a Receivable write uses of other families. */
+export interface ReceivableServiceDeps extends RouteDeps {
+  customers: Pick<CustomerStore, 'existingCustomerIds'>
+  book: Pick<BookStore, 'releaseOmissions'>
+  restrictions: Pick<RestrictionRules, 'suspendInstructionsOf' | 'suspendRestrictedInstructions' | 'syncRestrictions'>
 }
 
 export const receivableNotFound = (id: string) => new Problem('receivable_not_found', `No Receivable ${id} for this client.`)
@@ -69,8 +72,13 @@ const TRANSITIONS = {
   reopen: { from: ['closed'], to: 'active' },
 } as const satisfies Record<string, { from: readonly ReceivableStatus[]; to: ReceivableStatus }>
 export type LifecycleCommand = keyof typeof TRANSITIONS
+const COMMAND_BODIES = { pause: PauseCommand, resume: ResumeCommand, close: CloseCommand, reopen: ReopenCommand } as const
 
-export function createReceivableService({ store, clock }: ReceivableServiceDeps) {
+export function createReceivableService(deps: ReceivableServiceDeps) {
+  const { store, clock } = deps
+  const { existingCustomerIds } = deps.customers
+  const { releaseOmissions } = deps.book
+  const { suspendInstructionsOf, suspendRestrictedInstructions, syncRestrictions } = deps.restrictions
   const view = toReceivableResponse
 
   async function readInTx(tx: Queryable, clientCode: string, id: string): Promise<ReceivableResponse> {
@@ -83,7 +91,10 @@ export function createReceivableService({ store, clock }: ReceivableServiceDeps)
     kind: 'receivable',
     scopes: ['receivables:write'],
     body: ReceivableWrite,
-    async run(tx: Tx, { clientCode, grant, id }: OperationContext, body: ReceivableWrite) {
+    response: ReceivableResponse,
+    source: true,
+    async run(uow: UnitOfWork, { clientCode, grant, id }: OperationContext, body: ReceivableWrite) {
+      const { tx } = uow
       const contextKey = PROFILE_CONTEXT[grant.industryProfile]
       if (!(contextKey in body)) {
         throw new Problem('profile_mismatch', `The grant's industry profile ${grant.industryProfile} requires the ${contextKey} context.`, {
@@ -95,7 +106,7 @@ export function createReceivableService({ store, clock }: ReceivableServiceDeps)
       await lockIdentity(tx, clientCode, 'receivable', id)
       const now = isoNow(clock)
       const amount = toMinor(body.recoverableAmount.amount)
-      const { created, knownCustomers } = await insertReceivableIfNew(tx, clientCode, id, body, amount, now)
+      const { created, knownCustomers, existing: found } = await insertReceivableIfNew(tx, clientCode, id, body, amount, now)
       if (knownCustomers < body.responsibleCustomers.length) {
         const ids = body.responsibleCustomers.map((c) => c.externalCustomerId)
         const known = await existingCustomerIds(tx, clientCode, ids)
@@ -107,7 +118,7 @@ export function createReceivableService({ store, clock }: ReceivableServiceDeps)
       }
       if (created) {
         if (body.restrictions?.length) await syncRestrictions(tx, clientCode, 'receivable', id, body.restrictions)
-        appendChange(tx, clientCode, {
+        uow.appendChange(clientCode, {
           type: 'receivable.created',
           resourceType: 'receivable',
           resourceId: id,
@@ -116,12 +127,12 @@ export function createReceivableService({ store, clock }: ReceivableServiceDeps)
         })
         return { status: 201 as const, body: () => readInTx(tx, clientCode, id) }
       }
-      const existing = (await findReceivableCore(tx, clientCode, id)) as ReceivableCore
+      const existing = found as ReceivableCore
       const current = Number(existing.source_revision)
       if (body.sourceRevision === current && canonicalJson(body) === canonicalJson(existing.representation)) {
         // The Source wrote it again: a complete-book omission is released (a change of holds).
         if (await releaseOmissions(tx, clientCode, [id], now)) {
-          await bumpAndRecord(tx, clientCode, id, now)
+          await bumpAndRecord(uow, clientCode, id, now)
         }
         return { status: 200 as const, body: () => readInTx(tx, clientCode, id) }
       }
@@ -135,23 +146,15 @@ export function createReceivableService({ store, clock }: ReceivableServiceDeps)
       if (body.recoverableAmount.currency !== existing.currency) {
         throw fieldProblem('/recoverableAmount/currency', 'custom', `must stay ${existing.currency}: a Receivable has one currency`)
       }
+      // The replace releases a held complete-book omission too (a change of holds its own revision carries).
       await replaceReceivable(tx, clientCode, id, body, amount, now)
-      await releaseOmissions(tx, clientCode, [id], now)
-      // Its own revision moved with the replace; a restriction raised here still suspends its instruction.
+      // Its own revision moved with the replace and carries the change of its holds; a restriction raised
+      // here still suspends its instruction.
       const restrictionsChanged =
         canonicalJson(sortRestrictions(body.restrictions)) !== canonicalJson(sortRestrictions(existing.representation.restrictions))
-      if (restrictionsChanged)
-        await applyRestrictionChange(
-          tx,
-          clientCode,
-          [id],
-          now,
-          async () => {
-            await syncRestrictions(tx, clientCode, 'receivable', id, body.restrictions ?? [])
-          },
-          new Set([id]),
-        )
-      appendChange(tx, clientCode, {
+      if (restrictionsChanged && (await syncRestrictions(tx, clientCode, 'receivable', id, body.restrictions ?? [])))
+        await suspendRestrictedInstructions(tx, clientCode, [id], now)
+      uow.appendChange(clientCode, {
         type: 'receivable.updated',
         resourceType: 'receivable',
         resourceId: id,
@@ -162,15 +165,52 @@ export function createReceivableService({ store, clock }: ReceivableServiceDeps)
     },
   })
 
-  async function bumpAndRecord(tx: Tx, clientCode: string, id: string, now: string) {
-    const revision = await bumpRevision(tx, clientCode, id, now)
-    appendChange(tx, clientCode, {
+  async function bumpAndRecord(uow: UnitOfWork, clientCode: string, id: string, now: string) {
+    const revision = await bumpRevision(uow.tx, clientCode, id, now)
+    uow.appendChange(clientCode, {
       type: 'receivable.updated',
       resourceType: 'receivable',
       resourceId: id,
       revision,
       occurredAt: now,
     })
+  }
+
+  /** pause, resume, close, reopen. Reopen never resumes recovery: it suspends an authorized instruction. */
+  function commandOperation(command: LifecycleCommand): WriteOperation {
+    return defineOperation({
+      kind: `receivable_${command}`,
+      scopes: ['receivables:write'],
+      body: COMMAND_BODIES[command],
+      response: ReceivableResponse,
+      source: true,
+      async run(uow: UnitOfWork, { clientCode, id }: OperationContext, body: { effectiveAt: string; reason?: string }) {
+        const { tx } = uow
+        await lockIdentity(tx, clientCode, 'receivable', id)
+        const row = await findReceivableCore(tx, clientCode, id)
+        if (!row) throw receivableNotFound(id)
+        const t = TRANSITIONS[command]
+        if (!(t.from as readonly string[]).includes(row.status)) {
+          throw new Problem('receivable_state_conflict', `Cannot ${command} a Receivable that is ${row.status}.`, {
+            extensions: { currentStatus: row.status },
+          })
+        }
+        const now = isoNow(clock)
+        const revision = await setStatus(tx, clientCode, id, t.to, body.reason ?? null, body.effectiveAt, now)
+        if (command === 'close') await releaseOmissions(tx, clientCode, [id], now)
+        // Reopening never resumes recovery by itself: an authorized instruction is suspended and needs a
+        // new revision from the Source (spec, Receivable status table).
+        if (command === 'reopen') await suspendInstructionsOf(tx, clientCode, [id], now, 'receivable_reopened')
+        uow.appendChange(clientCode, { type: 'receivable.updated', resourceType: 'receivable', resourceId: id, revision, occurredAt: now })
+        return { status: 200 as const, body: () => readInTx(tx, clientCode, id) }
+      },
+    })
+  }
+  const commands: Record<LifecycleCommand, WriteOperation> = {
+    pause: commandOperation('pause'),
+    resume: commandOperation('resume'),
+    close: commandOperation('close'),
+    reopen: commandOperation('reopen'),
   }
 
   return {
@@ -194,36 +234,12 @@ export function createReceivableService({ store, clock }: ReceivableServiceDeps)
       }
     },
 
-    /** pause, resume, close, reopen. Reopen never resumes recovery: it suspends an authorized instruction. */
-    command(clientCode: string, id: string, command: LifecycleCommand, body: { effectiveAt: string; reason?: string }) {
-      return store.transaction(async (tx) => {
-        await lockIdentity(tx, clientCode, 'receivable', id)
-        const row = await findReceivable(tx, clientCode, id)
-        if (!row) throw receivableNotFound(id)
-        const t = TRANSITIONS[command]
-        if (!(t.from as readonly string[]).includes(row.status)) {
-          throw new Problem('receivable_state_conflict', `Cannot ${command} a Receivable that is ${row.status}.`, {
-            extensions: { currentStatus: row.status },
-          })
-        }
-        const now = isoNow(clock)
-        await setStatus(tx, clientCode, id, t.to, body.reason ?? null, body.effectiveAt, now)
-        if (command === 'close') await releaseOmissions(tx, clientCode, [id], now)
-        // Reopening never resumes recovery by itself: an authorized instruction is suspended and needs a
-        // new revision from the Source (spec, Receivable status table).
-        if (command === 'reopen') await suspendInstructionsOf(tx, clientCode, [id], now, 'receivable_reopened')
-        const after = await readInTx(tx, clientCode, id)
-        appendChange(tx, clientCode, {
-          type: 'receivable.updated',
-          resourceType: 'receivable',
-          resourceId: id,
-          revision: after.revision,
-          occurredAt: now,
-        })
-        return after
-      })
+    commands,
+
+    /** pause, resume, close, reopen: the command's write operation in its own transaction. */
+    command(clientCode: string, grant: Grant, id: string, command: LifecycleCommand, body: { effectiveAt: string; reason?: string }) {
+      return executeWrite(deps, commands[command], { clientCode, grant, id }, body)
     },
   }
 }
-
 export type ReceivableService = ReturnType<typeof createReceivableService>

@@ -1,6 +1,6 @@
-import { holdColumns } from '../../domain/holds.ts'
+import { holdColumns, holdsFromRow } from '../../domain/holds.ts'
 import type { Queryable, Tx } from '../../store/store.ts'
-import { appendChanges } from '../changes/store.ts'
+import type { ChangeInput } from '../changes/store.ts'
 import type { ReceivableWrite } from './schema.ts'
 
 export type ReceivableStatus = 'active' | 'paused' | 'closed'
@@ -73,8 +73,9 @@ export async function listReceivables(
 
 /**
  * Creates the Receivable and its responsible Customers in one statement, unless it exists or one of its
- * Customers does not: a create is one round trip. Returns `created`, and how many of the responsible
- * Customers exist (the caller reports the missing ones, or reads and compares an existing Receivable).
+ * Customers does not: a create is one round trip. Returns `created`, how many of the responsible Customers
+ * exist (the caller reports the missing ones), and the existing Receivable's own columns when there was one
+ * (read in the same statement, so a replace or a retry needs no second read).
  */
 export async function insertReceivableIfNew(
   tx: Tx,
@@ -83,9 +84,9 @@ export async function insertReceivableIfNew(
   body: ReceivableWrite,
   amountMinor: bigint,
   now: string,
-): Promise<{ created: boolean; knownCustomers: number }> {
+): Promise<{ created: boolean; knownCustomers: number; existing: ReceivableCore | undefined }> {
   const customers = body.responsibleCustomers.map((c) => c.externalCustomerId)
-  const rows = await tx.query<{ created: number; known: number }>(
+  const rows = await tx.query<{ created: number; known: number; existing: ReceivableCore | null }>(
     `WITH known AS (
        SELECT count(*)::int AS n FROM customers WHERE client_code = $1 AND external_customer_id = ANY($8::text[])),
      r AS (
@@ -97,7 +98,11 @@ export async function insertReceivableIfNew(
      rc AS (
        INSERT INTO receivable_customers (client_code, external_customer_id, external_receivable_id, role)
        SELECT r.client_code, c, r.external_receivable_id, role FROM r, unnest($8::text[], $9::text[]) AS t(c, role))
-     SELECT (SELECT count(*)::int FROM r) AS created, (SELECT n FROM known) AS known`,
+     SELECT (SELECT count(*)::int FROM r) AS created, (SELECT n FROM known) AS known,
+            (SELECT json_build_object('external_receivable_id', e.external_receivable_id, 'revision', e.revision::text,
+                      'status', e.status, 'source_revision', e.source_revision::text, 'currency', e.currency,
+                      'source_amount_minor', e.source_amount_minor::text, 'representation', e.representation)
+               FROM receivables e WHERE e.client_code = $1 AND e.external_receivable_id = $2) AS existing`,
     [
       clientCode,
       id,
@@ -110,29 +115,39 @@ export async function insertReceivableIfNew(
       body.responsibleCustomers.map((c) => c.role),
     ],
   )
-  return { created: rows[0]?.created === 1, knownCustomers: rows[0]?.known ?? 0 }
+  const row = rows[0]
+  return { created: row?.created === 1, knownCustomers: row?.known ?? 0, existing: row?.existing ?? undefined }
 }
 
-/** A Source replace: new representation, the declared balance becomes the source amount. */
+/**
+ * A Source replace, in one statement: new representation, the declared balance becomes the source amount,
+ * the responsible Customers follow the body (those no longer listed removed, the others upserted) and every
+ * held complete-book omission of the Receivable is released (the Source wrote it again).
+ */
 export async function replaceReceivable(tx: Tx, clientCode: string, id: string, body: ReceivableWrite, amountMinor: bigint, now: string) {
   await tx.query(
-    `UPDATE receivables SET representation = $3, source_revision = $4, source_amount_minor = $5, revision = revision + 1, updated_at = $6
-      WHERE client_code = $1 AND external_receivable_id = $2`,
-    [clientCode, id, JSON.stringify(body), body.sourceRevision, amountMinor.toString(), now],
-  )
-  await replaceResponsibleCustomers(tx, clientCode, id, body)
-}
-
-async function replaceResponsibleCustomers(tx: Tx, clientCode: string, id: string, body: ReceivableWrite) {
-  await tx.query('DELETE FROM receivable_customers WHERE client_code = $1 AND external_receivable_id = $2', [clientCode, id])
-  await insertResponsibleCustomers(tx, clientCode, id, body)
-}
-
-async function insertResponsibleCustomers(tx: Tx, clientCode: string, id: string, body: ReceivableWrite) {
-  await tx.query(
-    `INSERT INTO receivable_customers (client_code, external_customer_id, external_receivable_id, role)
-     SELECT $1, c, $2, r FROM unnest($3::text[], $4::text[]) AS t(c, r)`,
-    [clientCode, id, body.responsibleCustomers.map((c) => c.externalCustomerId), body.responsibleCustomers.map((c) => c.role)],
+    `WITH u AS (
+       UPDATE receivables SET representation = $3, source_revision = $4, source_amount_minor = $5, revision = revision + 1, updated_at = $6
+        WHERE client_code = $1 AND external_receivable_id = $2),
+     gone AS (
+       DELETE FROM receivable_customers
+        WHERE client_code = $1 AND external_receivable_id = $2 AND NOT (external_customer_id = ANY($7::text[]))),
+     kept AS (
+       INSERT INTO receivable_customers (client_code, external_customer_id, external_receivable_id, role)
+       SELECT $1, c, $2, r FROM unnest($7::text[], $8::text[]) AS t(c, r)
+       ON CONFLICT (client_code, external_customer_id, external_receivable_id) DO UPDATE SET role = EXCLUDED.role)
+     UPDATE book_omissions SET released_at = $6
+      WHERE client_code = $1 AND external_receivable_id = $2 AND released_at IS NULL`,
+    [
+      clientCode,
+      id,
+      JSON.stringify(body),
+      body.sourceRevision,
+      amountMinor.toString(),
+      now,
+      body.responsibleCustomers.map((c) => c.externalCustomerId),
+      body.responsibleCustomers.map((c) => c.role),
+    ],
   )
 }
 
@@ -145,11 +160,12 @@ export async function setStatus(
   effectiveAt: string,
   now: string,
 ) {
-  await tx.query(
+  const rows = await tx.query<{ revision: string }>(
     `UPDATE receivables SET status = $3, status_reason = $4, status_effective_at = $5, revision = revision + 1, updated_at = $6
-      WHERE client_code = $1 AND external_receivable_id = $2`,
+      WHERE client_code = $1 AND external_receivable_id = $2 RETURNING revision`,
     [clientCode, id, status, reason, effectiveAt, now],
   )
+  return Number(rows[0]?.revision)
 }
 
 /** A financial event moves the source amount and the Receivable to the event's source revision. */
@@ -169,35 +185,44 @@ export async function moveSourceAmount(
 }
 
 /**
- * A change of derived state (holds) of many Receivables at once: each gets a new revision and a
- * `receivable.updated` event in the caller's transaction. `which` selects them: listed ids, or every
- * Receivable of the client except the listed ones (already changed by this transaction).
+ * A change of derived state (holds) of many Receivables at once: each gets a new revision; returns their
+ * `receivable.updated` events for the caller's unit of work. `which` selects them: listed ids, or every
+ * Receivable of the client except the listed ones (already changed by this write).
  */
-export async function recordReceivableChanges(
+export async function bumpReceivableRevisions(
   tx: Tx,
   clientCode: string,
   which: { only: readonly string[] } | { allExcept: readonly string[] },
   now: string,
-): Promise<void> {
+): Promise<ChangeInput[]> {
   const only = 'only' in which
-  if (only && which.only.length === 0) return
+  if (only && which.only.length === 0) return []
   const rows = await tx.query<{ external_receivable_id: string; revision: string }>(
     `UPDATE receivables SET revision = revision + 1, updated_at = $4
       WHERE client_code = $1 AND (external_receivable_id = ANY($2::text[])) = $3
       RETURNING external_receivable_id, revision`,
     [clientCode, only ? which.only : which.allExcept, only, now],
   )
-  appendChanges(
-    tx,
-    clientCode,
-    rows.map((r) => ({
-      type: 'receivable.updated',
-      resourceType: 'receivable' as const,
-      resourceId: r.external_receivable_id,
-      revision: Number(r.revision),
-      occurredAt: now,
-    })),
+  return rows.map((r) => ({
+    type: 'receivable.updated' as const,
+    resourceType: 'receivable' as const,
+    resourceId: r.external_receivable_id,
+    revision: Number(r.revision),
+    occurredAt: now,
+  }))
+}
+
+/** The holds of these Receivables, as one comparable string each (hold columns only: no Receivable columns). */
+export type HoldSnapshot = Map<string, string>
+
+export async function holdSnapshot(db: Queryable, clientCode: string, ids: readonly string[]): Promise<HoldSnapshot> {
+  if (ids.length === 0) return new Map()
+  const rows = await db.query<{ external_receivable_id: string }>(
+    `SELECT h.external_receivable_id, ${holdColumns()} FROM receivable_hold_facts h
+      WHERE h.client_code = $1 AND h.external_receivable_id = ANY($2::text[])`,
+    [clientCode, ids],
   )
+  return new Map(rows.map((r) => [r.external_receivable_id, holdsFromRow(r).join(',')]))
 }
 
 /** Bumps the revision of a Receivable whose derived state (holds) changed; returns the new revision. */
@@ -220,3 +245,20 @@ export async function existingReceivables(
   )
   return new Map(rows.map((r) => [r.external_receivable_id, { currency: r.currency }]))
 }
+
+/** The family's store functions, for the factories that receive them as a `Pick<>`. */
+export const receivableStore = {
+  findReceivable,
+  findReceivableCore,
+  findReceivables,
+  listReceivables,
+  insertReceivableIfNew,
+  replaceReceivable,
+  setStatus,
+  moveSourceAmount,
+  bumpReceivableRevisions,
+  holdSnapshot,
+  bumpRevision,
+  existingReceivables,
+}
+export type ReceivableStore = typeof receivableStore

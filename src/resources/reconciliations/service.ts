@@ -1,13 +1,15 @@
 import { canonicalJson } from '../../domain/canonical.ts'
 import { describeMoney, money, toMinor } from '../../domain/money.ts'
 import { type FieldError, Problem, unknownReferences } from '../../domain/problems.ts'
-import { type Clock, isoNow } from '../../domain/time.ts'
+import { isoNow } from '../../domain/time.ts'
+import type { Grant } from '../../http/auth.ts'
 import { lockIdentity } from '../../store/locks.ts'
-import type { Queryable, Store, Tx } from '../../store/store.ts'
-import { appendChange, receivablesChangedIn } from '../changes/store.ts'
-import { existingReceivables } from '../receivables/store.ts'
-import { holdSnapshot, recordHoldChanges, suspendInstructionsOf } from '../recovery/restrictions.ts'
-import { type LineState, ReconciliationResponse, type ReconciliationWrite, type ResolutionWrite } from './schema.ts'
+import type { Queryable } from '../../store/store.ts'
+import { defineOperation, executeWrite, type OperationContext, type RouteDeps } from '../operations.ts'
+import type { ReceivableStore } from '../receivables/store.ts'
+import type { RestrictionRules } from '../recovery/restrictions.ts'
+import type { UnitOfWork } from '../unit-of-work.ts'
+import { type LineState, ReconciliationResponse, ReconciliationWrite, ResolutionWrite } from './schema.ts'
 import {
   acknowledgeReceipt,
   findReconciledPayment,
@@ -36,7 +38,15 @@ import {
  * Payment request's identity, the Payment row (FOR UPDATE: the matched total is read under it, so two
  * reconciliations of one Payment never match the same allocation twice), then the Receivables, sorted.
  */
-export function createReconciliationService({ store, clock }: { store: Store; clock: Clock }) {
+export interface ReconciliationServiceDeps extends RouteDeps {
+  receivables: Pick<ReceivableStore, 'existingReceivables'>
+  restrictions: Pick<RestrictionRules, 'suspendInstructionsOf'>
+}
+
+export function createReconciliationService(deps: ReconciliationServiceDeps) {
+  const { store, clock } = deps
+  const { existingReceivables } = deps.receivables
+  const { suspendInstructionsOf } = deps.restrictions
   const notFound = (id: string) => new Problem('payment_reconciliation_not_found', `No Payment reconciliation ${id} for this client.`)
 
   async function view(db: Queryable, clientCode: string, row: ReconciliationRow): Promise<ReconciliationResponse> {
@@ -46,7 +56,7 @@ export function createReconciliationService({ store, clock }: { store: Store; cl
     const allocated = BigInt(payment.allocated_minor)
     const currency = payment.currency
     const unmatched = allocated - matched
-    return ReconciliationResponse.parse({
+    return {
       externalReconciliationId: row.external_reconciliation_id,
       externalPaymentRequestId: row.external_payment_request_id,
       acceptedAt: row.accepted_at,
@@ -73,14 +83,15 @@ export function createReconciliationService({ store, clock }: { store: Store; cl
         row.resolution && row.resolved_at
           ? { basis: row.resolution.basis, reference: row.resolution.reference, resolvedAt: row.resolved_at }
           : null,
-    })
+    }
   }
 
-  async function create(tx: Tx, clientCode: string, id: string, body: ReconciliationWrite) {
+  async function create(uow: UnitOfWork, clientCode: string, id: string, body: ReconciliationWrite) {
+    const { tx } = uow
     await lockIdentity(tx, clientCode, 'payment_reconciliation', id)
     const existing = await findReconciliation(tx, clientCode, id)
     if (existing) {
-      if (canonicalJson(existing.body) === canonicalJson(body)) return { status: 200 as const, body: await view(tx, clientCode, existing) }
+      if (canonicalJson(existing.body) === canonicalJson(body)) return { status: 200 as const, body: () => view(tx, clientCode, existing) }
       throw new Problem('payment_reconciliation_conflict', `Payment reconciliation ${id} was already accepted with a different body.`)
     }
 
@@ -166,12 +177,12 @@ export function createReconciliationService({ store, clock }: { store: Store; cl
       : []
 
     const now = isoNow(clock)
-    const before = await holdSnapshot(tx, clientCode, affected)
+    await uow.watchHolds(clientCode, affected)
     await insertReconciliation(tx, clientCode, id, { requestId, status: held ? 'held' : 'matched', body, lines, now })
     const acknowledged = matched - matchedBefore
     if (acknowledged > 0n) {
       const revision = await acknowledgeReceipt(tx, clientCode, target, acknowledged, now)
-      appendChange(tx, clientCode, {
+      uow.appendChange(clientCode, {
         type: 'receivable.updated',
         resourceType: 'receivable',
         resourceId: target,
@@ -183,21 +194,24 @@ export function createReconciliationService({ store, clock }: { store: Store; cl
       await insertHolds(tx, clientCode, id, affected, now)
       // Recovery stops on every affected Receivable and never resumes by itself: a new instruction revision is needed.
       await suspendInstructionsOf(tx, clientCode, affected, now, 'reconciliation_held')
-      // One revision per Receivable per transaction: the one that already moved money carries its hold change.
-      await recordHoldChanges(tx, clientCode, before, now, receivablesChangedIn(tx, clientCode))
+      // One revision per Receivable per write: the one that already moved money carries its hold change.
+      await uow.recordHoldChanges(now)
     }
-    appendChange(tx, clientCode, {
+    uow.appendChange(clientCode, {
       type: held ? 'payment_reconciliation.held' : 'payment_reconciliation.matched',
       resourceType: 'payment_reconciliation',
       resourceId: id,
       revision: 1,
       occurredAt: now,
     })
-    const row = (await findReconciliation(tx, clientCode, id)) as ReconciliationRow
-    return { status: 201 as const, body: await view(tx, clientCode, row) }
+    return {
+      status: 201 as const,
+      body: async () => view(tx, clientCode, (await findReconciliation(tx, clientCode, id)) as ReconciliationRow),
+    }
   }
 
-  async function resolve(tx: Tx, clientCode: string, id: string, resolution: ResolutionWrite) {
+  async function resolve(uow: UnitOfWork, clientCode: string, id: string, resolution: ResolutionWrite) {
+    const { tx } = uow
     await lockIdentity(tx, clientCode, 'payment_reconciliation', id)
     const row = await findReconciliation(tx, clientCode, id, { forUpdate: true })
     if (!row) throw notFound(id)
@@ -206,7 +220,7 @@ export function createReconciliationService({ store, clock }: { store: Store; cl
     }
     if (row.status === 'resolved') {
       if (canonicalJson(row.resolution) === canonicalJson(resolution))
-        return { status: 200 as const, body: await view(tx, clientCode, row) }
+        return { status: 200 as const, body: () => view(tx, clientCode, row) }
       throw new Problem(
         'reconciliation_not_held',
         `Payment reconciliation ${id} was already resolved with another resolution; it holds no difference now.`,
@@ -244,27 +258,51 @@ export function createReconciliationService({ store, clock }: { store: Store; cl
     }
     for (const receivableId of holding) await lockIdentity(tx, clientCode, 'receivable', receivableId)
     const now = isoNow(clock)
-    const before = await holdSnapshot(tx, clientCode, holding)
+    await uow.watchHolds(clientCode, holding)
     const revision = await resolveReconciliation(tx, clientCode, id, resolution, now)
     // Releasing holds never resumes an instruction: recovery needs a new instruction revision.
-    await recordHoldChanges(tx, clientCode, before, now, receivablesChangedIn(tx, clientCode))
-    appendChange(tx, clientCode, {
+    await uow.recordHoldChanges(now)
+    uow.appendChange(clientCode, {
       type: 'payment_reconciliation.resolved',
       resourceType: 'payment_reconciliation',
       resourceId: id,
       revision,
       occurredAt: now,
     })
-    const resolved = (await findReconciliation(tx, clientCode, id)) as ReconciliationRow
-    return { status: 200 as const, body: await view(tx, clientCode, resolved) }
+    return {
+      status: 200 as const,
+      body: async () => view(tx, clientCode, (await findReconciliation(tx, clientCode, id)) as ReconciliationRow),
+    }
   }
 
+  /** Source receipt lines acknowledging a Payment: a Source write. */
+  const putOperation = defineOperation({
+    kind: 'payment_reconciliation',
+    scopes: ['financial_corrections:write'],
+    body: ReconciliationWrite,
+    response: ReconciliationResponse,
+    source: true,
+    run: (uow: UnitOfWork, { clientCode, id }: OperationContext, body: ReconciliationWrite) => create(uow, clientCode, id, body),
+  })
+
+  /** The Source's resolution of a held reconciliation: a Source write. */
+  const resolveOperation = defineOperation({
+    kind: 'payment_reconciliation_resolution',
+    scopes: ['financial_corrections:write'],
+    body: ResolutionWrite,
+    response: ReconciliationResponse,
+    source: true,
+    run: (uow: UnitOfWork, { clientCode, id }: OperationContext, body: ResolutionWrite) => resolve(uow, clientCode, id, body),
+  })
+
   return {
-    put(clientCode: string, id: string, body: ReconciliationWrite) {
-      return store.transaction((tx) => create(tx, clientCode, id, body))
+    putOperation,
+    resolveOperation,
+    put(clientCode: string, grant: Grant, id: string, body: ReconciliationWrite) {
+      return executeWrite(deps, putOperation, { clientCode, grant, id }, body)
     },
-    resolve(clientCode: string, id: string, body: ResolutionWrite) {
-      return store.transaction((tx) => resolve(tx, clientCode, id, body))
+    resolve(clientCode: string, grant: Grant, id: string, body: ResolutionWrite) {
+      return executeWrite(deps, resolveOperation, { clientCode, grant, id }, body)
     },
     async get(clientCode: string, id: string) {
       const row = await findReconciliation(store, clientCode, id)

@@ -1,31 +1,14 @@
 import { holdsFromRow } from '../../domain/holds.ts'
 import { Problem, unknownReferences } from '../../domain/problems.ts'
-import { type Clock, isoNow } from '../../domain/time.ts'
+import { isoNow } from '../../domain/time.ts'
 import type { Grant } from '../../http/auth.ts'
 import { lockIdentity } from '../../store/locks.ts'
-import type { Queryable, Store, Tx } from '../../store/store.ts'
-import { findReceivable } from '../receivables/store.ts'
-import { holdSnapshot, recordHoldChanges } from './restrictions.ts'
-import type { InstructionResponse, InstructionWrite } from './schema.ts'
-
-interface InstructionRow {
-  external_instruction_id: string
-  external_receivable_id: string
-  state: 'authorized' | 'withdrawn' | 'suspended'
-  revision: string
-  effective_at: string
-  recorded_at: string
-}
-
-async function findInstruction(db: Queryable, clientCode: string, id: string): Promise<InstructionRow | undefined> {
-  return (
-    await db.query<InstructionRow>(
-      `SELECT external_instruction_id, external_receivable_id, state, revision, effective_at, recorded_at
-         FROM recovery_instructions WHERE client_code = $1 AND external_instruction_id = $2`,
-      [clientCode, id],
-    )
-  )[0]
-}
+import type { Queryable } from '../../store/store.ts'
+import { defineOperation, executeWrite, type OperationContext, type RouteDeps } from '../operations.ts'
+import type { ReceivableStore } from '../receivables/store.ts'
+import type { UnitOfWork } from '../unit-of-work.ts'
+import { InstructionResponse, InstructionWrite } from './schema.ts'
+import { findInstruction, type InstructionRow, instructionGoverning, writeInstruction } from './store.ts'
 
 /** The spec's state table: from each state, the states a Source PUT may move to. Anything else is refused. */
 const ALLOWED: Record<InstructionRow['state'] | 'none', readonly InstructionWrite['state'][]> = {
@@ -44,7 +27,13 @@ const revisionConflict = (expected: number, got: number) =>
     },
   )
 
-export function createRecoveryService({ store, clock }: { store: Store; clock: Clock }) {
+export interface RecoveryServiceDeps extends RouteDeps {
+  receivables: Pick<ReceivableStore, 'findReceivable'>
+}
+
+export function createRecoveryService(deps: RecoveryServiceDeps) {
+  const { store, clock } = deps
+  const { findReceivable } = deps.receivables
   async function view(db: Queryable, clientCode: string, row: InstructionRow): Promise<InstructionResponse> {
     const receivable = await findReceivable(db, clientCode, row.external_receivable_id)
     const holds = receivable ? holdsFromRow(receivable) : []
@@ -61,7 +50,8 @@ export function createRecoveryService({ store, clock }: { store: Store; clock: C
     }
   }
 
-  async function write(tx: Tx, clientCode: string, grant: Grant, id: string, body: InstructionWrite) {
+  async function write(uow: UnitOfWork, clientCode: string, grant: Grant, id: string, body: InstructionWrite) {
+    const { tx } = uow
     if (grant.recoveryEntryMode !== 'explicit_instruction') {
       throw new Problem(
         'recovery_mode_mismatch',
@@ -80,22 +70,19 @@ export function createRecoveryService({ store, clock }: { store: Store; clock: C
     }
     if (existing && body.revision === Number(existing.revision)) {
       if (body.state === existing.state && body.effectiveAt === existing.effective_at) {
-        return { status: 200 as const, body: await view(tx, clientCode, existing) }
+        return { status: 200 as const, body: () => view(tx, clientCode, existing) }
       }
       throw revisionConflict(Number(existing.revision) + 1, body.revision)
     }
     const receivable = await findReceivable(tx, clientCode, receivableId)
     if (!receivable) throw unknownReferences([{ pointer: '/scope/externalReceivableId', what: `Receivable ${receivableId}` }])
     if (!existing) {
-      const other = await tx.query<{ external_instruction_id: string }>(
-        'SELECT external_instruction_id FROM recovery_instructions WHERE client_code = $1 AND external_receivable_id = $2',
-        [clientCode, receivableId],
-      )
-      if (other[0]) {
+      const other = await instructionGoverning(tx, clientCode, receivableId)
+      if (other) {
         throw new Problem(
           'instruction_scope_conflict',
-          `Receivable ${receivableId} is already governed by instruction ${other[0].external_instruction_id}; one instruction governs one Receivable.`,
-          { extensions: { externalInstructionId: other[0].external_instruction_id } },
+          `Receivable ${receivableId} is already governed by instruction ${other}; one instruction governs one Receivable.`,
+          { extensions: { externalInstructionId: other } },
         )
       }
     }
@@ -115,26 +102,31 @@ export function createRecoveryService({ store, clock }: { store: Store; clock: C
       )
     }
     const now = isoNow(clock)
-    const before = await holdSnapshot(tx, clientCode, [receivableId])
-    await tx.query(
-      `INSERT INTO recovery_instructions (client_code, external_instruction_id, external_receivable_id, state, revision, effective_at, recorded_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7)
-       ON CONFLICT (client_code, external_instruction_id) DO UPDATE SET state = $4, revision = $5, effective_at = $6, recorded_at = $7`,
-      [clientCode, id, receivableId, body.state, body.revision, body.effectiveAt, now],
-    )
-    await tx.query(
-      `INSERT INTO recovery_instruction_history (client_code, external_instruction_id, revision, state, actor, cause, effective_at, recorded_at)
-       VALUES ($1, $2, $3, $4, 'source', 'instruction_put', $5, $6)`,
-      [clientCode, id, body.revision, body.state, body.effectiveAt, now],
-    )
-    await recordHoldChanges(tx, clientCode, before, now)
-    const row = (await findInstruction(tx, clientCode, id)) as InstructionRow
-    return { status: existing ? (200 as const) : (201 as const), body: await view(tx, clientCode, row) }
+    await uow.watchHolds(clientCode, [receivableId])
+    const row = await writeInstruction(tx, clientCode, id, {
+      receivableId,
+      state: body.state,
+      revision: body.revision,
+      effectiveAt: body.effectiveAt,
+      now,
+    })
+    return { status: existing ? (200 as const) : (201 as const), body: () => view(tx, clientCode, row) }
   }
 
+  /** A Source revision of a recovery instruction (or an identical retry). */
+  const putOperation = defineOperation({
+    kind: 'recovery_instruction',
+    scopes: ['recovery_instructions:write'],
+    body: InstructionWrite,
+    response: InstructionResponse,
+    source: true,
+    run: (uow: UnitOfWork, { clientCode, grant, id }: OperationContext, body: InstructionWrite) => write(uow, clientCode, grant, id, body),
+  })
+
   return {
+    putOperation,
     put(clientCode: string, grant: Grant, id: string, body: InstructionWrite) {
-      return store.transaction((tx) => write(tx, clientCode, grant, id, body))
+      return executeWrite(deps, putOperation, { clientCode, grant, id }, body)
     },
     async get(clientCode: string, id: string) {
       const row = await findInstruction(store, clientCode, id)

@@ -1,0 +1,159 @@
+import type { Store, Tx } from '../store/store.ts'
+import { type ChangeInput, insertChanges } from './changes/store.ts'
+import { type SourceTouch, writeSourceActivity } from './freshness/store.ts'
+import { bumpReceivableRevisions, type HoldSnapshot, holdSnapshot } from './receivables/store.ts'
+
+/**
+ * One write's unit of work: its transaction and everything the write decided but has not written yet.
+ * A write receives it, writes through `tx`, and leaves three things here instead of writing them itself:
+ *
+ * - **feed events** (`appendChange`): the change-feed rows, inserted in one statement per client at the end.
+ *   The per-client feed head row is then locked only for that last statement, no transaction ever takes a
+ *   resource lock after the feed lock, and seq order is commit order.
+ * - **hold watches** (`watchHolds`): the holds of Receivables a write may change, read before it changes them;
+ *   `recordHoldChanges` gives each one whose holds differ afterwards a new revision and an event, unless this
+ *   unit of work already changed it (one revision per Receivable per write).
+ * - **the source-activity touch** (`touchSource`): the Source was heard from; written once per client.
+ *
+ * Whoever opened the transaction flushes it, visibly, before COMMIT: `runOperation` (src/resources/operations.ts)
+ * for every write, the batch runner once per chunk. Nothing is kept per transaction anywhere else.
+ */
+export class UnitOfWork {
+  /** Events in append order, by client. A list per client, appended in place: linear in the number of events. */
+  private readonly events = new Map<string, ChangeInput[]>()
+  private readonly touches = new Map<string, SourceTouch>()
+  private readonly watched = new Map<string, HoldSnapshot>()
+
+  constructor(readonly tx: Tx) {}
+
+  appendChange(clientCode: string, change: ChangeInput): void {
+    const list = this.events.get(clientCode)
+    if (list) list.push(change)
+    else this.events.set(clientCode, [change])
+  }
+
+  appendChanges(clientCode: string, changes: readonly ChangeInput[]): void {
+    for (const c of changes) this.appendChange(clientCode, c)
+  }
+
+  /** Where the current operation's events start, per client (a batch chunk runs many operations in one unit). */
+  private operationStart = new Map<string, number>()
+
+  /** A new operation starts (runOperation): hold changes skip only the Receivables this operation changed. */
+  beginOperation(): void {
+    this.operationStart = new Map([...this.events].map(([c, list]) => [c, list.length]))
+  }
+
+  /**
+   * Receivables given a new revision (their events are buffered): by the current operation, or (`whole`) by any
+   * operation of this unit of work.
+   */
+  changedReceivables(clientCode: string, whole = false): Set<string> {
+    const ids = new Set<string>()
+    const events = this.events.get(clientCode) ?? []
+    for (let i = whole ? 0 : (this.operationStart.get(clientCode) ?? 0); i < events.length; i++) {
+      const c = events[i] as ChangeInput
+      if (c.resourceType === 'receivable') ids.add(c.resourceId)
+    }
+    return ids
+  }
+
+  /**
+   * Reads the holds of these Receivables now (the first watch of a Receivable wins), so that
+   * `recordHoldChanges` can tell which ones the write changed. Call it before the writes that may change them.
+   */
+  async watchHolds(clientCode: string, ids: readonly string[]): Promise<void> {
+    let watched = this.watched.get(clientCode)
+    if (!watched) {
+      watched = new Map()
+      this.watched.set(clientCode, watched)
+    }
+    const fresh = ids.filter((id) => !watched.has(id))
+    if (fresh.length === 0) return
+    const before = await holdSnapshot(this.tx, clientCode, fresh)
+    for (const id of fresh) watched.set(id, before.get(id) ?? '')
+  }
+
+  /**
+   * Step 2 of a write: every watched Receivable whose holds now differ, and that the operation has not already
+   * changed, gets a new revision and a `receivable.updated` event. One read of the holds per client. An operation
+   * may call it itself where its events must follow in the feed; runOperation calls it after every operation.
+   */
+  async recordHoldChanges(now: string): Promise<void> {
+    for (const [clientCode, before] of this.watched) {
+      if (before.size === 0) continue
+      const after = await holdSnapshot(this.tx, clientCode, [...before.keys()])
+      const skip = this.changedReceivables(clientCode)
+      const changed = [...before.keys()].filter((id) => !skip.has(id) && before.get(id) !== after.get(id))
+      if (changed.length > 0) this.appendChanges(clientCode, await bumpReceivableRevisions(this.tx, clientCode, { only: changed }, now))
+    }
+    this.watched.clear()
+  }
+
+  /** The Source was heard from: a Source write (feed mode of its grant) or a balance snapshot (with its position). */
+  touchSource(clientCode: string, feedMode: string, now: string, snapshotPosition?: number): void {
+    const snapshot = snapshotPosition ?? this.touches.get(clientCode)?.snapshotPosition
+    this.touches.set(clientCode, { feedMode, now, ...(snapshot !== undefined ? { snapshotPosition: snapshot } : {}) })
+  }
+
+  /**
+   * Steps 3 and 4 of a write, just before COMMIT: the source-activity touch (a stale client that becomes fresh
+   * flips its recorded freshness, and every Receivable this unit of work has not already changed gets a new
+   * revision and an event), then the feed, one statement per client in client order.
+   */
+  async flush(): Promise<void> {
+    if ([...this.watched.values()].some((m) => m.size > 0)) throw new Error('watched holds were never recorded (recordHoldChanges)')
+    for (const [clientCode, touch] of this.touches) {
+      const flipped = await writeSourceActivity(this.tx, clientCode, touch)
+      // A change of the client-wide source_stale hold is a change of each of its Receivables.
+      if (flipped)
+        this.appendChanges(
+          clientCode,
+          await bumpReceivableRevisions(this.tx, clientCode, { allExcept: [...this.changedReceivables(clientCode, true)] }, touch.now),
+        )
+    }
+    this.touches.clear()
+    for (const clientCode of [...this.events.keys()].sort()) await insertChanges(this.tx, clientCode, this.events.get(clientCode) ?? [])
+    this.events.clear()
+  }
+
+  /** Where this unit of work stands (before a savepoint), to return to it when the savepoint is rolled back. */
+  mark(): UnitOfWorkMark {
+    return {
+      events: new Map([...this.events].map(([c, list]) => [c, list.length])),
+      touches: new Map(this.touches),
+      watched: new Map([...this.watched].map(([c, m]) => [c, new Map(m)])),
+    }
+  }
+
+  rollbackTo(mark: UnitOfWorkMark): void {
+    for (const [clientCode, list] of this.events) {
+      const keep = mark.events.get(clientCode) ?? 0
+      if (keep === 0) this.events.delete(clientCode)
+      else list.splice(keep)
+    }
+    this.touches.clear()
+    for (const [c, t] of mark.touches) this.touches.set(c, t)
+    this.watched.clear()
+    for (const [c, m] of mark.watched) this.watched.set(c, m)
+  }
+}
+
+export interface UnitOfWorkMark {
+  events: Map<string, number>
+  touches: Map<string, SourceTouch>
+  watched: Map<string, HoldSnapshot>
+}
+
+/**
+ * A transaction with a unit of work, flushed before COMMIT: for writes that are not a WriteOperation
+ * (workers, sweepers, operator actions). `fn`'s result is returned after the flush.
+ */
+export async function inUnitOfWork<T>(store: Store, fn: (uow: UnitOfWork) => Promise<T>): Promise<T> {
+  return store.transaction(async (tx) => {
+    const uow = new UnitOfWork(tx)
+    const result = await fn(uow)
+    await uow.flush()
+    return result
+  })
+}
