@@ -11,7 +11,6 @@
  * again on the same store by the same app with its limits switched off (bench/limits-off.ts), so the price of
  * the limits is visible in every run.
  */
-import { spawn } from 'node:child_process'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import type net from 'node:net'
@@ -21,12 +20,18 @@ import autocannon from 'autocannon'
 import pg from 'pg'
 import { SCOPES } from '../src/domain/scopes.ts'
 import { customerBody, mixedBatch, receivableBody } from './scenarios.ts'
-import { ADMIN_TOKEN, call, freePort, type Service, seedTenant, startService } from './service.ts'
+import { call, type Service, seedTenant, startService } from './service.ts'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8)
 /** Clients (each with one key and one connection) driving every API scenario at once. */
 const KEYS = Number(process.env.BENCH_KEYS ?? process.env.BENCH_CONNECTIONS ?? 10)
 const PG_BASE = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
+/**
+ * BENCH_SCENARIOS=put-create,batch (comma-separated: get, put-customer, put-create, put-replace, adjustment, feed,
+ * batch, limits-off) measures only those scenarios (the bare server is always measured); default all.
+ */
+const SCENARIOS = process.env.BENCH_SCENARIOS ? new Set(process.env.BENCH_SCENARIOS.split(',')) : null
+const want = (scenario: string) => SCENARIOS === null || SCENARIOS.has(scenario)
 
 /** Production mode, the spec's one request at a time per key, a per-minute budget no scenario reaches. */
 const PRODUCTION_LIMITS = {
@@ -152,29 +157,8 @@ async function bareServer(payload: string): Promise<{ url: string; close: () => 
 }
 
 /** bench/limits-off.ts as a child process on the same store (the limits-on service stopped first). */
-async function startLimitsOff(env: Record<string, string>): Promise<Service> {
-  const port = await freePort()
-  const child = spawn(process.execPath, ['--import', 'tsx', 'bench/limits-off.ts'], {
-    env: { ...process.env, HOST: '127.0.0.1', PORT: String(port), ADMIN_TOKEN, SEED_DEMO: '0', LOG_LEVEL: 'warn', ...env },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  })
-  const url = `http://127.0.0.1:${port}`
-  for (let i = 0; i < 400; i++) {
-    if (child.exitCode !== null) throw new Error('limits-off service exited during start')
-    try {
-      if ((await fetch(`${url}/readyz`)).ok) break
-    } catch {}
-    await new Promise((r) => setTimeout(r, 50))
-  }
-  return {
-    url,
-    async stop() {
-      if (child.exitCode !== null) return
-      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
-      child.kill('SIGTERM')
-      await exited
-    },
-  }
+function startLimitsOff(env: Record<string, string>): Promise<Service> {
+  return startService(env, 'bench/limits-off.ts')
 }
 
 const adjustment = (receivable: string, sourceRevision: number) => ({
@@ -237,85 +221,94 @@ async function benchStore(store: string, env: Record<string, string>) {
 
     const url = service.url
     await warmUp(url, tenants)
-    const getCustomer = await load({ url, tenants, path: (t) => `/v1/clients/${t.client}/customers/c-read` })
-    record(store, 'GET customer', getCustomer, baseline)
-    record(
-      store,
-      'PUT customer (each request changes it)',
-      await load({
-        url,
-        tenants,
-        method: 'PUT',
-        path: (t, n) => `/v1/clients/${t.client}/customers/c-w${n % 50}`,
-        body: (_t, n) => customerBody(n),
-      }),
-      baseline,
-    )
-    const putReceivable = await load({
-      url,
-      tenants,
-      method: 'PUT',
-      path: (t, n) => `/v1/clients/${t.client}/receivables/r-${n}`,
-      body: () => receivableBody('c-owner', 1),
-    })
-    record(store, 'PUT receivable (create)', putReceivable, baseline)
-    record(
-      store,
-      'PUT receivable (replace, new sourceRevision)',
-      await load({
-        url,
-        tenants,
-        method: 'PUT',
-        path: (t) => `/v1/clients/${t.client}/receivables/rr`,
-        body: (_t, n) => receivableBody('c-owner', n),
-      }),
-      baseline,
-    )
-    record(
-      store,
-      'PUT adjustment (financial event)',
-      await load({
-        url,
-        tenants,
-        method: 'PUT',
-        path: (t, n) => `/v1/clients/${t.client}/adjustments/a-${n}`,
-        body: (_t, n) => adjustment('fe', n + 1),
-      }),
-      baseline,
-    )
-    record(
-      store,
-      'GET change feed page (limit=200)',
-      await load({ url, tenants, path: (t) => `/v1/clients/${t.client}/changes?limit=200` }),
-      baseline,
-    )
+    const getCustomer = want('get') ? await load({ url, tenants, path: (t) => `/v1/clients/${t.client}/customers/c-read` }) : null
+    if (getCustomer) record(store, 'GET customer', getCustomer, baseline)
+    if (want('put-customer'))
+      record(
+        store,
+        'PUT customer (each request changes it)',
+        await load({
+          url,
+          tenants,
+          method: 'PUT',
+          path: (t, n) => `/v1/clients/${t.client}/customers/c-w${n % 50}`,
+          body: (_t, n) => customerBody(n),
+        }),
+        baseline,
+      )
+    const putReceivable = want('put-create')
+      ? await load({
+          url,
+          tenants,
+          method: 'PUT',
+          path: (t, n) => `/v1/clients/${t.client}/receivables/r-${n}`,
+          body: () => receivableBody('c-owner', 1),
+        })
+      : null
+    if (putReceivable) record(store, 'PUT receivable (create)', putReceivable, baseline)
+    if (want('put-replace'))
+      record(
+        store,
+        'PUT receivable (replace, new sourceRevision)',
+        await load({
+          url,
+          tenants,
+          method: 'PUT',
+          path: (t) => `/v1/clients/${t.client}/receivables/rr`,
+          body: (_t, n) => receivableBody('c-owner', n),
+        }),
+        baseline,
+      )
+    if (want('adjustment'))
+      record(
+        store,
+        'PUT adjustment (financial event)',
+        await load({
+          url,
+          tenants,
+          method: 'PUT',
+          path: (t, n) => `/v1/clients/${t.client}/adjustments/a-${n}`,
+          body: (_t, n) => adjustment('fe', n + 1),
+        }),
+        baseline,
+      )
+    if (want('feed'))
+      record(
+        store,
+        'GET change feed page (limit=200)',
+        await load({ url, tenants, path: (t) => `/v1/clients/${t.client}/changes?limit=200` }),
+        baseline,
+      )
 
     // Batches: 5 submissions per tenant of 100 mixed records (accepted 202 and queued), then the time until
     // the workers have run every one of them.
-    const submitted = new Map<string, string[]>()
-    const batchStart = performance.now()
-    const batchRun = await load({
-      url,
-      tenants,
-      method: 'PUT',
-      path: (t, n) => {
-        const id = `b-${n}`
-        submitted.set(t.client, [...(submitted.get(t.client) ?? []), id])
-        return `/v1/clients/${t.client}/batches/${id}`
-      },
-      body: (t, n) => mixedBatch(`${t.client}-b${n}`),
-      amount: 5,
-    })
-    await waitForBatches(url, tenants, submitted)
-    const batchSeconds = (performance.now() - batchStart) / 1000
-    const batches = [...submitted.values()].reduce((acc, ids) => acc + ids.length, 0)
-    record(
-      store,
-      'PUT batch (100 mixed records, queued)',
-      batchRun,
-      baseline,
-      `${batches} batches = ${batches * 100} records all run ${batchSeconds.toFixed(1)} s after the first submission: ${Math.round((batches * 100) / batchSeconds)} records/s`,
-    )
+    if (want('batch')) {
+      const submitted = new Map<string, string[]>()
+      const batchStart = performance.now()
+      const batchRun = await load({
+        url,
+        tenants,
+        method: 'PUT',
+        path: (t, n) => {
+          const id = `b-${n}`
+          submitted.set(t.client, [...(submitted.get(t.client) ?? []), id])
+          return `/v1/clients/${t.client}/batches/${id}`
+        },
+        body: (t, n) => mixedBatch(`${t.client}-b${n}`),
+        amount: Number(process.env.BENCH_BATCHES ?? 5),
+      })
+      await waitForBatches(url, tenants, submitted)
+      const batchSeconds = (performance.now() - batchStart) / 1000
+      const batches = [...submitted.values()].reduce((acc, ids) => acc + ids.length, 0)
+      record(
+        store,
+        'PUT batch (100 mixed records, queued)',
+        batchRun,
+        baseline,
+        `${batches} batches = ${batches * 100} records all run ${batchSeconds.toFixed(1)} s after the first submission: ${Math.round((batches * 100) / batchSeconds)} records/s`,
+      )
+    }
+    if (!want('limits-off') || !getCustomer || !putReceivable) return
 
     // The same app on the same store with its limits off: what the limits cost.
     await service.stop()
@@ -492,7 +485,7 @@ async function main() {
   mkdirSync('.bench', { recursive: true })
   writeFileSync(
     // A partial run (BENCH_SECTIONS) writes beside the full results instead of over them.
-    `.bench/results${SECTIONS.size === 2 && STORES.size === 2 ? '' : `-${[...SECTIONS, ...STORES].join('-')}`}.json`,
+    `.bench/results${SECTIONS.size === 2 && STORES.size === 2 && !SCENARIOS ? '' : `-${[...SECTIONS, ...STORES, ...(SCENARIOS ?? [])].join('-')}`}.json`,
     `${JSON.stringify({ at: new Date().toISOString(), seconds: SECONDS, keys: KEYS, rows }, null, 2)}\n`,
   )
 }

@@ -16,10 +16,15 @@ export interface Service {
   stop(): Promise<void>
 }
 
-/** The real service as a child process, with the limits raised by configuration. */
-export async function startService(env: Record<string, string>): Promise<Service> {
+/**
+ * The real service as a child process, with the limits raised by configuration; `script` another entry point
+ * on the same app (bench/limits-off.ts).
+ */
+export async function startService(env: Record<string, string>, script = 'src/main.ts'): Promise<Service> {
   const port = await freePort()
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  // BENCH_CPU_PROF=<dir>: each service process writes a V8 CPU profile there when it stops (node --cpu-prof).
+  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []
+  const child: ChildProcess = spawn(process.execPath, [...profile, '--import', 'tsx', script], {
     env: {
       ...process.env,
       HOST: '127.0.0.1',
@@ -35,7 +40,7 @@ export async function startService(env: Record<string, string>): Promise<Service
   })
   const url = `http://127.0.0.1:${port}`
   for (let i = 0; i < 400; i++) {
-    if (child.exitCode !== null) throw new Error('service exited during start')
+    if (child.exitCode !== null) throw new Error(`${script} exited during start`)
     try {
       if ((await fetch(`${url}/readyz`)).ok) break
     } catch {}

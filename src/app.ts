@@ -1,11 +1,12 @@
 import { z } from 'zod'
-import { adminRoutes } from './admin/routes.ts'
+import { adminRoutes, adminSandboxRoutes } from './admin/routes.ts'
 import { createAdminService } from './admin/service.ts'
 import type { Config } from './config.ts'
 import { type Clock, systemClock } from './domain/time.ts'
 import { type Resolver, systemResolver } from './http/destination.ts'
 import { registerInfraRoutes } from './http/docs.ts'
 import { createGate, type Gate } from './http/limits.ts'
+import { createMetrics, registerMetrics } from './http/metrics.ts'
 import { buildOpenApi } from './http/openapi.ts'
 import { defineRoute, type RouteDef } from './http/route.ts'
 import { buildServer } from './http/server.ts'
@@ -16,6 +17,7 @@ import { createBookService } from './resources/book/service.ts'
 import { bookStore } from './resources/book/store.ts'
 import { changeRoutes } from './resources/changes/routes.ts'
 import { createChangeService } from './resources/changes/service.ts'
+import { clientFactStore } from './resources/client-facts/store.ts'
 import { collectionRoutes } from './resources/collection/routes.ts'
 import { createCollectionSummary } from './resources/collection/service.ts'
 import { customerRoutes } from './resources/customers/routes.ts'
@@ -41,12 +43,16 @@ import { createReconciliationService } from './resources/reconciliations/service
 import { restrictionRules } from './resources/recovery/restrictions.ts'
 import { recoveryRoutes } from './resources/recovery/routes.ts'
 import { createRecoveryService } from './resources/recovery/service.ts'
+import { createSandboxClock } from './resources/sandbox-clock/clock.ts'
+import { sandboxClockRoutes } from './resources/sandbox-clock/routes.ts'
+import { createSandboxClockService, sweepFreshnessAtClientTimes } from './resources/sandbox-clock/service.ts'
 import { snapshotRoutes } from './resources/snapshots/routes.ts'
 import { createSnapshotService } from './resources/snapshots/service.ts'
 import { webhookRoutes } from './resources/webhooks/routes.ts'
 import { createWebhookService } from './resources/webhooks/service.ts'
 import type { Store } from './store/store.ts'
 import { createBatchRunner } from './workers/batch-runner.ts'
+import { createClientFanout } from './workers/client-fanout.ts'
 import { createWebhookDispatcher } from './workers/webhook-dispatcher.ts'
 
 export interface AppOptions {
@@ -66,7 +72,19 @@ const OpenApiDocument = z.record(z.string(), z.unknown()).meta({
 })
 
 /** The one wiring root of the HTTP process: services, their routes, the server. */
-export function createApp({ store, config, adminTokenDigest, clock = systemClock, resolver = systemResolver, gate }: AppOptions) {
+export function createApp({
+  store,
+  config,
+  adminTokenDigest,
+  clock: baseClock = systemClock,
+  resolver = systemResolver,
+  gate,
+}: AppOptions) {
+  // Sandbox: every service reads the time of the client it works for (src/resources/sandbox-clock/clock.ts says
+  // where that client's scope is entered). Production: the base clock itself, no scope, no cost.
+  const sandbox = config.environment === 'sandbox' ? createSandboxClock(baseClock) : undefined
+  const clock = sandbox?.clock ?? baseClock
+  const atClientTime = sandbox ? <T>(clientCode: string, fn: () => Promise<T>) => sandbox.atClientTime(store, clientCode, fn) : undefined
   const webhooks = createWebhookService({
     store,
     clock,
@@ -76,7 +94,18 @@ export function createApp({ store, config, adminTokenDigest, clock = systemClock
   })
   // Each factory receives the other families' store functions and rules it uses (a Pick<> in its deps type).
   const db = { store, clock }
-  const freshness = createFreshness({ clock, thresholds: config.freshness, receivables: receivableStore })
+  // Client-wide changes (collection toggles, freshness flips) record one fact; this worker gives each Receivable
+  // its new revision and event in the background (src/workers/client-fanout.ts).
+  const clientFanout = createClientFanout({
+    store,
+    onError: (err) => app.log.error({ errMessage: (err as Error).message, stack: (err as Error).stack }, 'client fan-out error'),
+  })
+  const freshness = createFreshness({
+    clock,
+    thresholds: config.freshness,
+    clientFacts: clientFactStore,
+    onFact: () => clientFanout.wake(),
+  })
   const services = {
     customers: createCustomerService({ ...db, restrictions: restrictionRules }),
     receivables: createReceivableService({ ...db, customers: customerStore, book: bookStore, restrictions: restrictionRules }),
@@ -94,10 +123,18 @@ export function createApp({ store, config, adminTokenDigest, clock = systemClock
       receivables: receivableStore,
       payments: paymentStore,
       paymentRules,
+      ...(atClientTime ? { atClientTime } : {}),
     }),
     changes: createChangeService({ store }),
     webhooks,
-    admin: createAdminService({ store, clock, environment: config.environment, onGrantRevoked: webhooks.onGrantRevoked }),
+    admin: createAdminService({
+      store,
+      clock,
+      environment: config.environment,
+      onGrantRevoked: webhooks.onGrantRevoked,
+      baseClock,
+      onClientFact: () => clientFanout.wake(),
+    }),
   }
   const operations: OperationsByKind = {
     customer: services.customers.putOperation,
@@ -105,6 +142,8 @@ export function createApp({ store, config, adminTokenDigest, clock = systemClock
     payment_observation: services.paymentObservations.put,
     ...services.financialEvents.operations,
   }
+  // One registry per app instance (src/http/metrics.ts); the batch runner reports the records it committed.
+  const metrics = createMetrics(store)
   const batchRunner = createBatchRunner({
     store,
     clock,
@@ -113,9 +152,15 @@ export function createApp({ store, config, adminTokenDigest, clock = systemClock
     leaseSeconds: config.batches.leaseSeconds,
     pollMs: config.batches.pollMs,
     concurrency: config.batches.concurrency,
+    onRecordsProcessed: (n) => metrics.recordsProcessed(n),
+    ...(atClientTime ? { atClientTime } : {}),
     onError: (err) => app.log.error({ errMessage: (err as Error).message, stack: (err as Error).stack }, 'batch runner error'),
   })
   const batches = createBatchService({ store, clock, operations, docsUrl: config.docsUrl, onQueued: () => batchRunner.wake() })
+  // Sandbox only: the operator's per-client clock (absent in production, so its routes are too).
+  const sandboxClock = sandbox
+    ? createSandboxClockService({ store, sandbox, freshness, drainClientFacts: (c) => clientFanout.runClientUntilIdle(c) })
+    : undefined
   const routeDeps = { store, clock }
   const routes: RouteDef[] = [
     ...customerRoutes(routeDeps, services.customers),
@@ -132,12 +177,11 @@ export function createApp({ store, config, adminTokenDigest, clock = systemClock
     ...reconciliationRoutes(services.reconciliations),
     ...collectionRoutes(store, createCollectionSummary({ clock })),
     ...webhookRoutes(webhooks),
-    ...adminRoutes(
-      services.admin,
-      store,
-      { serverUrl: config.publicBaseUrl, docsUrl: config.docsUrl },
-      paymentSimulateRoutes(services.paymentRequests, { sandbox: config.environment === 'sandbox' }),
-    ),
+    ...adminRoutes(services.admin, store, { serverUrl: config.publicBaseUrl, docsUrl: config.docsUrl }, [
+      ...paymentSimulateRoutes(services.paymentRequests, { sandbox: config.environment === 'sandbox' }),
+      ...sandboxClockRoutes(sandboxClock),
+      ...adminSandboxRoutes(services.admin, { sandbox: config.environment === 'sandbox' }),
+    ]),
   ]
   let document: Record<string, unknown> | undefined
   const openapiRoute = defineRoute({
@@ -160,13 +204,17 @@ export function createApp({ store, config, adminTokenDigest, clock = systemClock
     {
       db: store,
       config,
-      gate: gate ?? createGate(store, { perMinute: config.limits.perMinute, concurrency: config.limits.concurrencyPerKey, clock }),
+      gate:
+        gate ?? createGate(store, { perMinute: config.limits.perMinute, concurrency: config.limits.concurrencyPerKey, clock: baseClock }),
       adminTokenDigest,
+      ...(atClientTime ? { atClientTime } : {}),
       pages: [{ prefix: '/pay/', notFound: { headers: PAGE_HEADERS, html: NOT_FOUND_PAGE } }],
     },
     allRoutes,
   )
   registerInfraRoutes(app, store, allRoutes)
+  // Prometheus text at /metrics, behind the operator token (src/http/metrics.ts).
+  registerMetrics(app, metrics, adminTokenDigest)
   registerPaymentPage(app, services.paymentRequests)
   const webhookDispatcher = createWebhookDispatcher({
     store,
@@ -176,9 +224,24 @@ export function createApp({ store, config, adminTokenDigest, clock = systemClock
     secretKey: webhooks.secretKey,
     intervalMs: config.webhooks.intervalMs,
     retryScheduleMs: config.webhooks.retryScheduleMs,
+    ...(sandbox ? { sandbox } : {}),
     onError: (err) => app.log.error({ errMessage: (err as Error).message, stack: (err as Error).stack }, 'webhook dispatcher error'),
   })
-  return { app, services: { ...services, batches }, operations, routes: allRoutes, batchRunner, webhookDispatcher }
+  /** The periodic freshness sweep (src/main.ts): in sandbox, each client at its own time. */
+  const sweepFreshness = () => (sandbox ? sweepFreshnessAtClientTimes(store, sandbox, freshness) : freshness.sweep(store))
+  return {
+    app,
+    services: { ...services, batches },
+    operations,
+    routes: allRoutes,
+    batchRunner,
+    webhookDispatcher,
+    clientFanout,
+    metrics,
+    sandbox,
+    sandboxClock,
+    sweepFreshness,
+  }
 }
 
 export type App = ReturnType<typeof createApp>

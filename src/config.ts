@@ -19,13 +19,19 @@ export function parseDuration(text: string): number {
 }
 
 /**
- * The most records one batch chunk transaction may hold. Each record runs in a savepoint, and every savepoint
- * that writes takes a subtransaction id; PostgreSQL caches at most 64 of them per backend (PGPROC_MAX_CACHED_SUBXIDS).
- * A transaction with more overflows that cache, and from then until it ends every other session's snapshot
- * has to look subtransactions up in pg_subtrans (an SLRU shared by all) instead of in memory: a slowdown for
- * the whole server, not only this chunk. 64 is where bigger chunks stop paying for themselves.
+ * The most records one batch chunk transaction may hold. Set-based records (src/workers/batch-waves.ts) take no
+ * savepoint of their own: a chunk's set-based writes all run under its one chunk savepoint, one subtransaction id.
+ * A record that runs alone (an operation without a set-based form, a `fallback` record, every record of a chunk
+ * whose set-based run failed unexpectedly) runs in a savepoint, and every savepoint that writes takes a
+ * subtransaction id. PostgreSQL caches at most 64 of them per backend (PGPROC_MAX_CACHED_SUBXIDS); a transaction
+ * with more overflows that cache, and from then until it ends every other session's snapshot has to look
+ * subtransactions up in pg_subtrans (an SLRU shared by all) instead of in memory: a slowdown for the whole
+ * server, not only this chunk. So the runner, not this cap, bounds the savepoints: a chunk runs at most
+ * MAX_RECORD_SAVEPOINTS_PER_CHUNK records alone (src/workers/batch-runner.ts) and leaves the rest pending for
+ * its next chunk. This cap bounds how long one chunk transaction holds its identity locks: 100 is a whole
+ * batch of the benchmark's 100 mixed records (one transaction instead of two; docs/performance.md).
  */
-export const MAX_BATCH_CHUNK_SIZE = 64
+export const MAX_BATCH_CHUNK_SIZE = 100
 
 /**
  * Which proxies' X-Forwarded-For is believed: unset, empty or 0 (the default), none; a whole number, that many

@@ -20,7 +20,8 @@ import { startRetentionWorker } from './workers/retention.ts'
  * - A start that fails (bad configuration, DATA_DIR in use, port taken) says why in one line and exits 1.
  *   Nothing shown once is stored or printed before the port is bound, so a failed start loses nothing.
  * - SIGTERM and SIGINT stop it: no new connections, requests in flight answered, batch leases handed back,
- *   store closed (which frees DATA_DIR), "stopped" logged, exit 0. A signal during start stops it once up.
+ *   webhook deliveries in flight finished and recorded, store closed (which frees DATA_DIR), "stopped" logged,
+ *   exit 0 (exit 1 past STOP_DEADLINE_MS). A signal during start stops it once up.
  */
 const STOP_DEADLINE_MS = 20_000
 
@@ -73,6 +74,8 @@ try {
 let stopRetention: (() => void) | undefined
 let stopPaymentExpiry: (() => void) | undefined
 let sweepTimer: NodeJS.Timeout | undefined
+/** The freshness sweep in progress, awaited on stop so that the store is closed under no sweep. */
+let sweeping: Promise<unknown> | undefined
 
 // Listening: only now is anything shown once generated into the store.
 const shown: string[] = []
@@ -95,18 +98,36 @@ if (config.seedDemo && config.environment === 'sandbox') {
   }
 }
 
-stopRetention = startRetentionWorker(store, (err) => log.error({ errMessage: (err as Error).message }, 'retention failed'))
-// Flips the recorded freshness of Sources that went quiet (hold source_stale), with new revisions.
+// In sandbox the time workers read each client's sandbox clock (src/resources/sandbox-clock/clock.ts).
+stopRetention = startRetentionWorker(
+  store,
+  (err) => log.error({ errMessage: (err as Error).message }, 'retention failed'),
+  undefined,
+  app.sandbox,
+)
+// Flips the recorded freshness of Sources that went quiet (hold source_stale): one client fact each, whose
+// Receivable revisions the client fan-out gives in the background.
 sweepTimer = setInterval(() => {
-  app.services.freshness.sweep(store).catch((err) => log.error({ errMessage: (err as Error).message }, 'freshness sweep failed'))
+  // One sweep at a time: a slow one is not overlapped by the next tick.
+  sweeping ??= app
+    .sweepFreshness()
+    .catch((err) => log.error({ errMessage: (err as Error).message }, 'freshness sweep failed'))
+    .finally(() => {
+      sweeping = undefined
+    })
 }, config.freshness.sweepMs)
 sweepTimer.unref()
 // Records the expiry of open Payment requests nobody reads, so the change feed hears of each.
-stopPaymentExpiry = startPaymentExpiryWorker(store, systemClock, (err) =>
-  log.error({ errMessage: (err as Error).message }, 'payment request expiry sweep failed'),
+stopPaymentExpiry = startPaymentExpiryWorker(
+  store,
+  systemClock,
+  (err) => log.error({ errMessage: (err as Error).message }, 'payment request expiry sweep failed'),
+  undefined,
+  app.sandbox,
 )
 app.batchRunner.start()
 app.webhookDispatcher.start()
+app.clientFanout.start()
 
 log.info(
   { url: config.publicBaseUrl, store: store.kind, environment: config.environment },
@@ -130,7 +151,9 @@ async function stop(code: number): Promise<never> {
     stopRetention?.()
     stopPaymentExpiry?.()
     clearInterval(sweepTimer)
-    await Promise.all([app.app.close(), app.batchRunner.stop(), app.webhookDispatcher.stop()])
+    // No new connections (and 503 on kept-alive ones) while requests in flight are answered; the batch runner
+    // finishes its chunk and hands its lease back; the webhook dispatcher finishes the deliveries it is sending.
+    await Promise.all([app.app.close(), app.batchRunner.stop(), app.webhookDispatcher.stop(), app.clientFanout.stop(), sweeping])
     await store.close()
     log.info('stopped')
   } catch (err) {

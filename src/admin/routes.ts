@@ -1,6 +1,7 @@
 import { ListQuery } from '../http/common-schemas.ts'
 import { buildOpenApi } from '../http/openapi.ts'
 import { defineRoute, type RouteDef } from '../http/route.ts'
+import { SandboxResetView } from '../resources/sandbox-clock/schema.ts'
 import type { Store } from '../store/store.ts'
 import {
   ApiKeyCreated,
@@ -286,4 +287,30 @@ export function adminRoutes(
     ...more,
   ]
   return routes
+}
+
+/**
+ * Sandbox-only operator routes of the admin family: absent in production (404 route_not_found there), as the
+ * payment `simulate` route is. Passed to adminRoutes with the other families' sandbox routes.
+ */
+export function adminSandboxRoutes(svc: AdminService, opts: { sandbox: boolean }): RouteDef[] {
+  if (!opts.sandbox) return []
+  return [
+    defineRoute({
+      method: 'POST',
+      path: '/admin/v1/clients/:clientCode/sandbox-reset',
+      operationId: 'adminResetSandboxClient',
+      summary: 'Delete every resource, feed event and batch of a sandbox client (keeping its credentials and grants)',
+      description:
+        "Sandbox only. Deletes the client's Customers, Receivables, events, observations, declarations, snapshots, recovery instructions, Payment requests and Payments, reconciliations, batches, change-feed events, webhook deliveries, Source activity and sandbox clock (back to real time), in one transaction. Keeps the client, its grants (so every API key still works), its webhook endpoints, its feed head (a cursor from before the reset answers 410 `cursor_expired`; new events continue the sequence) and the audit trail. Audited as `client.sandbox_reset` with the rows deleted per table.",
+      tags: ['Operator'],
+      auth: admin,
+      params: ClientCodeParams,
+      body: { schema: EmptyBody, mediaType: json, optional: true },
+      responses: { 200: { schema: SandboxResetView, description: 'Reset; the rows deleted per table' } },
+      problems: ['client_not_found'],
+      public: false,
+      handler: async ({ params }) => ({ status: 200, body: await svc.resetClient(params.clientCode) }),
+    }),
+  ]
 }

@@ -5,14 +5,14 @@ import { fieldProblem, Problem } from '../domain/problems.ts'
 import { type Clock, isoNow, Timestamp } from '../domain/time.ts'
 import { digestSecret } from '../http/auth.ts'
 import { decodeCursor, encodeCursor } from '../http/common-schemas.ts'
-import { bumpReceivableRevisions } from '../resources/receivables/store.ts'
-import { inUnitOfWork } from '../resources/unit-of-work.ts'
+import { recordClientFact } from '../resources/client-facts/store.ts'
 import type { Queryable, Store, Tx } from '../store/store.ts'
 import type { GrantPut } from './schema.ts'
 import {
   API_KEY_COLUMNS,
   type ApiKeyRow,
   type ClientRow,
+  deleteClientData,
   findApiKey,
   findClient,
   findGrant,
@@ -108,15 +108,20 @@ export interface AdminServiceDeps {
   environment: Environment
   /** Hooks other families attach to operator events (a revoked grant disables its webhook endpoint). */
   onGrantRevoked?: (tx: Tx, integrationId: string, clientCode: string) => Promise<void>
+  /** Called after a collection toggle committed its client fact (the client fan-out worker's wake-up). */
+  onClientFact?: () => void
+  /** Real time, for operator actions on a client whose sandbox clock is stopped (the client reset); `clock` by default. */
+  baseClock?: Clock
 }
 
-export function createAdminService({ store, clock, environment, onGrantRevoked }: AdminServiceDeps) {
+export function createAdminService({ store, clock, environment, onGrantRevoked, onClientFact, baseClock = clock }: AdminServiceDeps) {
   return {
-    putClient(clientCode: string, body: { name?: string; collectionEnabled?: boolean }) {
-      return inUnitOfWork(store, async (uow) => {
-        const { tx } = uow
+    async putClient(clientCode: string, body: { name?: string; collectionEnabled?: boolean }) {
+      let factRecorded = false
+      const result = await store.transaction(async (tx) => {
         const now = isoNow(clock)
-        const existing = await findClient(tx, clientCode)
+        // Locked: two concurrent toggles must see each other, or both would record a fact for one change.
+        const existing = (await tx.query<ClientRow>('SELECT * FROM clients WHERE client_code = $1 FOR UPDATE', [clientCode]))[0]
         const rows = await tx.query<ClientRow>(
           `INSERT INTO clients (client_code, name, collection_enabled, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)
            ON CONFLICT (client_code) DO UPDATE SET name = COALESCE($2, clients.name),
@@ -126,8 +131,18 @@ export function createAdminService({ store, clock, environment, onGrantRevoked }
         )
         const row = rows[0] as ClientRow
         if (existing && existing.collection_enabled !== row.collection_enabled) {
-          // collection_not_enabled is a hold of every Receivable of the client: each one changes.
-          uow.appendChanges(clientCode, await bumpReceivableRevisions(tx, clientCode, { allExcept: [] }, now))
+          // collection_not_enabled is a hold of every Receivable of the client: one client fact here; each
+          // Receivable's new revision and event follow in the background (src/workers/client-fanout.ts).
+          await recordClientFact(
+            tx,
+            clientCode,
+            {
+              kind: row.collection_enabled ? 'collection_enabled' : 'collection_disabled',
+              collectionEnabledBefore: existing.collection_enabled,
+            },
+            now,
+          )
+          factRecorded = true
         }
         await recordAudit(tx, {
           action: existing ? 'client.updated' : 'client.created',
@@ -140,6 +155,8 @@ export function createAdminService({ store, clock, environment, onGrantRevoked }
         })
         return { status: existing ? 200 : 201, body: clientView(row) }
       })
+      if (factRecorded) onClientFact?.()
+      return result
     },
 
     putIntegration(integrationId: string, body: { name: string }) {
@@ -374,6 +391,32 @@ export function createAdminService({ store, clock, environment, onGrantRevoked }
         })),
         nextCursor: rows.length > q.limit ? (page.at(-1)?.seq ?? null) : null,
       }
+    },
+
+    /**
+     * Sandbox only (the route does not exist in production): deletes every resource, feed event, batch and
+     * webhook delivery of the client, and its sandbox clock (back to real time); keeps the client, its grants
+     * (and so every key), its webhook endpoints and its feed head (admin/store.ts, RESET_KEEPS). Audited as
+     * `client.sandbox_reset` with the rows deleted per table. One transaction.
+     */
+    resetClient(clientCode: string) {
+      if (environment !== 'sandbox') throw new Problem('route_not_found', 'A client reset exists only in sandbox.')
+      return store.transaction(async (tx) => {
+        const client = (await tx.query('SELECT client_code FROM clients WHERE client_code = $1 FOR UPDATE', [clientCode]))[0]
+        if (!client) throw new Problem('client_not_found', `No client ${clientCode}.`)
+        const deleted = await deleteClientData(tx, clientCode)
+        const now = isoNow(baseClock)
+        await recordAudit(tx, {
+          action: 'client.sandbox_reset',
+          clientCode,
+          targetType: 'client',
+          targetId: clientCode,
+          details: { deleted },
+          change: { reset: clientCode, deleted },
+          occurredAt: now,
+        })
+        return { clientCode, deleted, resetAt: now }
+      })
     },
   }
 }

@@ -138,3 +138,62 @@ export async function listApiKeys(
     [integrationId, after?.createdAt ?? null, after?.apiKeyId ?? null, limit],
   )
 }
+
+/**
+ * What a sandbox client reset keeps (docs/operator-api.md): the client itself, its grants (and so the
+ * Integrations' keys, which belong to no client), its webhook endpoints (configuration holding a signing
+ * secret), its feed head (sequence numbers keep rising, so a cursor from before the reset answers 410
+ * `cursor_expired` instead of skipping events) and the audit trail. Every other table with a `client_code`
+ * column is the client's data and is emptied of it, so a table added later is covered without a change here.
+ */
+export const RESET_KEEPS: ReadonlySet<string> = new Set(['clients', 'grants', 'webhook_endpoints', 'feed_heads', 'audit_events'])
+
+/**
+ * Deletes every row of the client in every table but RESET_KEEPS, children before parents (foreign keys),
+ * and marks its whole feed purged. Returns the rows deleted per table (tables with none left out).
+ */
+export async function deleteClientData(tx: Tx, clientCode: string): Promise<Record<string, number>> {
+  // First, under the feed head's row lock (held to commit): a write that allocates a sequence number waits for
+  // the reset, and its event then follows the purge mark.
+  await tx.query('UPDATE feed_heads SET purged_through_seq = last_seq WHERE client_code = $1', [clientCode])
+  const tables = (
+    await tx.query<{ table_name: string }>(
+      `SELECT c.table_name FROM information_schema.columns c
+         JOIN information_schema.tables t ON t.table_schema = c.table_schema AND t.table_name = c.table_name
+        WHERE c.column_name = 'client_code' AND c.table_schema = current_schema() AND t.table_type = 'BASE TABLE'
+        ORDER BY c.table_name`,
+    )
+  )
+    .map((r) => r.table_name)
+    .filter((t) => !RESET_KEEPS.has(t))
+  const edges = await tx.query<{ child: string; parent: string }>(
+    `SELECT cl.relname AS child, pl.relname AS parent FROM pg_constraint k
+       JOIN pg_class cl ON cl.oid = k.conrelid JOIN pg_class pl ON pl.oid = k.confrelid
+      WHERE k.contype = 'f' AND k.connamespace = current_schema()::regnamespace AND k.conrelid <> k.confrelid`,
+  )
+  // Children first: a table is deleted from once no table still to do references it.
+  const todo = new Set(tables)
+  const order: string[] = []
+  while (todo.size > 0) {
+    const ready = [...todo].filter((t) => !edges.some((e) => e.parent === t && e.child !== t && todo.has(e.child)))
+    if (ready.length === 0) throw new Error(`client reset: foreign keys form a cycle among ${[...todo].join(', ')}`)
+    for (const t of ready) {
+      order.push(t)
+      todo.delete(t)
+    }
+  }
+  const deleted: Record<string, number> = {}
+  for (const table of order) {
+    const rows = await tx.query<{ n: string }>(
+      `WITH d AS (DELETE FROM ${quoteIdent(table)} WHERE client_code = $1 RETURNING 1) SELECT count(*) AS n FROM d`,
+      [clientCode],
+    )
+    const n = Number(rows[0]?.n ?? 0)
+    if (n > 0) deleted[table] = n
+  }
+  return deleted
+}
+
+function quoteIdent(name: string): string {
+  return `"${name.replace(/"/g, '""')}"`
+}

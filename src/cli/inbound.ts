@@ -28,6 +28,14 @@ Commands:
   key revoke <apiKeyId>
   audit list [--client C] [PAGING]
 
+Sandbox only (a production service answers 404 route_not_found):
+  clock show <clientCode>                    the client's sandbox clock
+  clock advance <clientCode> --by D | --to T advance by an ISO 8601 duration (P30D, PT1H30M) or to an
+                                             instant (2026-03-01T00:00:00Z); never backwards
+  clock reset <clientCode>                   back to real time
+  client reset <clientCode> --yes            delete every resource, feed event and batch of the client
+                                             (keeps the client, its grants and keys)
+
 Paging (PAGING):
   --limit N    rows per page, 1..200 (default 50)
   --cursor X   the page after X (printed as "more: --cursor X" under a page)
@@ -66,6 +74,9 @@ const { values: opts, positionals } = (() => {
         client: { type: 'string' },
         limit: { type: 'string' },
         cursor: { type: 'string' },
+        by: { type: 'string' },
+        to: { type: 'string' },
+        yes: { type: 'boolean', default: false },
       },
     })
   } catch (err) {
@@ -275,6 +286,31 @@ async function main(): Promise<void> {
       )
     case 'grant revoke':
       return show(await admin('POST', `/admin/v1/integrations/${need(a, 'integrationId')}/grants/${need(b, 'clientCode')}/revoke`, {}))
+    case 'clock show':
+      return show(await admin('GET', `/admin/v1/clients/${seg(need(a, 'clientCode'))}/sandbox-clock`))
+    case 'clock advance': {
+      if (Boolean(opts.by) === Boolean(opts.to)) throw new UsageError('clock advance takes one of --by DURATION or --to INSTANT')
+      return show(
+        await admin(
+          'POST',
+          `/admin/v1/clients/${seg(need(a, 'clientCode'))}/sandbox-clock/advance`,
+          opts.by ? { by: opts.by } : { to: opts.to },
+        ),
+      )
+    }
+    case 'clock reset':
+      return show(await admin('POST', `/admin/v1/clients/${seg(need(a, 'clientCode'))}/sandbox-clock/reset`, {}))
+    case 'client reset': {
+      const clientCode = need(a, 'clientCode')
+      if (!opts.yes) throw new UsageError(`client reset deletes every resource of ${clientCode}: add --yes to confirm`)
+      const result = await admin('POST', `/admin/v1/clients/${seg(clientCode)}/sandbox-reset`, {})
+      if (opts.json) return show(result)
+      const deleted = Object.entries((result.deleted as Record<string, number> | undefined) ?? {})
+      process.stdout.write(`client ${clientCode} reset at ${String(result.resetAt)}\n`)
+      for (const [table, n] of deleted) process.stdout.write(`  ${table.padEnd(34)} ${n} deleted\n`)
+      if (deleted.length === 0) process.stdout.write('  (nothing to delete)\n')
+      return
+    }
     case 'audit list':
       return showTable(await listing('/admin/v1/audit-events', { clientCode: opts.client }), COLUMNS.audit)
     default:

@@ -48,6 +48,7 @@ export const problemCatalogue = {
   receivable_state_conflict: { status: 409, title: 'Receivable state conflict' },
   feed_mode_mismatch: { status: 409, title: 'Feed mode mismatch' },
   webhook_endpoint_disabled: { status: 409, title: 'Webhook endpoint disabled' },
+  sandbox_clock_backwards: { status: 409, title: 'Sandbox clock cannot go backwards' },
   cursor_expired: { status: 410, title: 'Cursor expired' },
   request_too_large: { status: 413, title: 'Request too large' },
   unsupported_media_type: { status: 415, title: 'Unsupported media type' },

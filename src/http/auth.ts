@@ -99,6 +99,7 @@ export async function lookupKey(db: Queryable, digest: string, environment: Envi
        LEFT JOIN grants g ON g.client_code = $2 AND g.integration_id = k.integration_id
       WHERE k.digest = $1 AND k.revoked_at IS NULL`,
     [digest, clientCode],
+    { prepared: true },
   )
   const row = rows[0]
   if (!row || row.environment !== environment) return null

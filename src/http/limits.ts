@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { Environment } from '../config.ts'
 import type { Clock } from '../domain/time.ts'
-import type { Queryable, Store } from '../store/store.ts'
+import type { Queryable, QueryOptions, Store } from '../store/store.ts'
 import { type Caller, type CallerRow, callerFromRow, lookupKey } from './auth.ts'
 
 /**
@@ -20,8 +20,10 @@ import { type Caller, type CallerRow, callerFromRow, lookupKey } from './auth.ts
  * - PostgreSQL (several instances may share it): the whole gate is one statement, `request_gate` (migration
  *   0012), on UNLOGGED tables; a slot is a row whose primary key makes the claim atomic across instances, and
  *   its lease (`leaseSeconds` of the service's clock) frees the slot of a process that died mid-request. A
- *   release is one statement; a failed release is retried in the background, and should every retry fail the
- *   lease frees the slot.
+ *   write frees its slot inside its own transaction (`Lease.releaseIn`, called by executeWrite before COMMIT),
+ *   so the slot is free exactly when the write commits; any other request frees it in one statement before its
+ *   response is written. A failed release is retried in the background, and should every retry fail the lease
+ *   frees the slot.
  * - the embedded store (PGlite), which one process owns (DATA_DIR is locked to it): the key lookup is the one
  *   round trip, the counters and slots live in this process's memory. The key's slot is taken before the
  *   lookup, so a second request of the key is refused even while the first waits for the single PGlite
@@ -48,6 +50,14 @@ export interface Lease {
    * retry fail, the lease's expiry frees the slots.
    */
   release(): Promise<void>
+  /**
+   * For a request that writes in a transaction: frees the slots inside `tx`, so that they are free exactly when
+   * the write commits, with no round trip of their own after it. Call the returned `committed` once `tx` has
+   * committed: the lease is then released and `release()` does nothing. Should `tx` roll back (or its commit
+   * fail), `committed` is never called and `release()` frees the slots as usual. Absent where the slots are
+   * not in the store (the embedded store's gate keeps them in memory).
+   */
+  releaseIn?(tx: Queryable): Promise<() => void>
 }
 
 export interface GateRequest {
@@ -69,8 +79,24 @@ export type GateOutcome =
   | { caller: Caller; rate: RateResult; refused: 'rate' | 'concurrency'; lease: null }
   | { caller: Caller; rate: RateResult; refused: null; lease: Lease }
 
+/** A request's one read, to run in the gate's statement (`Gate.enterWithRead`). */
+export interface GatedRead {
+  sql: string
+  params: readonly unknown[]
+  /** The grant scopes the route needs: without them (or without an active grant) nothing is read. */
+  scopes: readonly string[]
+}
+
 export interface Gate {
   enter(req: GateRequest): Promise<GateOutcome>
+  /**
+   * For a request whose whole work is one read (a route declared `oneRead`): the gate and the read in one
+   * statement. Its slot is held for that statement only (an advisory lock, migration 0015), so the lease it
+   * returns holds nothing. Nothing is read unless the request is admitted with an active grant that has
+   * `scopes` (`rows` is then empty); the caller still makes every other check (the IP allowlist) before using
+   * the rows. Absent where the gate is not in the store (the embedded store's gate is in memory).
+   */
+  enterWithRead?<T extends object>(req: GateRequest, read: GatedRead): Promise<{ outcome: GateOutcome; rows: T[] }>
 }
 
 export interface GateOptions {
@@ -110,7 +136,8 @@ export function createGate(store: Pick<Store, 'kind'> & Queryable, opts: GateOpt
   return store.kind === 'pglite' ? createMemoryGate(store, opts) : createStoreGate(store, opts)
 }
 
-interface GateRow {
+/** A row of `request_gate` (migration 0015): the columns any gate statement of a gated read returns. */
+export interface GateRow {
   key_id: string
   key_integration_id: string
   grant_status: string | null
@@ -122,6 +149,46 @@ interface GateRow {
   grant_receipt_delivery_owner: string | null
   used: number
   admitted: boolean
+}
+
+/** The columns of `request_gate` (and of any gate statement a gated read is built on), in its order. */
+const GATE_COLUMNS = [
+  'key_id',
+  'key_integration_id',
+  'grant_status',
+  'grant_scopes',
+  'grant_ip_allowlist',
+  'grant_recovery_entry_mode',
+  'grant_feed_mode',
+  'grant_industry_profile',
+  'grant_receipt_delivery_owner',
+  'used',
+  'admitted',
+] as const satisfies readonly (keyof GateRow)[]
+
+const windowOf = (now: number) => now - (now % MINUTE_MS)
+
+/** What a `request_gate` row says: who called, the minute's count, and which limit refused (null: admitted). */
+function verdictOf(row: GateRow, req: GateRequest, perMinute: number, now: number) {
+  const caller = callerOfGateRow(req.clientCode, row)
+  const rate = rateOf(perMinute, row.used, now, windowOf(now))
+  const refused: 'rate' | 'concurrency' | null = row.admitted ? null : rate.allowed ? 'concurrency' : 'rate'
+  return { caller, rate, refused }
+}
+
+/** The caller a gate row describes (its key, and its grant for the Client in the path). */
+export function callerOfGateRow(clientCode: string, row: GateRow): Caller {
+  return callerFromRow(clientCode, {
+    api_key_id: row.key_id,
+    integration_id: row.key_integration_id,
+    grant_status: row.grant_status,
+    scopes: row.grant_scopes,
+    ip_allowlist: row.grant_ip_allowlist,
+    recovery_entry_mode: row.grant_recovery_entry_mode,
+    feed_mode: row.grant_feed_mode,
+    industry_profile: row.grant_industry_profile,
+    receipt_delivery_owner: row.grant_receipt_delivery_owner,
+  } as CallerRow)
 }
 
 /** Limits in the database, exact across every instance sharing it: one statement per request, one per release. */
@@ -142,7 +209,7 @@ export function createStoreGate(db: Queryable, opts: GateOptions): Gate {
    */
   async function releaseSlots(buckets: string[] | null, holder: string): Promise<void> {
     if (buckets === null) await db.query('DELETE FROM inflight_requests WHERE holder = $1', [holder])
-    else await db.query('DELETE FROM inflight_requests WHERE bucket = ANY($1::text[]) AND holder = $2', [buckets, holder])
+    else await releaseSlotsIn(db, buckets, holder, PREPARED)
   }
 
   async function releaseWithRetries(buckets: string[] | null, holder: string, log: ReleaseLog | undefined, attempt: number) {
@@ -165,26 +232,49 @@ export function createStoreGate(db: Queryable, opts: GateOptions): Gate {
     }
   }
 
+  /** The arguments of `request_gate` (migration 0015), in its order. */
+  function gateArgs(req: GateRequest, now: number, holder: string | null): unknown[] {
+    return [
+      req.digest,
+      req.environment,
+      req.clientCode,
+      req.environment === 'sandbox',
+      new Date(windowOf(now)).toISOString(),
+      new Date(now).toISOString(),
+      opts.perMinute,
+      opts.concurrency,
+      leaseSeconds,
+      holder,
+      [...unreleased],
+      holder === null,
+    ]
+  }
+
   return {
+    async enterWithRead<T extends object>(req: GateRequest, read: GatedRead) {
+      const now = opts.clock.now().getTime()
+      const p = read.params.length
+      const args = gateArgs(req, now, null)
+      const gateSql = `SELECT * FROM request_gate(${args.map((_, i) => `$${p + i + 1}`).join(', ')})`
+      const sql = gatedReadSql(gateSql, read.sql, p + args.length + 1)
+      const rows = await db.query<Record<string, unknown>>(sql, [...read.params, ...args, read.scopes], PREPARED)
+      const { gate, read: readRows } = splitGatedRows<GateRow, T>(rows)
+      if (!gate) return { outcome: { caller: null }, rows: [] }
+      const { caller, rate, refused } = verdictOf(gate, req, opts.perMinute, now)
+      if (refused) return { outcome: { caller, rate, refused, lease: null }, rows: [] }
+      // The slot was held for the statement and went with it: the lease holds nothing.
+      return { outcome: { caller, rate, refused, lease: { release: async () => {} } }, rows: readRows }
+    },
     async enter(req) {
       const holder = randomUUID()
       const now = opts.clock.now().getTime()
-      const windowStart = now - (now % MINUTE_MS)
       let rows: GateRow[]
       try {
-        rows = await db.query<GateRow>('SELECT * FROM request_gate($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)', [
-          req.digest,
-          req.environment,
-          req.clientCode,
-          req.environment === 'sandbox',
-          new Date(windowStart).toISOString(),
-          new Date(now).toISOString(),
-          opts.perMinute,
-          opts.concurrency,
-          leaseSeconds,
-          holder,
-          [...unreleased],
-        ])
+        rows = await db.query<GateRow>(
+          'SELECT * FROM request_gate($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)',
+          gateArgs(req, now, holder),
+          PREPARED,
+        )
       } catch (err) {
         // The statement may have committed before its answer was lost: give back whatever it took.
         await releaseWithRetries(null, holder, req.log, 0)
@@ -192,19 +282,8 @@ export function createStoreGate(db: Queryable, opts: GateOptions): Gate {
       }
       const row = rows[0]
       if (!row) return { caller: null }
-      const caller = callerFromRow(req.clientCode, {
-        api_key_id: row.key_id,
-        integration_id: row.key_integration_id,
-        grant_status: row.grant_status,
-        scopes: row.grant_scopes,
-        ip_allowlist: row.grant_ip_allowlist,
-        recovery_entry_mode: row.grant_recovery_entry_mode,
-        feed_mode: row.grant_feed_mode,
-        industry_profile: row.grant_industry_profile,
-        receipt_delivery_owner: row.grant_receipt_delivery_owner,
-      } as CallerRow)
-      const rate = rateOf(opts.perMinute, row.used, now, windowStart)
-      if (!row.admitted) return { caller, rate, refused: rate.allowed ? 'concurrency' : 'rate', lease: null }
+      const { caller, rate, refused } = verdictOf(row, req, opts.perMinute, now)
+      if (refused) return { caller, rate, refused, lease: null }
       const buckets = bucketsOf(caller, req)
       let released = false
       return {
@@ -216,6 +295,13 @@ export function createStoreGate(db: Queryable, opts: GateOptions): Gate {
             if (released) return
             released = true
             await releaseWithRetries(buckets, holder, req.log, 0)
+          },
+          async releaseIn(tx) {
+            if (released) return () => {}
+            await releaseSlotsIn(tx, buckets, holder)
+            return () => {
+              released = true
+            }
           },
         },
       }
@@ -306,6 +392,51 @@ export function createMemoryGate(db: Queryable, opts: GateOptions): Gate {
     },
   }
 }
+
+/** The gate's columns in a gated read's rows: prefixed, so that no column of the read can clash with them. */
+const GATE_PREFIX = '_gate_'
+
+/**
+ * A gate statement (`gateSql`, parameters after the read's) and a request's one read, as one statement: one
+ * row per read row, each carrying the gate's columns (prefixed `_gate_`), or one row with the read's columns
+ * null when nothing was read; no row when the gate returned none (an unknown key). The read runs only for an
+ * admitted request with an active grant holding the scopes in parameter `$scopesParam` (a text array): the
+ * condition is a one-time filter, so a refused request reads nothing. Read rows keep their order.
+ */
+export function gatedReadSql(gateSql: string, readSql: string, scopesParam: number): string {
+  const g = GATE_COLUMNS.map((c) => `g.${c} AS ${GATE_PREFIX}${c}`).join(', ')
+  return (
+    `WITH _gate AS MATERIALIZED (${gateSql}) ` +
+    `SELECT ${g}, r.* FROM _gate g LEFT JOIN LATERAL (` +
+    `SELECT row_number() OVER () AS ${GATE_PREFIX}row, q.* FROM (${readSql}) q ` +
+    `WHERE g.admitted AND g.grant_status = 'active' AND g.grant_scopes @> $${scopesParam}::text[]` +
+    `) r ON true ORDER BY r.${GATE_PREFIX}row`
+  )
+}
+
+/** A gated read's rows, split: the gate's row (undefined: the gate returned none) and the read's rows. */
+export function splitGatedRows<G, T>(rows: Record<string, unknown>[]): { gate: G | undefined; read: T[] } {
+  const first = rows[0]
+  if (!first) return { gate: undefined, read: [] }
+  const gate: Record<string, unknown> = {}
+  for (const c of GATE_COLUMNS) gate[c] = first[`${GATE_PREFIX}${c}`]
+  const read: T[] = []
+  for (const row of rows) {
+    if (row[`${GATE_PREFIX}row`] === null) continue
+    const out: Record<string, unknown> = {}
+    for (const [k, v] of Object.entries(row)) if (!k.startsWith(GATE_PREFIX)) out[k] = v
+    read.push(out as T)
+  }
+  return { gate: gate as G, read }
+}
+
+/** One statement frees a holder's slots, on its own or inside the request's write transaction. */
+async function releaseSlotsIn(db: Queryable, buckets: string[], holder: string, options?: QueryOptions): Promise<void> {
+  await db.query('DELETE FROM inflight_requests WHERE bucket = ANY($1::text[]) AND holder = $2', [buckets, holder], options)
+}
+
+/** The gate's statements run on every request with a text that never varies: planned once per connection. */
+const PREPARED = { prepared: true } as const
 
 /** Old windows and expired leases are only clutter: the retention worker calls this. */
 export async function purgeLimitRows(db: Queryable): Promise<void> {

@@ -333,6 +333,12 @@ export const problemDocs = {
     fix: 'Configure one with `PUT /v1/clients/{clientCode}/webhook-endpoint`.',
     retry: 'Only once an endpoint has been configured.',
   },
+  sandbox_clock_backwards: {
+    cause:
+      "Sandbox only. `POST /admin/v1/clients/{clientCode}/sandbox-clock/advance` with a `to` instant before the time the client's clock shows now. A sandbox clock only moves forward: what was recorded at a later time would otherwise lie in the client's future. The `detail` gives the clock's current time, and `now` carries it.",
+    fix: 'Read the clock (`GET /admin/v1/clients/{clientCode}/sandbox-clock`) and advance to an instant at or after its `now`, or by a duration. To go back to real time, `POST .../sandbox-clock/reset`; to start the client over, `POST /admin/v1/clients/{clientCode}/sandbox-reset`.',
+    retry: NEVER,
+  },
 } satisfies Record<ProblemCode, ProblemPageText> & Record<string, ProblemPageText>
 
 /** The page text of a catalogue code. */

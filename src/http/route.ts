@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { z } from 'zod'
 import type { ProblemCode } from '../domain/problems.ts'
 import type { Scope } from '../domain/scopes.ts'
+import type { Queryable, Store, Tx } from '../store/store.ts'
 import type { Grant } from './auth.ts'
 
 /**
@@ -28,8 +29,46 @@ export interface RouteContext<P, Q, B> {
   requestId: string
   ip: string
   log: FastifyBaseLogger
+  /** The request's concurrency slot, for a write to free inside its transaction (src/http/limits.ts, Lease). */
+  slot: SlotRelease
+  /**
+   * The store, for this request's reads. On a route declared `oneRead`, its one statement also carries the
+   * request's gate where the gate can run in it (PostgreSQL: src/http/limits.ts, Gate.enterWithRead), and a
+   * second statement is a programming error; on every other route it is the store itself.
+   */
+  db: Queryable
   /** Further scopes a route needs that depend on the body (a batch needs each kind's write scope). */
   requireScopes(scopes: readonly Scope[]): void
+}
+
+/**
+ * Frees the request's concurrency slot inside `tx`; call the returned function once `tx` has committed. Where
+ * the gate keeps its slots out of the store, both do nothing and the slot is freed when the response is sent.
+ */
+export interface SlotRelease {
+  releaseIn(tx: Queryable): Promise<() => void>
+}
+
+/** For writes outside a request (the seed, workers): there is no slot to free. */
+export const NO_SLOT: SlotRelease = { releaseIn: async () => () => {} }
+
+/**
+ * A request's one transaction, which also frees the request's concurrency slot as its last statement before
+ * COMMIT (issue 12: "a request that has a transaction releases its slot in that transaction").
+ */
+export async function inRequestTransaction<T>(
+  store: Pick<Store, 'transaction'>,
+  slot: SlotRelease,
+  fn: (tx: Tx) => Promise<T>,
+): Promise<T> {
+  let released = () => {}
+  const result = await store.transaction(async (tx) => {
+    const out = await fn(tx)
+    released = await slot.releaseIn(tx)
+    return out
+  })
+  released()
+  return result
 }
 
 export interface RouteResult {
@@ -55,6 +94,12 @@ export interface RouteDef<P extends z.ZodType = z.ZodType, Q extends z.ZodType =
   problems: readonly ProblemCode[]
   /** Documented in OpenAPI? (the operator API and infrastructure routes are not part of the v1 contract) */
   public: boolean
+  /**
+   * The handler's whole work is one read statement through `ctx.db`: on PostgreSQL that statement is the
+   * request's gate too (key, grant, count and a slot held for the statement), so the whole request is one round
+   * trip. The grant (`ctx.grant`) is known once that statement has run.
+   */
+  oneRead?: true
   handler(ctx: RouteContext<z.output<P>, z.output<Q>, z.output<B>>): Promise<RouteResult>
 }
 

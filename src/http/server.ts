@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { createRequire } from 'node:module'
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
+import pino from 'pino'
 import type { Config } from '../config.ts'
 import { isProblem, Problem } from '../domain/problems.ts'
 import { CommitOutcomeUnknownError, type Queryable } from '../store/store.ts'
@@ -15,7 +16,7 @@ import {
   presentedKeyDigest,
 } from './auth.ts'
 import { assertStorableParameters, parseJsonBody } from './json-body.ts'
-import type { Gate, Lease } from './limits.ts'
+import type { Gate, GateOutcome, GateRequest, Lease } from './limits.ts'
 import { checkMediaType } from './media.ts'
 import { problemFromFastifyError, sendProblem } from './problem-response.ts'
 import type { RouteDef } from './route.ts'
@@ -48,8 +49,22 @@ export const LOG_REDACT_PATHS = [
  * Options of every logger of the service: redaction always; pretty lines when stdout is a terminal (a person
  * reads it), JSON lines otherwise (a supervisor or a log shipper reads it). pino-pretty is loaded only then.
  */
+let stdoutDestination: pino.DestinationStream | undefined
+
+/**
+ * Every logger of the process (the start-up logger in src/main.ts and each Fastify instance's) writes through this
+ * one synchronous destination. With pino's default (one asynchronous destination per logger) two loggers' lines
+ * could reach stdout out of order, and a line still being written when the process exits came out after a later
+ * one or not at all (CI once read "stopped" before the SIGTERM line logged before it). Sync writes cost a few
+ * microseconds per line; see docs/decisions.md, "Logs".
+ */
+function stdoutLog(): pino.DestinationStream {
+  stdoutDestination ??= pino.destination({ dest: 1, sync: true })
+  return stdoutDestination
+}
+
 export function logOptions(level: string) {
-  if (!process.stdout.isTTY) return { level, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' } }
+  if (!process.stdout.isTTY) return { level, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' }, stream: stdoutLog() }
   const pretty: typeof import('pino-pretty').build = createRequire(import.meta.url)('pino-pretty')
   return { level, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' }, stream: pretty({ sync: true }) }
 }
@@ -65,6 +80,11 @@ export interface HttpDeps {
    * (an undecodable or over-long segment) answers that page family's 404 page, never problem+json.
    */
   pages?: readonly { prefix: string; notFound: { headers: Readonly<Record<string, string>>; html: string } }[]
+  /**
+   * Sandbox clocks (src/resources/sandbox-clock/clock.ts): runs the handler of a route with a `{clientCode}`
+   * parameter at that client's time. Absent in production: the handler runs as it is.
+   */
+  atClientTime?: <T>(clientCode: string, fn: () => Promise<T>) => Promise<T>
 }
 
 interface RequestState {
@@ -78,6 +98,13 @@ interface RequestState {
   closed: boolean
   /** The route handler finished: a write may have committed, so a later failure must not say "Nothing was saved". */
   handled: boolean
+  /** Which limit refused the request (its 429), for the metrics (src/http/metrics.ts); null when none did. */
+  refusedBy: 'rate' | 'concurrency' | null
+  /**
+   * A `oneRead` route on a gate that can run in the read (Gate.enterWithRead): the gate has not run yet; it runs
+   * in the handler's one statement, or (should the handler end without a statement) on its own after it.
+   */
+  deferred: { req: GateRequest; done: boolean } | null
 }
 
 declare module 'fastify' {
@@ -104,6 +131,27 @@ function releaseSlot(state: RequestState | null): Promise<void> {
 }
 
 /**
+ * The store as a `oneRead` route's handler sees it: one statement, its text fixed (prepared by name). A second
+ * statement is a route declared `oneRead` that is not: an error, so that a test finds it. `run` runs the
+ * statement (with the request's gate in it, where the gate can: see the route handler).
+ */
+function oneReadDb(
+  db: Queryable,
+  operationId: string,
+  run?: <T extends object>(sql: string, params: readonly unknown[]) => Promise<T[]>,
+): Queryable {
+  let used = false
+  return {
+    async query<T extends object>(sql: string, params: readonly unknown[] = []): Promise<T[]> {
+      if (used) throw new Error(`${operationId} is declared oneRead but ran a second statement`)
+      used = true
+      return run ? run<T>(sql, params) : db.query<T>(sql, params, { prepared: true })
+    },
+    exec: (sql) => db.exec(sql),
+  }
+}
+
+/**
  * How long a response waits for its slot's release. A store that hangs (no answer while PostgreSQL restarts;
  * the pool waits up to 10 s for a connection) must not hold back a committed answer: the release goes on in
  * the background, and the client's next request may meet a 429 with Retry-After 1 meanwhile.
@@ -125,6 +173,17 @@ async function releaseSlotWithin(state: RequestState | null, ms: number): Promis
 /** TRUST_PROXY as Fastify takes it: a hop count trusts that many proxies nearest the service. */
 function trustProxyOption(setting: false | number | string[]): boolean | string[] | ((address: string, hop: number) => boolean) {
   return typeof setting === 'number' ? (_address, hop) => hop < setting : setting
+}
+
+/**
+ * The operator token check of every operator route (and of /metrics, src/http/metrics.ts): a missing or wrong
+ * token is `401 invalid_admin_token`, compared in constant time.
+ */
+export function assertOperatorToken(authorization: string | undefined, adminTokenDigest: string): void {
+  const token = bearerToken(authorization)
+  if (!token || !constantTimeEqualHex(digestSecret(token), adminTokenDigest)) {
+    throw new Problem('invalid_admin_token', 'The operator token is missing or wrong.')
+  }
 }
 
 function compilePath(path: string): RegExp {
@@ -235,7 +294,17 @@ export function buildServer(deps: HttpDeps, routes: RouteDef[]): FastifyInstance
   }
 
   async function gate(def: RouteDef, request: FastifyRequest, reply: FastifyReply): Promise<void> {
-    const state: RequestState = { params: {}, query: {}, caller: null, grant: null, lease: null, closed: false, handled: false }
+    const state: RequestState = {
+      params: {},
+      query: {},
+      caller: null,
+      grant: null,
+      lease: null,
+      closed: false,
+      handled: false,
+      refusedBy: null,
+      deferred: null,
+    }
     request.irs = state
     // The exchange's end frees the slot, whatever stage the request is at: the response's 'close' comes when
     // it is written or its connection ends; the request's, with `aborted`, when the client goes away before
@@ -259,45 +328,68 @@ export function buildServer(deps: HttpDeps, routes: RouteDef[]): FastifyInstance
     if (def.query) state.query = parseOrThrow(def.query, request.query ?? {}, '/query', 'A query parameter') as Record<string, unknown>
 
     if (def.auth.kind === 'admin') {
-      const token = bearerToken(request.headers.authorization)
-      if (!token || !constantTimeEqualHex(digestSecret(token), deps.adminTokenDigest)) {
-        throw new Problem('invalid_admin_token', 'The operator token is missing or wrong.')
-      }
+      assertOperatorToken(request.headers.authorization, deps.adminTokenDigest)
     } else if (def.auth.kind === 'api_key') {
       const clientCode = String(state.params.clientCode)
       const digest = presentedKeyDigest(request.headers.authorization, deps.config.environment)
+      const gateRequest: GateRequest = { digest, environment: deps.config.environment, clientCode, log: request.log }
+      // A request whose whole work is one read: its gate runs in that read's statement (one round trip in all).
+      if (def.oneRead && deps.gate.enterWithRead) {
+        state.deferred = { req: gateRequest, done: false }
+        return
+      }
       // One round trip: the key and its grant, the minute's count, a slot in every bucket (src/http/limits.ts).
-      const outcome = await deps.gate.enter({ digest, environment: deps.config.environment, clientCode, log: request.log })
+      const outcome = await deps.gate.enter(gateRequest)
       if (!outcome.caller) throw invalidKey()
-      const caller = outcome.caller
-      state.caller = caller
+      state.caller = outcome.caller
       state.lease = outcome.lease
       // Closed while the gate ran: its 'close' found no slot to give back, so give it back now.
       if (state.closed) return abandon(request, reply, state, 'gate')
-      const rate = outcome.rate
-      reply.header('ratelimit-policy', `"per-minute";q=${rate.limit};w=60`)
-      reply.header('ratelimit', `"per-minute";r=${rate.remaining};t=${rate.resetSeconds}`)
-      if (outcome.refused === 'rate') {
-        throw new Problem(
-          'rate_limit_exceeded',
-          `At most ${rate.limit} requests a minute are accepted; retry after ${rate.resetSeconds} s.`,
-          {
-            headers: { 'retry-after': String(rate.resetSeconds) },
-          },
-        )
-      }
-      if (outcome.refused === 'concurrency') {
-        throw new Problem(
-          'rate_limit_exceeded',
-          'Another request with this API key (or, in sandbox, this client) is still running; send one at a time.',
-          {
-            headers: { 'retry-after': '1' },
-          },
-        )
-      }
-      state.grant = authorize(caller, clientCode, def.auth.scopes, request.ip)
+      admit(def, request, reply, state, outcome)
+      return
     }
     checkMediaType(def, request)
+  }
+
+  /**
+   * The gate's outcome applied, in the order every request meets it: the key (401), the rate headers, the
+   * limits (429), the grant, its scopes and IP allowlist (403), then the body's media type (415).
+   */
+  function admit(def: RouteDef, request: FastifyRequest, reply: FastifyReply, state: RequestState, outcome: GateOutcome): void {
+    if (!outcome.caller) throw invalidKey()
+    state.caller = outcome.caller
+    const rate = outcome.rate
+    state.refusedBy = outcome.refused
+    reply.header('ratelimit-policy', `"per-minute";q=${rate.limit};w=60`)
+    reply.header('ratelimit', `"per-minute";r=${rate.remaining};t=${rate.resetSeconds}`)
+    if (outcome.refused === 'rate') {
+      throw new Problem(
+        'rate_limit_exceeded',
+        `At most ${rate.limit} requests a minute are accepted; retry after ${rate.resetSeconds} s.`,
+        {
+          headers: { 'retry-after': String(rate.resetSeconds) },
+        },
+      )
+    }
+    if (outcome.refused === 'concurrency') {
+      throw new Problem(
+        'rate_limit_exceeded',
+        'Another request with this API key (or, in sandbox, this client) is still running; send one at a time.',
+        { headers: { 'retry-after': '1' } },
+      )
+    }
+    if (def.auth.kind === 'api_key') state.grant = authorize(outcome.caller, String(state.params.clientCode), def.auth.scopes, request.ip)
+    checkMediaType(def, request)
+  }
+
+  /** A deferred gate (see RequestState.deferred) that the handler's statement did not run: run it on its own. */
+  async function gateAfterHandler(def: RouteDef, request: FastifyRequest, reply: FastifyReply, state: RequestState): Promise<void> {
+    const deferred = state.deferred
+    if (!deferred || deferred.done) return
+    deferred.done = true
+    const outcome = await deps.gate.enter(deferred.req)
+    if (outcome.caller) state.lease = outcome.lease
+    admit(def, request, reply, state, outcome)
   }
 
   for (const def of routes) {
@@ -313,19 +405,52 @@ export function buildServer(deps: HttpDeps, routes: RouteDef[]): FastifyInstance
           body = parseOrThrow(def.body.schema, raw, '', 'The request body')
         }
         const clientCode = String(state.params.clientCode ?? '')
-        const result = await def.handler({
-          params: state.params,
-          query: state.query,
-          body,
-          grant: state.grant as Grant,
-          clientCode,
-          requestId: request.id,
-          ip: request.ip,
-          log: request.log,
-          requireScopes: (scopes) => {
-            if (state.caller) state.grant = authorize(state.caller, clientCode, scopes, request.ip)
-          },
-        })
+        const deferred = state.deferred
+        const enterWithRead = deps.gate.enterWithRead
+        // The gate and the read in one statement; the rows are used only once the request is admitted.
+        const scopes = def.auth.kind === 'api_key' ? def.auth.scopes : []
+        const gatedRead =
+          deferred && enterWithRead
+            ? async <T extends object>(sql: string, params: readonly unknown[]): Promise<T[]> => {
+                deferred.done = true
+                const { outcome, rows } = await enterWithRead<T>(deferred.req, { sql, params, scopes })
+                admit(def, request, reply, state, outcome)
+                return rows
+              }
+            : undefined
+        const run = () =>
+          def.handler({
+            params: state.params,
+            query: state.query,
+            body,
+            // A getter: on a route whose gate runs in its read, the grant is known once that read has run.
+            get grant() {
+              return state.grant as Grant
+            },
+            clientCode,
+            requestId: request.id,
+            ip: request.ip,
+            log: request.log,
+            db: def.oneRead ? oneReadDb(deps.db, def.operationId, gatedRead) : deps.db,
+            slot: {
+              releaseIn: async (tx) => {
+                const lease = state.lease
+                return lease?.releaseIn ? lease.releaseIn(tx) : () => {}
+              },
+            },
+            requireScopes: (scopes) => {
+              if (state.caller) state.grant = authorize(state.caller, clientCode, scopes, request.ip)
+            },
+          })
+        let result: Awaited<ReturnType<typeof run>>
+        try {
+          result = deps.atClientTime && clientCode ? await deps.atClientTime(clientCode, run) : await run()
+        } catch (err) {
+          // Authentication and the limits answer before anything the handler found.
+          await gateAfterHandler(def, request, reply, state)
+          throw err
+        }
+        await gateAfterHandler(def, request, reply, state)
         state.handled = true
         if (result.headers) reply.headers(result.headers)
         reply.code(result.status)

@@ -1,11 +1,17 @@
 import type { z } from 'zod'
-import type { ProblemCode } from '../domain/problems.ts'
+import type { Problem, ProblemCode } from '../domain/problems.ts'
 import type { Scope } from '../domain/scopes.ts'
 import { type Clock, isoNow } from '../domain/time.ts'
 import type { Grant } from '../http/auth.ts'
-import { defineRoute, type RouteDef } from '../http/route.ts'
-import type { Store } from '../store/store.ts'
+import { defineRoute, inRequestTransaction, NO_SLOT, type RouteDef, type SlotRelease } from '../http/route.ts'
+import type { QueryOptions, Store, Tx } from '../store/store.ts'
 import { UnitOfWork } from './unit-of-work.ts'
+
+/**
+ * The write path's statements whose text never varies are prepared by name on each PostgreSQL connection
+ * (`QueryOptions.prepared`): planned once per connection instead of at every run (docs/performance.md).
+ */
+const PREPARED: QueryOptions = { prepared: true }
 
 /**
  * A write, with everything a reader needs to see what it does: one body schema, one scope list, the response
@@ -30,6 +36,8 @@ export interface OperationResult {
 }
 
 export interface WriteOperation<S extends z.ZodType = z.ZodType> {
+  /** The set-based form, for the operations that have one (batch records run through it a wave at a time). */
+  many?: SetOperation<z.output<S>>
   /** The batch record kind, for the operations a batch may carry; a name for the others. */
   kind: RecordKind | (string & {})
   scopes: readonly Scope[]
@@ -39,6 +47,71 @@ export interface WriteOperation<S extends z.ZodType = z.ZodType> {
   /** A Source write records that the Source was heard from (lastReceivedAt, and the stale-to-fresh flip). */
   source: boolean
   run(uow: UnitOfWork, ctx: OperationContext, body: z.output<S>): Promise<OperationResult>
+}
+
+/**
+ * The set-based form of a write (issue 11): an operation takes a list of records. `runMany` validates them in
+ * memory, looks up what it needs with one query per table and writes with a handful of multi-row statements.
+ * The batch runner hands it one wave of a chunk at a time (src/workers/batch-waves.ts: no two records of a wave
+ * touch the same resource, and every dependency of a wave's records is done); a synchronous PUT is a list of
+ * one through the same code. A record's outcome is what its synchronous route answers, or `fallback` when a rule
+ * is not done set-based (nothing of that record was written): the caller runs it through `run`, alone.
+ */
+export interface SetRecord<B = unknown> {
+  /** The resource identity (the path's id, a batch record's `externalId`). */
+  id: string
+  body: B
+}
+
+export type SetOutcome =
+  | { status: 200 | 201; body: () => Promise<unknown> }
+  | { problem: Problem }
+  /** `state`: what the set-based run already read of the record (its identity locked), for the per-record rules. */
+  | { fallback: true; state?: unknown }
+
+export interface SetOperation<B = unknown> {
+  /** The resources a record writes and the ones it reads, as `kind:id` keys (the wave plan orders by them). */
+  keys(id: string, body: B): { writes: string[]; reads: string[] }
+  /**
+   * `ctx.locked`: the caller already holds the identity lock of every key the records write (the batch runner
+   * locks a whole chunk's in one statement), so the run takes none of its own.
+   */
+  runMany(
+    uow: UnitOfWork,
+    ctx: { clientCode: string; grant: Grant; locked?: boolean },
+    records: readonly SetRecord<B>[],
+    now: string,
+  ): Promise<SetOutcome[]>
+}
+
+/**
+ * `lockIdentity` (src/store/locks.ts) for many identities in one statement, in a fixed (sorted) order so two
+ * writers locking overlapping sets cannot deadlock on them. Nothing to do on PGlite (one transaction at a time).
+ */
+export async function lockIdentities(tx: Tx, clientCode: string, identities: readonly (readonly [kind: string, id: string])[]) {
+  if (tx.serialized || identities.length === 0) return
+  const keys = [...new Set(identities.map(([kind, id]) => `${clientCode}/${kind}/${id}`))].sort()
+  await tx.query(
+    'SELECT pg_advisory_xact_lock(hashtextextended(k, 0)) FROM unnest($1::text[]) WITH ORDINALITY AS t(k, n) ORDER BY n',
+    [keys],
+    PREPARED,
+  )
+}
+
+/** A set-based operation's single write: a list of one; a `fallback` runs `single`, the per-record rules. */
+export async function runOne<B>(
+  many: SetOperation<B>,
+  uow: UnitOfWork,
+  ctx: OperationContext,
+  body: B,
+  now: string,
+  single: (state: unknown) => Promise<OperationResult>,
+): Promise<OperationResult> {
+  const [outcome] = await many.runMany(uow, { clientCode: ctx.clientCode, grant: ctx.grant }, [{ id: ctx.id, body }], now)
+  if (!outcome) throw new Error('runMany returned no outcome')
+  if ('fallback' in outcome) return single(outcome.state)
+  if ('problem' in outcome) throw outcome.problem
+  return outcome
 }
 
 export function defineOperation<S extends z.ZodType>(op: WriteOperation<S>): WriteOperation {
@@ -82,8 +155,10 @@ export async function executeWrite(
   op: WriteOperation,
   ctx: OperationContext,
   body: unknown,
+  slot: SlotRelease = NO_SLOT,
 ): Promise<{ status: 200 | 201; body: unknown }> {
-  return store.transaction(async (tx) => {
+  // (6) The request's concurrency slot is freed by this transaction: free exactly when the write commits.
+  return inRequestTransaction(store, slot, async (tx) => {
     const uow = new UnitOfWork(tx)
     const result = await runOperation(uow, op, ctx, body, isoNow(clock))
     await uow.flush()
@@ -122,7 +197,7 @@ export function putRoute(
     },
     problems: meta.problems,
     public: true,
-    handler: async ({ clientCode, grant, params, body }) =>
-      executeWrite(deps, op, { clientCode, grant, id: String((params as Record<string, unknown>)[meta.idParam]) }, body),
+    handler: async ({ clientCode, grant, params, body, slot }) =>
+      executeWrite(deps, op, { clientCode, grant, id: String((params as Record<string, unknown>)[meta.idParam]) }, body, slot),
   })
 }

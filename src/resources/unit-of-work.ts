@@ -1,5 +1,6 @@
 import type { Store, Tx } from '../store/store.ts'
 import { type ChangeInput, insertChanges } from './changes/store.ts'
+import { recordClientFact } from './client-facts/store.ts'
 import { type SourceTouch, writeSourceActivity } from './freshness/store.ts'
 import { bumpReceivableRevisions, type HoldSnapshot, holdSnapshot } from './receivables/store.ts'
 
@@ -13,7 +14,10 @@ import { bumpReceivableRevisions, type HoldSnapshot, holdSnapshot } from './rece
  * - **hold watches** (`watchHolds`): the holds of Receivables a write may change, read before it changes them;
  *   `recordHoldChanges` gives each one whose holds differ afterwards a new revision and an event, unless this
  *   unit of work already changed it (one revision per Receivable per write).
- * - **the source-activity touch** (`touchSource`): the Source was heard from; written once per client.
+ * - **the source-activity touch** (`touchSource`): the Source was heard from; written once per client. A stale
+ *   client that becomes fresh records one client fact (src/resources/client-facts/store.ts); its Receivables'
+ *   revisions follow in the background, except those this unit of work changed, which the feed statement
+ *   brings up to the client's last fact (one revision per Receivable per write, facts included).
  *
  * Whoever opened the transaction flushes it, visibly, before COMMIT: `runOperation` (src/resources/operations.ts)
  * for every write, the batch runner once per chunk. Nothing is kept per transaction anywhere else.
@@ -44,14 +48,11 @@ export class UnitOfWork {
     this.operationStart = new Map([...this.events].map(([c, list]) => [c, list.length]))
   }
 
-  /**
-   * Receivables given a new revision (their events are buffered): by the current operation, or (`whole`) by any
-   * operation of this unit of work.
-   */
-  changedReceivables(clientCode: string, whole = false): Set<string> {
+  /** Receivables the current operation gave a new revision (their events are buffered). */
+  changedReceivables(clientCode: string): Set<string> {
     const ids = new Set<string>()
     const events = this.events.get(clientCode) ?? []
-    for (let i = whole ? 0 : (this.operationStart.get(clientCode) ?? 0); i < events.length; i++) {
+    for (let i = this.operationStart.get(clientCode) ?? 0; i < events.length; i++) {
       const c = events[i] as ChangeInput
       if (c.resourceType === 'receivable') ids.add(c.resourceId)
     }
@@ -98,23 +99,58 @@ export class UnitOfWork {
 
   /**
    * Steps 3 and 4 of a write, just before COMMIT: the source-activity touch (a stale client that becomes fresh
-   * flips its recorded freshness, and every Receivable this unit of work has not already changed gets a new
-   * revision and an event), then the feed, one statement per client in client order.
+   * flips its recorded freshness and records one client fact: its Receivables' new revisions follow in the
+   * background, src/workers/client-fanout.ts), then the feed, one statement per client in client order. That
+   * statement also brings every Receivable this unit of work gave a new revision up to the client's last fact
+   * (insertChanges), so a write's revision includes every client-wide change committed before it and the
+   * background fan-out does not give that Receivable a second revision for the same fact.
    */
   async flush(): Promise<void> {
     if ([...this.watched.values()].some((m) => m.size > 0)) throw new Error('watched holds were never recorded (recordHoldChanges)')
     for (const [clientCode, touch] of this.touches) {
       const flipped = await writeSourceActivity(this.tx, clientCode, touch)
-      // A change of the client-wide source_stale hold is a change of each of its Receivables.
-      if (flipped)
-        this.appendChanges(
-          clientCode,
-          await bumpReceivableRevisions(this.tx, clientCode, { allExcept: [...this.changedReceivables(clientCode, true)] }, touch.now),
-        )
+      // A change of the client-wide source_stale hold: one fact, not a revision of each Receivable here.
+      if (flipped) await recordClientFact(this.tx, clientCode, { kind: 'source_fresh', sourceStaleBefore: true }, touch.now)
     }
     this.touches.clear()
     for (const clientCode of [...this.events.keys()].sort()) await insertChanges(this.tx, clientCode, this.events.get(clientCode) ?? [])
     this.events.clear()
+  }
+
+  /** The events appended since `mark`, with their client, in append order. */
+  eventsSince(mark: UnitOfWorkMark): [string, ChangeInput][] {
+    const out: [string, ChangeInput][] = []
+    for (const [clientCode, list] of this.events) {
+      for (let i = mark.events.get(clientCode) ?? 0; i < list.length; i++) out.push([clientCode, list[i] as ChangeInput])
+    }
+    return out
+  }
+
+  /**
+   * Sorts the events appended since `mark` by `orderOf`, stably, but never reorders two events of one resource
+   * (they keep their append order, which is their revision order): a batch chunk runs its records in waves, and
+   * its events must still reach the feed in the records' array order.
+   */
+  orderEventsSince(mark: UnitOfWorkMark, orderOf: (change: ChangeInput) => number): void {
+    for (const [clientCode, list] of this.events) {
+      const tail = list.splice(mark.events.get(clientCode) ?? 0).map((change, i) => ({ change, i, order: orderOf(change) }))
+      // Per resource, its events (in append order) take its orders in ascending order.
+      const byResource = new Map<string, typeof tail>()
+      for (const t of tail) {
+        const key = `${t.change.resourceType}:${t.change.resourceId}`
+        const group = byResource.get(key)
+        if (group) group.push(t)
+        else byResource.set(key, [t])
+      }
+      for (const group of byResource.values()) {
+        const orders = group.map((t) => t.order).sort((a, b) => a - b)
+        group.forEach((t, k) => {
+          t.order = orders[k] as number
+        })
+      }
+      tail.sort((a, b) => a.order - b.order || a.i - b.i)
+      for (const t of tail) list.push(t.change)
+    }
   }
 
   /** Where this unit of work stands (before a savepoint), to return to it when the savepoint is rolled back. */

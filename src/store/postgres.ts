@@ -1,5 +1,6 @@
+import { createHash } from 'node:crypto'
 import pg from 'pg'
-import { CommitOutcomeUnknownError, normalizeRow, type Store, type Tx } from './store.ts'
+import { CommitOutcomeUnknownError, normalizeRow, type QueryOptions, type Store, type Tx } from './store.ts'
 
 /**
  * The PostgreSQL store: one `pg` pool.
@@ -28,9 +29,10 @@ function isStatementError(err: unknown): boolean {
 }
 
 export function openPostgres(connectionString: string, opts: PostgresOptions = {}): Store {
+  const max = opts.max ?? 10
   const pool = new pg.Pool({
     connectionString,
-    max: opts.max ?? 10,
+    max,
     connectionTimeoutMillis: opts.connectionTimeoutMillis ?? 10_000,
     // A peer that vanished without closing the socket (network partition, host power loss) is found by
     // TCP keepalive instead of holding a connection forever.
@@ -39,8 +41,9 @@ export function openPostgres(connectionString: string, opts: PostgresOptions = {
   })
   // An idle client that errors has already been removed by the pool; the next checkout reconnects.
   pool.on('error', (err) => opts.onIdleError?.(err))
-  const run = async <T extends object>(c: pg.Pool | pg.PoolClient, sql: string, params?: readonly unknown[]) => {
-    const res = await c.query(sql, params as unknown[] | undefined)
+  const run = async <T extends object>(c: pg.Pool | pg.PoolClient, sql: string, params?: readonly unknown[], options?: QueryOptions) => {
+    const values = params as unknown[] | undefined
+    const res = await (options?.prepared ? runPrepared(c, sql, values) : c.query(sql, values))
     return res.rows.map((r) => normalizeRow<T>(r))
   }
 
@@ -88,7 +91,7 @@ export function openPostgres(connectionString: string, opts: PostgresOptions = {
 
   return {
     kind: 'postgres',
-    query: (sql, params) => run(pool, sql, params),
+    query: (sql, params, options) => run(pool, sql, params, options),
     exec: async (sql) => {
       await pool.query(sql)
     },
@@ -108,7 +111,7 @@ export function openPostgres(connectionString: string, opts: PostgresOptions = {
       let releaseWith: unknown
       try {
         const result = await fn({
-          query: (sql, params) => watched(run(client, sql, params)),
+          query: (sql, params, options) => watched(run(client, sql, params, options)),
           exec: async (sql) => {
             await watched(client.query(sql))
           },
@@ -140,5 +143,33 @@ export function openPostgres(connectionString: string, opts: PostgresOptions = {
       }
     },
     close: () => pool.end(),
+    poolStats: () => ({ max, total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
+  }
+}
+
+/** A prepared statement's name: from its text, so one text has one name on every connection. */
+const statementNames = new Map<string, string>()
+function statementName(sql: string): string {
+  let name = statementNames.get(sql)
+  if (!name) {
+    name = `irs_${createHash('sha256').update(sql).digest('hex').slice(0, 24)}`
+    statementNames.set(sql, name)
+  }
+  return name
+}
+
+/**
+ * A named statement, prepared on the connection at its first run. Should a migration of another instance have
+ * changed what it reads since ("cached plan must not change result type"), the pool has already dropped that
+ * connection (an error destroys the client): outside a transaction the statement runs once more, unnamed.
+ */
+async function runPrepared(c: pg.Pool | pg.PoolClient, sql: string, values: unknown[] | undefined) {
+  try {
+    return await c.query({ name: statementName(sql), text: sql, values })
+  } catch (err) {
+    const e = err as { code?: string; message?: string }
+    if (c instanceof pg.Pool && e.code === '0A000' && /cached plan must not change result type/.test(e.message ?? ''))
+      return c.query(sql, values)
+    throw err
   }
 }

@@ -13,8 +13,18 @@
  */
 export type Row = Record<string, unknown>
 
+export interface QueryOptions {
+  /**
+   * Prepare the statement by name on each connection, so PostgreSQL parses and plans it once per connection
+   * instead of at every run. Only for the few statements every request runs whose text never varies (the
+   * request gate, a slot's release, a one-read route's read): named statements stay on the connection for its
+   * life. The embedded store ignores it.
+   */
+  prepared?: boolean
+}
+
 export interface Queryable {
-  query<T extends object = Row>(sql: string, params?: readonly unknown[]): Promise<T[]>
+  query<T extends object = Row>(sql: string, params?: readonly unknown[], options?: QueryOptions): Promise<T[]>
   /** Several statements, no parameters (migrations). */
   exec(sql: string): Promise<void>
 }
@@ -27,10 +37,24 @@ export interface Tx extends Queryable {
   readonly serialized: boolean
 }
 
+/** How the store's connections are used at this moment (the /metrics gauges, src/http/metrics.ts). */
+export interface PoolStats {
+  /** Connections the store may open at most (PGlite: its one backend). */
+  max: number
+  /** Connections open now. */
+  total: number
+  /** Open connections doing nothing. */
+  idle: number
+  /** Work waiting for a connection: checkouts of a full pool (PostgreSQL), calls queued behind the running one (PGlite). */
+  waiting: number
+}
+
 export interface Store extends Queryable {
   readonly kind: 'postgres' | 'pglite'
   transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T>
   close(): Promise<void>
+  /** Connection usage now; optional so that a wrapping store (tests, tools) need not report it. */
+  poolStats?(): PoolStats
 }
 
 /**

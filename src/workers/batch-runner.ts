@@ -14,13 +14,28 @@ import {
   holdLease,
   type RecordOutcome,
   recordChunkFailure,
-  recordsToRun,
   saveOutcomes,
 } from '../resources/batches/store.ts'
-import { type RecordKind, runOperation } from '../resources/operations.ts'
-import { UnitOfWork } from '../resources/unit-of-work.ts'
+import type { ChangeInput } from '../resources/changes/store.ts'
+import {
+  lockIdentities,
+  type RecordKind,
+  runOperation,
+  type SetOperation,
+  type SetOutcome,
+  type WriteOperation,
+} from '../resources/operations.ts'
+import { UnitOfWork, type UnitOfWorkMark } from '../resources/unit-of-work.ts'
 import { analyzeGrownTables } from '../store/statistics.ts'
 import { CommitOutcomeUnknownError, type Store } from '../store/store.ts'
+import { nextWave, type WaveItem } from './batch-waves.ts'
+
+/**
+ * The most records one chunk runs alone, each in its own savepoint (src/config.ts, MAX_BATCH_CHUNK_SIZE, says
+ * why): with the chunk's own savepoint, at most 64 subtransaction ids, what a PostgreSQL backend caches. A chunk
+ * that reaches it stops there; its remaining records stay pending and run in the batch's next chunk.
+ */
+export const MAX_RECORD_SAVEPOINTS_PER_CHUNK = 63
 
 /** The synchronous routes' answer to an unexpected error (http/server.ts), for a record that met one. */
 const UNEXPECTED = 'An unexpected error prevented a safe commit. Nothing was saved. Retry with backoff.'
@@ -71,6 +86,32 @@ function errorClass(err: string): string {
   return /^[0-9A-Z]{5}$/.test(label) ? `SQLSTATE ${label}` : label || 'an unexpected error'
 }
 
+/** A finished batch's status from its records' statuses. */
+function batchStatus(statuses: readonly (string | undefined)[]): 'succeeded' | 'failed' | 'partially_succeeded' {
+  const succeeded = statuses.filter((s) => s === 'succeeded').length
+  return succeeded === statuses.length ? 'succeeded' : succeeded === 0 ? 'failed' : 'partially_succeeded'
+}
+
+function blockedOutcome(rec: BatchRecordRow, blocker: string): RecordOutcome {
+  return { position: rec.position, status: 'dependency_failed', httpStatus: null, problemCode: null, problem: null, blockedBy: blocker }
+}
+
+function failedOutcome(rec: BatchRecordRow, problem: Problem): RecordOutcome {
+  return {
+    position: rec.position,
+    status: 'failed',
+    httpStatus: problem.status,
+    problemCode: problem.code,
+    // Everything the synchronous route's problem body says beyond type, title and status.
+    problem: {
+      detail: problem.detail,
+      ...(problem.errors ? { errors: problem.errors } : {}),
+      ...(problem.extensions ? { extensions: problem.extensions } : {}),
+    },
+    blockedBy: null,
+  }
+}
+
 /**
  * The batch runner. Guarantees:
  * - Durable: the queue is the `batches` table; an accepted batch is committed before 202 is answered.
@@ -113,6 +154,13 @@ export interface BatchRunnerOptions {
    * (src/store/statistics.ts), between chunks (default 10 s; 0 never).
    */
   analyzeEveryMs?: number
+  /** Told, once a chunk's transaction committed, how many records it decided (the metrics). */
+  onRecordsProcessed?: (n: number) => void
+  /**
+   * Runs a chunk at its client's time (the sandbox clock, src/resources/sandbox-clock/clock.ts); absent in
+   * production. The lease stays on the database's clock.
+   */
+  atClientTime?: <T>(clientCode: string, fn: () => Promise<T>) => Promise<T>
   onError?: (err: unknown) => void
 }
 
@@ -143,30 +191,22 @@ export function createBatchRunner(opts: BatchRunnerOptions) {
   let wakeUp: (() => void) | null = null
   const loops: Promise<void>[] = []
 
+  /** Per chunk: how many records it ran alone, each in its own savepoint (MAX_RECORD_SAVEPOINTS_PER_CHUNK). */
+  interface SavepointCount {
+    used: number
+  }
+
   async function runRecord(
     uow: UnitOfWork,
     b: ClaimedBatch,
     grant: Grant | null,
     rec: BatchRecordRow,
     done: Map<string, string>,
+    savepoints: SavepointCount,
   ): Promise<RecordOutcome> {
     const blocker = rec.depends_on.find((dep) => done.get(dep) !== 'succeeded')
-    if (blocker !== undefined) {
-      return { position: rec.position, status: 'dependency_failed', httpStatus: null, problemCode: null, problem: null, blockedBy: blocker }
-    }
-    const failed = (problem: Problem): RecordOutcome => ({
-      position: rec.position,
-      status: 'failed',
-      httpStatus: problem.status,
-      problemCode: problem.code,
-      // Everything the synchronous route's problem body says beyond type, title and status.
-      problem: {
-        detail: problem.detail,
-        ...(problem.errors ? { errors: problem.errors } : {}),
-        ...(problem.extensions ? { extensions: problem.extensions } : {}),
-      },
-      blockedBy: null,
-    })
+    if (blocker !== undefined) return blockedOutcome(rec, blocker)
+    const failed = (problem: Problem) => failedOutcome(rec, problem)
     const op = operations[rec.kind as RecordKind]
     // The synchronous route's order: authorization (the grant as it is now), then the body, then the write.
     let current: Grant
@@ -179,6 +219,7 @@ export function createBatchRunner(opts: BatchRunnerOptions) {
       throw err
     }
     const { tx } = uow
+    savepoints.used++
     await tx.query('SAVEPOINT batch_record')
     const mark = uow.mark()
     try {
@@ -195,39 +236,208 @@ export function createBatchRunner(opts: BatchRunnerOptions) {
     }
   }
 
+  /**
+   * A chunk's records, set-based: each is checked in memory first (the grant as it is now, then its body:
+   * the synchronous route's order), then they run in waves (src/workers/batch-waves.ts), each wave one
+   * `runMany` per operation: a handful of multi-row statements however many records it holds. A record of an
+   * operation without a set-based form, or one its `runMany` sent back (`fallback`: a rule not done set-based,
+   * nothing of it written), runs alone through `runRecord` when its turn in array order comes; once the chunk
+   * has run MAX_RECORD_SAVEPOINTS_PER_CHUNK records alone, it stops before the next one (the rest stay pending).
+   */
+  async function runWaves(
+    uow: UnitOfWork,
+    b: ClaimedBatch,
+    grant: Grant | null,
+    pending: BatchRecordRow[],
+    done: Map<string, string>,
+    savepoints: SavepointCount,
+  ): Promise<RecordOutcome[]> {
+    interface Prepared {
+      rec: BatchRecordRow
+      op: WriteOperation
+      checked: { grant: Grant; body: unknown } | Problem
+      item: WaveItem
+    }
+    let remaining: Prepared[] = pending.map((rec) => {
+      const op = operations[rec.kind as RecordKind]
+      let checked: Prepared['checked']
+      try {
+        checked = { grant: grantWithScopes(grant, b.client_code, op.scopes), body: parseOrThrow(op.body, rec.body, '', 'The request body') }
+      } catch (err) {
+        if (!isProblem(err)) throw err
+        checked = err
+      }
+      const ok = checked instanceof Problem ? undefined : checked
+      return {
+        rec,
+        op,
+        checked,
+        item: {
+          recordId: rec.record_id,
+          dependsOn: rec.depends_on,
+          keys: ok && op.many ? op.many.keys(rec.external_id, ok.body) : undefined,
+          barrier: ok !== undefined && !op.many,
+        },
+      }
+    })
+    // Every identity the chunk's set-based records write, locked at once in a fixed order (one statement; the
+    // keys of `SetOperation.keys` are `kind:id`, the identities `lockIdentity` takes).
+    await lockIdentities(
+      uow.tx,
+      b.client_code,
+      remaining.flatMap((p) =>
+        p.op.many ? (p.item.keys?.writes ?? []).map((k) => [k.slice(0, k.indexOf(':')), k.slice(k.indexOf(':') + 1)] as const) : [],
+      ),
+    )
+    // The feed must tell the chunk in the records' array order, as if they ran one after another: each event is
+    // given the position of the record that made it (in a wave, the one record writing that event's resource),
+    // and the chunk's events are sorted by it at the end.
+    const chunkMark = uow.mark()
+    const positionOf = new Map<ChangeInput, number>()
+    const attribute = (since: UnitOfWorkMark, position: (c: ChangeInput) => number) => {
+      for (const [, c] of uow.eventsSince(since)) if (!positionOf.has(c)) positionOf.set(c, position(c))
+    }
+    const outcomes: RecordOutcome[] = []
+    const settle = (rec: BatchRecordRow, outcome: RecordOutcome) => {
+      done.set(rec.record_id, outcome.status)
+      outcomes.push(outcome)
+    }
+    while (remaining.length > 0) {
+      const step = nextWave(remaining.map((p) => p.item))
+      if ('barrier' in step || step.wave.length === 0) {
+        if (savepoints.used >= MAX_RECORD_SAVEPOINTS_PER_CHUNK) break
+        const [head, ...rest] = remaining as [Prepared, ...Prepared[]]
+        const before = uow.mark()
+        settle(head.rec, await runRecord(uow, b, grant, head.rec, done, savepoints))
+        attribute(before, () => head.rec.position)
+        remaining = rest
+        continue
+      }
+      const wave = step.wave.map((i) => remaining[i] as Prepared)
+      const waveMark = uow.mark()
+      const settled = new Set<Prepared>()
+      const groups = new Map<WriteOperation, { p: Prepared; grant: Grant; body: unknown }[]>()
+      for (const p of wave) {
+        const blocker = p.rec.depends_on.find((dep) => done.get(dep) !== 'succeeded')
+        if (blocker !== undefined || p.checked instanceof Problem) {
+          settle(p.rec, blocker !== undefined ? blockedOutcome(p.rec, blocker) : failedOutcome(p.rec, p.checked as Problem))
+          settled.add(p)
+          continue
+        }
+        const list = groups.get(p.op) ?? []
+        list.push({ p, ...p.checked })
+        groups.set(p.op, list)
+      }
+      const now = isoNow(clock)
+      for (const [op, list] of groups) {
+        const many = op.many as SetOperation
+        const current = (list[0] as { grant: Grant }).grant
+        uow.beginOperation()
+        const results = await many.runMany(
+          uow,
+          { clientCode: b.client_code, grant: current, locked: true },
+          list.map(({ p, body }) => ({ id: p.rec.external_id, body })),
+          now,
+        )
+        for (const [i, { p }] of list.entries()) {
+          const result = results[i] as SetOutcome
+          if ('fallback' in result) {
+            p.item.barrier = true
+            continue
+          }
+          settle(
+            p.rec,
+            'problem' in result
+              ? failedOutcome(p.rec, result.problem)
+              : {
+                  position: p.rec.position,
+                  status: 'succeeded',
+                  httpStatus: result.status,
+                  problemCode: null,
+                  problem: null,
+                  blockedBy: null,
+                },
+          )
+          settled.add(p)
+          if (!('problem' in result) && op.source) uow.touchSource(b.client_code, current.feedMode, now)
+        }
+      }
+      // No two records of a wave write one resource, so an event's resource names the record that made it.
+      const writer = new Map<string, number>()
+      for (const p of wave) for (const k of p.item.keys?.writes ?? []) writer.set(k, p.rec.position)
+      const last = Math.max(...wave.map((p) => p.rec.position))
+      attribute(waveMark, (c) => writer.get(`${c.resourceType}:${c.resourceId}`) ?? last)
+      remaining = remaining.filter((p) => !settled.has(p))
+    }
+    uow.orderEventsSince(chunkMark, (c) => positionOf.get(c) ?? Number.MAX_SAFE_INTEGER)
+    return outcomes
+  }
+
   /** One chunk in one transaction; returns false when the batch is finished or the lease was lost. */
   async function runChunk(b: ClaimedBatch, token: string): Promise<boolean> {
-    return store.transaction(async (tx) => {
+    let decided = 0
+    const more = await store.transaction(async (tx) => {
       const lease = await holdLease(tx, b, token, leaseSeconds)
       if (!lease) return false
-      const records = await recordsToRun(tx, b)
+      const { records } = lease
       const done = new Map(records.map((r) => [r.record_id, r.status]))
       const pending = records.filter((r) => r.status === 'pending').slice(0, chunkSize)
       if (pending.length === 0) {
-        const succeeded = records.filter((r) => r.status === 'succeeded').length
-        const status = succeeded === records.length ? 'succeeded' : succeeded === 0 ? 'failed' : 'partially_succeeded'
-        await completeBatch(tx, b, status, isoNow(clock))
+        await completeBatch(tx, b, batchStatus(records.map((r) => r.status)), isoNow(clock))
         return false
       }
       if (lease.failedAttempts >= maxChunkFailures) {
-        await saveOutcomes(tx, b, notRun(records, done, lease.failedAttempts, lease.lastError ?? ''))
+        const given = notRun(records, done, lease.failedAttempts, lease.lastError ?? '')
+        await saveOutcomes(tx, b, given)
+        decided = given.length
         return true
       }
       const grant = await loadActiveGrant(tx, b.integration_id, b.client_code)
-      // One unit of work for the chunk: each record runs through runOperation inside its savepoint, and the
-      // source activity and the feed events of every succeeded record are flushed once, before COMMIT.
+      // One unit of work for the chunk: its records run set-based, a wave at a time (runWaves), and the source
+      // activity and the feed events of every succeeded record are flushed once, before COMMIT. Should the
+      // set-based run fail unexpectedly, the chunk runs again record by record, each through runOperation
+      // inside its savepoint: correctness never depends on the fast path.
       const uow = new UnitOfWork(tx)
-      const outcomes: RecordOutcome[] = []
-      for (const rec of pending) {
-        const outcome = await runRecord(uow, b, grant, rec, done)
-        done.set(rec.record_id, outcome.status)
-        outcomes.push(outcome)
+      const savepoints: SavepointCount = { used: 0 }
+      let outcomes: RecordOutcome[]
+      const doneBefore = new Map(done)
+      await tx.query('SAVEPOINT batch_chunk')
+      const mark = uow.mark()
+      try {
+        outcomes = await runWaves(uow, b, grant, pending, done, savepoints)
+      } catch (err) {
+        if (isTransientStoreError(err)) throw err
+        opts.onError?.(err)
+        await tx.query('ROLLBACK TO SAVEPOINT batch_chunk')
+        uow.rollbackTo(mark)
+        for (const rec of pending) done.set(rec.record_id, doneBefore.get(rec.record_id) ?? 'pending')
+        outcomes = []
+        savepoints.used = 0
+        for (const rec of pending) {
+          if (savepoints.used >= MAX_RECORD_SAVEPOINTS_PER_CHUNK) break
+          const outcome = await runRecord(uow, b, grant, rec, done, savepoints)
+          done.set(rec.record_id, outcome.status)
+          outcomes.push(outcome)
+        }
       }
       await uow.flush()
       await saveOutcomes(tx, b, outcomes)
+      decided = outcomes.length
       if (lease.failedAttempts > 0) await clearChunkFailures(tx, b)
+      // The chunk that runs the last records completes the batch too: no transaction of its own for that.
+      if (records.every((r) => done.get(r.record_id) !== 'pending')) {
+        await completeBatch(tx, b, batchStatus(records.map((r) => done.get(r.record_id))), isoNow(clock))
+        return false
+      }
       return true
     })
+    // Counted once committed: a chunk rolled back counts nothing, and no record is counted twice.
+    try {
+      if (decided > 0) opts.onRecordsProcessed?.(decided)
+    } catch (err) {
+      opts.onError?.(err)
+    }
+    return more
   }
 
   /**
@@ -266,7 +476,11 @@ export function createBatchRunner(opts: BatchRunnerOptions) {
     const claimed = await claimBatch(store, token, leaseSeconds, runnerId, isoNow(clock))
     if (!claimed) return false
     try {
-      while (await runChunk(claimed, token)) {
+      const chunk = () => runChunk(claimed, token)
+      while (await (opts.atClientTime ? opts.atClientTime(claimed.client_code, chunk) : chunk())) {
+        // A turn of the event loop between chunks: on PGlite every query resolves through promises alone, so
+        // without it a long batch would keep HTTP requests and signals waiting until it ended.
+        await new Promise<void>((resolve) => setImmediate(resolve))
         await analyzeIfDue()
         if (stopping) {
           // Hand the rest to any instance now rather than after the lease expires.
@@ -294,6 +508,7 @@ export function createBatchRunner(opts: BatchRunnerOptions) {
       } catch (err) {
         opts.onError?.(err)
       }
+      await new Promise<void>((resolve) => setImmediate(resolve))
       if (!worked && !stopped) {
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, pollMs)

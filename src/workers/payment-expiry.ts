@@ -1,5 +1,6 @@
 import type { Clock } from '../domain/time.ts'
 import { expireDue } from '../resources/payment-requests/store.ts'
+import type { SandboxClock } from '../resources/sandbox-clock/clock.ts'
 import { inUnitOfWork } from '../resources/unit-of-work.ts'
 import type { Store } from '../store/store.ts'
 
@@ -11,23 +12,46 @@ import type { Store } from '../store/store.ts'
  * transaction grows with the size of the backlog. A read or confirmation that meets an expiry first
  * records it itself (payments/service.ts, recordExpiryIfDue): the sweeper only makes sure the feed hears of
  * requests nobody looks at.
+ *
+ * Sandbox clocks (src/resources/sandbox-clock): with `sandbox`, the clients on real time are swept first,
+ * then each client whose clock is stopped, at its own time. With `clientCode`, only that client is swept, at
+ * `clock`'s time (the caller entered the client's scope).
  */
 export const PAYMENT_EXPIRY_SWEEP_MS = 30_000
 export const PAYMENT_EXPIRY_CHUNK = 500
 
-/** Sweeps until no due request is left (or `maxChunks` chunks ran); returns how many it expired. */
-export async function sweepExpiredPaymentRequests(
+export interface ExpirySweepOptions {
+  chunk?: number
+  maxChunks?: number
+  clientCode?: string
+  sandbox?: SandboxClock
+}
+
+/** Sweeps until no due request is left (or `maxChunks` chunks ran per pass); returns how many it expired. */
+export async function sweepExpiredPaymentRequests(store: Store, clock: Clock, opts: ExpirySweepOptions = {}): Promise<number> {
+  const { sandbox } = opts
+  if (!sandbox || opts.clientCode !== undefined) return sweepPass(store, clock, opts, { clientCode: opts.clientCode })
+  let total = await sweepPass(store, clock, opts, { realTimeOnly: true })
+  for (const [clientCode, at] of await sandbox.clocks(store)) {
+    total += await sandbox.atInstant(at, () => sweepPass(store, sandbox.clock, opts, { clientCode }))
+  }
+  return total
+}
+
+async function sweepPass(
   store: Store,
   clock: Clock,
-  opts: { chunk?: number; maxChunks?: number } = {},
+  opts: ExpirySweepOptions,
+  only: { clientCode?: string | undefined; realTimeOnly?: boolean },
 ): Promise<number> {
   const chunk = opts.chunk ?? PAYMENT_EXPIRY_CHUNK
   const maxChunks = opts.maxChunks ?? 100
+  const filter = only.clientCode !== undefined ? { clientCode: only.clientCode } : only.realTimeOnly ? { realTimeOnly: true } : {}
   let total = 0
   for (let i = 0; i < maxChunks; i++) {
     const expired = await inUnitOfWork(store, async (uow) => {
       const now = clock.now().toISOString()
-      const rows = await expireDue(uow.tx, now, chunk)
+      const rows = await expireDue(uow.tx, now, chunk, filter)
       for (const r of rows) {
         uow.appendChange(r.client_code, {
           type: 'payment_request.expired',
@@ -51,13 +75,14 @@ export function startPaymentExpiryWorker(
   clock: Clock,
   onError: (err: unknown) => void,
   everyMs = PAYMENT_EXPIRY_SWEEP_MS,
+  sandbox?: SandboxClock,
 ): () => void {
   let running = false
   const timer = setInterval(() => {
     // One sweep at a time in this process; a slow sweep is not overlapped by the next tick.
     if (running) return
     running = true
-    sweepExpiredPaymentRequests(store, clock)
+    sweepExpiredPaymentRequests(store, clock, sandbox ? { sandbox } : {})
       .catch(onError)
       .finally(() => {
         running = false

@@ -12,6 +12,7 @@ import {
   resolveDestination,
   UnsafeDestinationError,
 } from '../http/destination.ts'
+import type { SandboxClock } from '../resources/sandbox-clock/clock.ts'
 import { decryptSecret, signatureHeader } from '../resources/webhooks/secrets.ts'
 import { readableTypes, secretAad } from '../resources/webhooks/service.ts'
 import {
@@ -48,6 +49,9 @@ import type { Store, Tx } from '../store/store.ts'
  * - Each attempt: 5 s for everything, no redirects (a 3xx is a failure), the response body discarded after
  *   at most 64 KiB, a bounded number of sockets per destination and of endpoints served at once.
  * - Failures are retried on `retryScheduleMs` (1m, 5m, 30m, 2h, 6h, 12h, 24h: 8 attempts), then abandoned.
+ * - Sandbox clocks (src/resources/sandbox-clock): with `sandbox`, each endpoint is served at its client's time
+ *   (the retry schedule, what is due, the times recorded), read once per run; delivery leases and the signature
+ *   timestamp stay on real time (the receiver checks the timestamp against its own clock).
  */
 export interface WebhookDispatcherOptions {
   store: Store
@@ -57,6 +61,8 @@ export interface WebhookDispatcherOptions {
   secretKey: () => Promise<Buffer>
   intervalMs: number
   retryScheduleMs: readonly number[]
+  /** Sandbox: the per-client clocks (`clock` is then `sandbox.clock`). */
+  sandbox?: SandboxClock
   timeoutMs?: number
   perEndpoint?: number
   /** Endpoints served at once. */
@@ -81,6 +87,8 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions) {
   let timer: NodeJS.Timeout | undefined
   let running: Promise<unknown> | undefined
   let stopped = true
+  /** Set by stop(): the run in progress finishes the endpoints it is serving and starts nothing more. */
+  let stopping = false
 
   function agentFor(dest: Destination, address: { address: string; family: 4 | 6 }): Agent {
     const key = `${dest.url.origin}|${address.address}`
@@ -98,21 +106,26 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions) {
   }
 
   const nowIso = () => isoNow(clock)
+  /** Real time: leases and signature timestamps. */
+  const real = opts.sandbox?.base ?? clock
+  type Within = <T>(clientCode: string, fn: () => T) => T
+  const onClockTime: Within = (_clientCode, fn) => fn()
 
   /** Every enabled endpoint, in chunks of 100 (one transaction each), up to 1,000 feed events each per run. */
-  async function derive(): Promise<void> {
+  async function derive(within: Within): Promise<void> {
     let after: { clientCode: string; integrationId: string } | null = null
     for (;;) {
-      after = await deriveChunk(after)
-      if (!after) return
+      after = await deriveChunk(after, within)
+      // Stopping: what is not derived yet is derived by the next run, here or on another instance.
+      if (!after || stopping) return
     }
   }
 
-  async function deriveChunk(after: { clientCode: string; integrationId: string } | null) {
+  async function deriveChunk(after: { clientCode: string; integrationId: string } | null, within: Within) {
     return store.transaction(async (tx) => {
-      const now = nowIso()
       const chunk = await lockEnabledEndpoints(tx, after, 100)
       for (const e of chunk) {
+        const now = within(e.client_code, nowIso)
         if (e.grant_status !== 'active') {
           // Revoked without the admin hook having run (another path, an older instance): nothing is derived.
           const endpoint = await findEndpoint(tx, e.client_code, e.integration_id)
@@ -198,7 +211,7 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions) {
       revision: Number(d.revision),
       occurredAt: d.occurred_at,
     })
-    const t = Math.floor(clock.now().getTime() / 1000)
+    const t = Math.floor(real.now().getTime() / 1000)
     try {
       const res = await request(dest.url, {
         method: 'POST',
@@ -237,12 +250,14 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions) {
   async function serveEndpoint(clientCode: string, integrationId: string): Promise<number> {
     const token = randomUUID()
     const now = clock.now()
+    const realNow = real.now()
     const claimed = await claimDeliveries(store, {
       clientCode,
       integrationId,
       token,
       now: now.toISOString(),
-      leaseUntil: new Date(now.getTime() + leaseMs).toISOString(),
+      leaseNow: realNow.toISOString(),
+      leaseUntil: new Date(realNow.getTime() + leaseMs).toISOString(),
       limit: perEndpoint,
     })
     if (claimed.length === 0) return 0
@@ -305,15 +320,20 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions) {
 
   /** One run: derive deliveries from the feed, then serve every endpoint with due deliveries. */
   async function runOnce(): Promise<number> {
-    await derive()
-    const endpoints = await dueEndpoints(store, nowIso(), 10_000)
+    const { sandbox } = opts
+    const clocks = sandbox ? await sandbox.clocks(store) : undefined
+    const within: Within = sandbox && clocks ? (clientCode, fn) => sandbox.atInstant(clocks.get(clientCode) ?? null, fn) : onClockTime
+    await derive(within)
+    if (stopping) return 0
+    const endpoints = await dueEndpoints(store, nowIso(), 10_000, { leaseNow: isoNow(real), clocked: clocks !== undefined })
     let attempts = 0
     let next = 0
     const lanes = Array.from({ length: Math.min(concurrency, endpoints.length) }, async () => {
-      while (next < endpoints.length) {
+      // Stopping: the endpoints being served finish (their deliveries sent and recorded), no other is claimed.
+      while (next < endpoints.length && !stopping) {
         const e = endpoints[next++] as { client_code: string; integration_id: string }
         try {
-          attempts += await serveEndpoint(e.client_code, e.integration_id)
+          attempts += await within(e.client_code, () => serveEndpoint(e.client_code, e.integration_id))
         } catch (err) {
           opts.onError?.(err)
         }
@@ -342,10 +362,16 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions) {
     start() {
       if (!stopped) return
       stopped = false
+      stopping = false
       schedule(0)
     },
+    /**
+     * No run starts any more; the one in progress finishes the endpoints it is serving (every attempt has its
+     * timeout, 5 s) and records their outcomes, then stops: nothing claimed is left to wait for its lease.
+     */
     async stop() {
       stopped = true
+      stopping = true
       clearTimeout(timer)
       await running
       await Promise.all([...agents.values()].map((a) => a.close().catch(() => {})))

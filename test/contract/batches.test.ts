@@ -197,6 +197,157 @@ describe('processing', () => {
     )
   })
 
+  test('records touching the same resource in one chunk keep array order: outcomes, resources and feed as the synchronous routes', async () => {
+    const b = await t.tenant('bat-order')
+    const s = await t.tenant('bat-order-sync')
+    const creditNote = (receivableId: string, sourceRevision: number, amount: { amount: string; currency: string }) => ({
+      ...adjustment(receivableId, sourceRevision),
+      type: 'credit_note',
+      reason: 'contractual_credit',
+      direction: undefined,
+      amount,
+    })
+    const eur = (amount: string) => ({ amount, currency: 'EUR' })
+    // No dependsOn anywhere: the order of the array alone decides, as it does for the same calls one by one.
+    const records = [
+      { recordId: 'c1', kind: 'customer', externalId: 'o-c1', body: customer(1) },
+      { recordId: 'r1', kind: 'receivable', externalId: 'o-r1', body: receivable('o-c1') },
+      { recordId: 'a1', kind: 'adjustment', externalId: 'o-a1', body: adjustment('o-r1', 2) },
+      { recordId: 'r1-replace', kind: 'receivable', externalId: 'o-r1', body: receivable('o-c1', 3, { recoverableAmount: usd('20.00') }) },
+      { recordId: 'a2-stale', kind: 'adjustment', externalId: 'o-a2', body: adjustment('o-r1', 3) },
+      { recordId: 'a1-retry', kind: 'adjustment', externalId: 'o-a1', body: adjustment('o-r1', 2) },
+      { recordId: 'a1-conflict', kind: 'adjustment', externalId: 'o-a1', body: adjustment('o-r1', 4) },
+      { recordId: 'c1-change', kind: 'customer', externalId: 'o-c1', body: customer(11) },
+      { recordId: 'c1-same', kind: 'customer', externalId: 'o-c1', body: customer(11) },
+      { recordId: 'r2-early', kind: 'receivable', externalId: 'o-r2', body: receivable('o-c2') },
+      { recordId: 'c2', kind: 'customer', externalId: 'o-c2', body: customer(2) },
+      { recordId: 'r2', kind: 'receivable', externalId: 'o-r2', body: receivable('o-c2') },
+      // A restriction change runs the per-record rules (fallback) in its place in the array.
+      {
+        recordId: 'r2-restrict',
+        kind: 'receivable',
+        externalId: 'o-r2',
+        body: receivable('o-c2', 2, { restrictions: [{ type: 'hardship' }] }),
+      },
+      {
+        recordId: 'r2-same',
+        kind: 'receivable',
+        externalId: 'o-r2',
+        body: receivable('o-c2', 2, { restrictions: [{ type: 'hardship' }] }),
+      },
+      { recordId: 'c2-restrict', kind: 'customer', externalId: 'o-c2', body: { ...customer(2), restrictions: [{ type: 'dispute' }] } },
+      { recordId: 'a3', kind: 'adjustment', externalId: 'o-a3', body: adjustment('o-r2', 3) },
+      {
+        recordId: 'po',
+        kind: 'payment_observation',
+        externalId: 'o-p1',
+        body: {
+          type: 'payment',
+          amount: usd('5.00'),
+          allocations: [],
+          effectiveAt: '2026-03-01T00:00:00Z',
+          externalCustomerId: 'o-c2',
+          method: 'cash',
+          sourceReference: 'p/1',
+        },
+      },
+      { recordId: 'r3', kind: 'receivable', externalId: 'o-r3', body: receivable('o-c1', 1, { recoverableAmount: eur('5.00') }) },
+      { recordId: 'r3-currency', kind: 'receivable', externalId: 'o-r3', body: receivable('o-c1', 2) },
+      { recordId: 'cn-below-zero', kind: 'credit_note', externalId: 'o-cn1', body: creditNote('o-r3', 2, eur('50.00')) },
+      { recordId: 'cn-currency', kind: 'credit_note', externalId: 'o-cn2', body: creditNote('o-r3', 2, usd('1.00')) },
+      { recordId: 'cn', kind: 'credit_note', externalId: 'o-cn3', body: creditNote('o-r3', 2, eur('1.00')) },
+      { recordId: 'c3', kind: 'customer', externalId: 'o-c3', body: { ...customer(3), restrictions: [{ type: 'deceased' }] } },
+      { recordId: 'r4', kind: 'receivable', externalId: 'o-r4', body: receivable('o-c3', 1, { restrictions: [{ type: 'legal_hold' }] }) },
+      { recordId: 'r4-profile', kind: 'receivable', externalId: 'o-r4', body: { ...receivable('o-c3', 2), creditUnion: undefined } },
+      { recordId: 'r1-two', kind: 'receivable', externalId: 'o-r1', body: receivable('o-c2', 4, { recoverableAmount: usd('21.00') }) },
+      { recordId: 'r1-again', kind: 'receivable', externalId: 'o-r1', body: receivable('o-c2', 4, { recoverableAmount: usd('21.00') }) },
+    ]
+    const clean = JSON.parse(JSON.stringify(records))
+    assert.equal((await putBatch(b, 'b-order', clean)).status, 202)
+    await t.app.batchRunner.drain()
+    const batch = (await getBatch(b, 'b-order')).json
+    const answers: [string, number, string | null][] = []
+    for (const rec of clean) {
+      const res = await t.call('PUT', `/v1/clients/${s.clientCode}/${kindPath[rec.kind]}/${rec.externalId}`, {
+        key: s.apiKey,
+        body: rec.body,
+      })
+      answers.push([rec.recordId, res.status, res.status >= 400 ? res.json.type : null])
+    }
+    assert.deepEqual(
+      batch.records.map((r: { recordId: string; httpStatus: number; problem?: { type: string } }) => [
+        r.recordId,
+        r.httpStatus,
+        r.problem?.type ?? null,
+      ]),
+      answers,
+    )
+    // The statuses themselves, so a change of both paths at once shows too.
+    const code = (type: string | null) => (type ? type.slice(type.lastIndexOf('/') + 1) : null)
+    assert.deepEqual(
+      answers.map(([id, status, type]) => `${id} ${status}${type ? ` ${code(type)}` : ''}`),
+      [
+        'c1 201',
+        'r1 201',
+        'a1 201',
+        'r1-replace 200',
+        'a2-stale 409 stale_source_revision',
+        'a1-retry 200',
+        'a1-conflict 409 financial_event_conflict',
+        'c1-change 200',
+        'c1-same 200',
+        'r2-early 422 validation_error',
+        'c2 201',
+        'r2 201',
+        'r2-restrict 200',
+        'r2-same 200',
+        'c2-restrict 200',
+        'a3 201',
+        'po 201',
+        'r3 201',
+        'r3-currency 422 validation_error',
+        'cn-below-zero 422 validation_error',
+        'cn-currency 422 validation_error',
+        'cn 201',
+        'c3 201',
+        'r4 201',
+        'r4-profile 422 profile_mismatch',
+        'r1-two 200',
+        'r1-again 200',
+      ],
+    )
+    // What the records left behind is what the same calls one by one left: every resource, and each
+    // resource's feed events in order.
+    const view = (json: Record<string, unknown>) => {
+      const { updatedAt: _u, acceptedAt: _a, ...rest } = json
+      return rest
+    }
+    for (const path of [
+      'customers/o-c1',
+      'customers/o-c2',
+      'customers/o-c3',
+      'receivables/o-r1',
+      'receivables/o-r2',
+      'receivables/o-r3',
+      'receivables/o-r4',
+    ]) {
+      const got = await t.call('GET', `/v1/clients/${b.clientCode}/${path}`, { key: b.apiKey })
+      const want = await t.call('GET', `/v1/clients/${s.clientCode}/${path}`, { key: s.apiKey })
+      assert.equal(got.status, 200, path)
+      assert.deepEqual(view(got.json), view(want.json), path)
+    }
+    const feed = async (clientCode: string) => {
+      const rows = await t.store.query<{ type: string; resource_id: string; revision: string }>(
+        'SELECT type, resource_id, revision FROM change_events WHERE client_code = $1 ORDER BY seq',
+        [clientCode],
+      )
+      const byResource = new Map<string, string[]>()
+      for (const r of rows) byResource.set(r.resource_id, [...(byResource.get(r.resource_id) ?? []), `${r.type} @${r.revision}`])
+      return Object.fromEntries([...byResource].sort(([x], [y]) => (x < y ? -1 : 1)))
+    }
+    assert.deepEqual(await feed(b.clientCode), await feed(s.clientCode))
+  })
+
   test('all failed is failed; grants are checked again when records run', async () => {
     const g = await t.tenant('bat-grant')
     assert.equal((await putBatch(g, 'b-f', [{ recordId: 'x', kind: 'customer', externalId: 'x', body: {} }])).status, 202)

@@ -253,6 +253,10 @@ describe('source freshness', () => {
     // The hold follows the recorded state, which the sweeper flips in a transaction with a new revision.
     assert.ok((await t.app.services.freshness.sweep(t.store)) >= 1)
     assert.equal(await t.app.services.freshness.sweep(t.store), 0)
+    // The flip is one client fact; until the background fan-out reaches the Receivable, it reads as its revision 1.
+    const notYet = await receivableNow()
+    assert.deepEqual([notYet.revision, notYet.recovery.holds.includes('source_stale')], [1, false])
+    await t.app.clientFanout.runUntilIdle()
     const stale = await receivableNow()
     assert.deepEqual([stale.revision, stale.recovery.holds.includes('source_stale')], [2, true])
     const feed = async () =>
@@ -264,6 +268,9 @@ describe('source freshness', () => {
     assert.deepEqual(await feed(), [1, 2])
     // A Source write makes it fresh again in its own transaction: the hold goes, with one more revision.
     await t.call('PUT', '/v1/clients/fresh/customers/cust-1', { key: k.apiKey, body: customer })
+    const pending = await receivableNow()
+    assert.deepEqual([pending.revision, pending.recovery.holds.includes('source_stale')], [2, true])
+    await t.app.clientFanout.runUntilIdle()
     const freshAgain = await receivableNow()
     assert.deepEqual([freshAgain.revision, freshAgain.recovery.holds.includes('source_stale')], [3, false])
     assert.deepEqual(await feed(), [1, 2, 3])
@@ -287,6 +294,7 @@ describe('source freshness', () => {
     now = new Date('2026-12-12T00:00:01.000Z')
     // Other clients of this file go stale at this time too; the Receivable's own hold is what counts.
     await t.app.services.freshness.sweep(t.store)
+    await t.app.clientFanout.runUntilIdle()
     assert.equal((await c('GET', '/receivables/r')).json.recovery.holds.includes('source_stale'), true)
     // The write flips the client fresh in its own transaction; its response must already show that.
     const written = await c('PUT', '/receivables/r', receivable(3, '11.00'))
@@ -294,6 +302,9 @@ describe('source freshness', () => {
     assert.equal(written.json.recovery.holds.includes('source_stale'), false)
     const read = await c('GET', '/receivables/r')
     assert.deepEqual(written.json, read.json)
+    // The write's revision already includes the flip: the background fan-out gives it no second one.
+    await t.app.clientFanout.runUntilIdle()
+    assert.deepEqual((await c('GET', '/receivables/r')).json, read.json)
     // An identical retry answers the same committed state.
     const retry = await c('PUT', '/receivables/r', receivable(3, '11.00'))
     assert.deepEqual([retry.status, retry.json], [200, read.json])

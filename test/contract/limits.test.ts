@@ -4,6 +4,7 @@ import { after, describe, test } from 'node:test'
 import { digestSecret } from '../../src/http/auth.ts'
 import { createGate } from '../../src/http/limits.ts'
 import { problemCode, startTestApp, type TestApp } from '../helpers/app.ts'
+import { slotTaken, slowPut } from '../helpers/slow-request.ts'
 import { createTestDatabase, onPostgres } from '../helpers/store.ts'
 
 /**
@@ -37,53 +38,6 @@ async function app(env: Record<string, string> = {}, clock = manualClock('2026-1
   const t = await startTestApp({ ...SPEC_LIMITS, ...env }, { clock })
   apps.push(t)
   return { t, clock }
-}
-
-/** A PUT whose body is only half sent: it holds its concurrency slot until `finish` is called. */
-async function slowPut(t: TestApp, path: string, key: string) {
-  const server = t.app.app.server
-  const port = (server.address() as net.AddressInfo).port
-  // The server has received it (its gate starts in the same tick, and on PGlite takes the slot at once).
-  const received = new Promise<void>((resolve) => {
-    const onRequest = (req: { url?: string }) => {
-      if (req.url !== path) return
-      server.off('request', onRequest)
-      resolve()
-    }
-    server.on('request', onRequest)
-  })
-  const socket = net.connect(port, '127.0.0.1')
-  await new Promise<void>((resolve) => socket.once('connect', () => resolve()))
-  let data = ''
-  socket.on('data', (d) => {
-    data += d.toString()
-  })
-  socket.write(
-    `PUT ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body.slice(0, 10)}`,
-  )
-  return {
-    received,
-    async finish(): Promise<string> {
-      socket.write(body.slice(10))
-      await new Promise<void>((resolve) => socket.once('close', () => resolve()))
-      return data
-    },
-  }
-}
-
-/**
- * Waits (bounded) until the slow request holds its slot, without sending a request of the key (which could
- * take the slot first): on PostgreSQL its row is in the store; on PGlite the slot is taken when the gate starts.
- */
-async function slotTaken(t: TestApp, slow: { received: Promise<void> }, apiKeyId: string): Promise<void> {
-  await slow.received
-  if (!onPostgres) return new Promise((r) => setImmediate(r))
-  for (let i = 0; i < 500; i++) {
-    const rows = await t.store.query('SELECT 1 FROM inflight_requests WHERE bucket = $1', [`key:${apiKeyId}`])
-    if (rows.length > 0) return
-    await new Promise((r) => setTimeout(r, 10))
-  }
-  throw new Error('the slow request never took its slot')
 }
 
 async function listen(t: TestApp): Promise<number> {
@@ -193,7 +147,7 @@ describe('concurrency: one request at a time per key', () => {
     const { t } = await app()
     const k = await t.tenant('conc')
     await listen(t)
-    const slow = await slowPut(t, '/v1/clients/conc/customers/c-1', k.apiKey)
+    const slow = await slowPut(t, '/v1/clients/conc/customers/c-1', k.apiKey, body)
     await slotTaken(t, slow, k.apiKeyId)
     const refused = await t.call('GET', '/v1/clients/conc/customers/c-1', { key: k.apiKey })
     assert.equal(refused.status, 429)
@@ -207,7 +161,7 @@ describe('concurrency: one request at a time per key', () => {
     const { t } = await app()
     const k = await t.tenant('conc-burst')
     await listen(t)
-    const slow = await slowPut(t, '/v1/clients/conc-burst/customers/c-1', k.apiKey)
+    const slow = await slowPut(t, '/v1/clients/conc-burst/customers/c-1', k.apiKey, body)
     await slotTaken(t, slow, k.apiKeyId)
     const answers = await concurrently(t, 10, (i) => `/v1/clients/conc-burst/customers/c-${i + 2}`, k.apiKey, 'PUT')
     assert.deepEqual(
@@ -237,7 +191,7 @@ describe('concurrency: one request at a time per key', () => {
       const k = await t.tenant(`conc-${env}`)
       const second = await t.admin('POST', `/admin/v1/integrations/${k.integrationId}/api-keys`, {})
       await listen(t)
-      const slow = await slowPut(t, `/v1/clients/conc-${env}/customers/c-1`, k.apiKey)
+      const slow = await slowPut(t, `/v1/clients/conc-${env}/customers/c-1`, k.apiKey, body)
       await slotTaken(t, slow, k.apiKeyId)
       const res = await t.call('GET', `/v1/clients/conc-${env}/customers/c-1`, { key: second.json.apiKey })
       if (env === 'sandbox') {
@@ -309,7 +263,7 @@ describe('limits hold across instances sharing one PostgreSQL', () => {
 
       const k2 = await one.tenant('multi-conc')
       await listen(one)
-      const slow = await slowPut(one, '/v1/clients/multi-conc/customers/c-1', k2.apiKey)
+      const slow = await slowPut(one, '/v1/clients/multi-conc/customers/c-1', k2.apiKey, body)
       await slotTaken(two, slow, k2.apiKeyId)
       assert.equal((await two.call('GET', '/v1/clients/multi-conc/customers/c-1', { key: k2.apiKey })).status, 429)
       assert.match(await slow.finish(), /^HTTP\/1\.1 201 /)
@@ -317,7 +271,7 @@ describe('limits hold across instances sharing one PostgreSQL', () => {
       // Requests sent at once to both instances: never more than one admitted at a time.
       await listen(two)
       const k3 = await one.tenant('multi-burst')
-      const slow3 = await slowPut(one, '/v1/clients/multi-burst/customers/c-1', k3.apiKey)
+      const slow3 = await slowPut(one, '/v1/clients/multi-burst/customers/c-1', k3.apiKey, body)
       await slotTaken(two, slow3, k3.apiKeyId)
       const answers = [
         ...(await concurrently(one, 5, (i) => `/v1/clients/multi-burst/customers/a-${i}`, k3.apiKey, 'PUT')),

@@ -189,6 +189,8 @@ describe('holds: one definition, and every change of holds is a change of the Re
     let revision = 1
     for (const [what, step, holds] of steps) {
       await step()
+      // A client-wide change (the collection toggle) reaches the Receivable in the background.
+      await t.app.clientFanout.runUntilIdle()
       revision++
       const r = (await h('GET', '/receivables/r')).json
       assert.equal(r.revision, revision, what)
@@ -317,8 +319,9 @@ describe('collection summary', () => {
     assert.equal(res.json.recovery.holds.other_protection, 10000)
     assert.equal(res.json.recovery.held, 100000)
 
-    // A write that emits an event for every Receivable (the first Source write after a stale flip) stays
-    // linear: appending to the feed buffer once copied the whole array per event (90 s here before the fix).
+    // The first Source write after a stale flip records one client fact (90 s here when it bumped every
+    // Receivable itself); the background fan-out then gives each Receivable its revision and event, the feed
+    // buffer staying linear (appending once copied the whole array per event).
     await t.store.query(`UPDATE source_activity SET stale_recorded = true WHERE client_code = 'big'`)
     const before = (await t.store.query<{ n: number }>(`SELECT count(*)::int AS n FROM change_events WHERE client_code = 'big'`))[0]?.n
     const putStarted = performance.now()
@@ -326,13 +329,16 @@ describe('collection summary', () => {
       key: x.apiKey,
       body: { ...customer(), sourceReference: 'ref/2' },
     })
-    console.log(`# first Customer PUT after a stale flip, 100,000 Receivables bumped: ${(performance.now() - putStarted).toFixed(0)} ms`)
+    console.log(`# first Customer PUT after a stale flip, 100,000 Receivables: ${(performance.now() - putStarted).toFixed(0)} ms`)
     assert.equal(put.status, 200)
-    const events = await t.store.query<{ n: number; receivables: number; gaps: number }>(
-      `SELECT count(*)::int AS n, count(*) FILTER (WHERE resource_type = 'receivable')::int AS receivables,
-              (max(seq) - min(seq) + 1 - count(*))::int AS gaps
-         FROM change_events WHERE client_code = 'big'`,
-    )
-    assert.deepEqual(events[0], { n: (before ?? 0) + 100001, receivables: 100000, gaps: 0 })
+    const events = () =>
+      t.store.query<{ n: number; receivables: number; gaps: number }>(
+        `SELECT count(*)::int AS n, count(*) FILTER (WHERE resource_type = 'receivable')::int AS receivables,
+                (max(seq) - min(seq) + 1 - count(*))::int AS gaps
+           FROM change_events WHERE client_code = 'big'`,
+      )
+    assert.deepEqual((await events())[0], { n: (before ?? 0) + 1, receivables: 0, gaps: 0 })
+    await t.app.clientFanout.runUntilIdle()
+    assert.deepEqual((await events())[0], { n: (before ?? 0) + 100001, receivables: 100000, gaps: 0 })
   })
 })

@@ -16,6 +16,8 @@ export async function payableReceivable(
   const money = { amount: opts.amount ?? '100.00', currency: opts.currency ?? 'USD' }
   const ok = (res: { status: number; body: string }, what: string) => assert.ok(res.status < 300, `${what}: ${res.status} ${res.body}`)
   ok(await t.admin('PUT', `/admin/v1/clients/${client}`, { collectionEnabled: true }), 'enable collection')
+  // The client's existing Receivables reach the toggle in the background.
+  await t.app.clientFanout.runUntilIdle()
   ok(
     await t.call('PUT', `/v1/clients/${client}/customers/pay-cust`, {
       key: tenant.apiKey,

@@ -203,7 +203,12 @@ describe('409 recovery_held for every hold category', () => {
     const other = await t.tenant('pr-errors-coll')
     await heldBy(
       'r-coll',
-      () => t.admin('PUT', '/admin/v1/clients/pr-errors-coll', { collectionEnabled: false }),
+      async () => {
+        const res = await t.admin('PUT', '/admin/v1/clients/pr-errors-coll', { collectionEnabled: false })
+        // The toggle is one client fact; the Receivable's revision with the hold follows in the background.
+        await t.app.clientFanout.runUntilIdle()
+        return res
+      },
       ['collection_not_enabled'],
       other,
     )
@@ -327,6 +332,7 @@ describe('source_stale (runs last: it moves the clock past the freshness thresho
     )
     nowMs += 91 * DAY
     assert.ok((await t.app.services.freshness.sweep(t.store)) >= 1)
+    await t.app.clientFanout.runUntilIdle()
     const res = await put('pr-stale', { externalReceivableId: 'r-stale', amount: usd('5.00') }, other.clientCode, other.apiKey)
     assertProblem(res, 409, 'recovery_held')
     assert.deepEqual(res.json.holds, ['source_stale'])

@@ -212,6 +212,8 @@ class ToggleCollection implements fc.AsyncCommand<Model, Real> {
     m.collectionEnabled = !m.collectionEnabled
     const res = await r.t.admin('PUT', `/admin/v1/clients/${client}`, { collectionEnabled: m.collectionEnabled })
     assert.equal(res.status, 200, res.body)
+    // The toggle is one client fact; the Receivable's revision follows in the background.
+    await r.t.app.clientFanout.runUntilIdle()
     await check(m, r)
   }
   toString = () => 'toggleCollection'
@@ -234,6 +236,7 @@ test('random sequences of instruction, restriction, lifecycle and collection com
       const rid = `mr-${counter}`
       // Every run starts from collection disabled.
       await t.admin('PUT', `/admin/v1/clients/${client}`, { collectionEnabled: false })
+      await t.app.clientFanout.runUntilIdle()
       const m: Model = {
         state: 'none',
         revision: 0,

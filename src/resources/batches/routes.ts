@@ -23,9 +23,9 @@ export function batchRoutes(batches: BatchService, operations: OperationsByKind)
       },
       problems: ['batch_conflict'],
       public: true,
-      handler: async ({ clientCode, grant, params, body, requireScopes }) => {
+      handler: async ({ clientCode, grant, params, body, requireScopes, slot }) => {
         requireScopes(scopesForKinds(operations, new Set(body.records.map((r) => r.kind))))
-        return batches.submit(clientCode, grant, params.externalBatchId, body)
+        return batches.submit(clientCode, grant, params.externalBatchId, body, slot)
       },
     }),
     defineRoute({

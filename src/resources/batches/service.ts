@@ -3,6 +3,7 @@ import { Problem, type ProblemCode, problemCatalogue } from '../../domain/proble
 import type { Scope } from '../../domain/scopes.ts'
 import { type Clock, isoNow } from '../../domain/time.ts'
 import type { Grant } from '../../http/auth.ts'
+import { inRequestTransaction, NO_SLOT, type SlotRelease } from '../../http/route.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable, Store } from '../../store/store.ts'
 import type { RecordKind, WriteOperation } from '../operations.ts'
@@ -79,9 +80,15 @@ export function createBatchService({ store, clock, operations, docsUrl, onQueued
 
   return {
     /** 202 with the queued batch; 200 with its current state on an identical retry; 409 for a different body. */
-    async submit(clientCode: string, grant: Grant, id: string, body: BatchWrite): Promise<{ status: 200 | 202; body: BatchResponse }> {
+    async submit(
+      clientCode: string,
+      grant: Grant,
+      id: string,
+      body: BatchWrite,
+      slot: SlotRelease = NO_SLOT,
+    ): Promise<{ status: 200 | 202; body: BatchResponse }> {
       const digest = canonicalDigest(body)
-      const result = await store.transaction(async (tx) => {
+      const result = await inRequestTransaction(store, slot, async (tx) => {
         await lockIdentity(tx, clientCode, 'batch', id)
         const existing = await findBatch(tx, clientCode, id)
         if (existing) {
@@ -91,8 +98,29 @@ export function createBatchService({ store, clock, operations, docsUrl, onQueued
           const { batch, records } = await load(tx, clientCode, id)
           return { status: 200 as const, body: batchView(batch, records, docsUrl) }
         }
-        await insertBatch(tx, clientCode, id, grant.integrationId, digest, body, isoNow(clock))
-        const { batch, records } = await load(tx, clientCode, id)
+        const now = isoNow(clock)
+        await insertBatch(tx, clientCode, id, grant.integrationId, digest, body, now)
+        // Rendered from what the statement wrote: the batch queued, every record pending.
+        const batch: BatchRow = {
+          external_batch_id: id,
+          integration_id: grant.integrationId,
+          body_digest: digest,
+          status: 'queued',
+          submitted_at: now,
+          completed_at: null,
+        }
+        const records = body.records.map((r, i) => ({
+          position: i + 1,
+          record_id: r.recordId,
+          kind: r.kind,
+          external_id: r.externalId,
+          depends_on: r.dependsOn ?? [],
+          status: 'pending' as const,
+          http_status: null,
+          problem_code: null,
+          problem: null,
+          blocked_by: null,
+        }))
         return { status: 202 as const, body: batchView(batch, records, docsUrl) }
       })
       if (result.status === 202) onQueued?.()

@@ -50,7 +50,7 @@ export async function batchRecords(db: Queryable, clientCode: string, id: string
   )
 }
 
-/** The batch and all its records in two statements (records go in as one jsonb array, not a loop). */
+/** The batch and all its records in one statement (records go in as one jsonb array, not a loop). */
 export async function insertBatch(
   tx: Tx,
   clientCode: string,
@@ -61,16 +61,14 @@ export async function insertBatch(
   now: string,
 ) {
   await tx.query(
-    `INSERT INTO batches (client_code, external_batch_id, integration_id, body_digest, status, submitted_at)
-     VALUES ($1, $2, $3, $4, 'queued', $5)`,
-    [clientCode, id, integrationId, digest, now],
-  )
-  await tx.query(
-    `INSERT INTO batch_records (client_code, external_batch_id, position, record_id, kind, external_id, depends_on, body, status)
-     SELECT $1, $2, r.ordinality, r.value->>'recordId', r.value->>'kind', r.value->>'externalId',
+    `WITH b AS (
+       INSERT INTO batches (client_code, external_batch_id, integration_id, body_digest, status, submitted_at)
+       VALUES ($1, $2, $3, $4, 'queued', $5) RETURNING client_code, external_batch_id)
+     INSERT INTO batch_records (client_code, external_batch_id, position, record_id, kind, external_id, depends_on, body, status)
+     SELECT b.client_code, b.external_batch_id, r.ordinality, r.value->>'recordId', r.value->>'kind', r.value->>'externalId',
             ARRAY(SELECT jsonb_array_elements_text(COALESCE(r.value->'dependsOn', '[]'::jsonb))), r.value->'body', 'pending'
-       FROM jsonb_array_elements($3::jsonb) WITH ORDINALITY AS r(value, ordinality)`,
-    [clientCode, id, JSON.stringify(body.records)],
+       FROM b, jsonb_array_elements($6::jsonb) WITH ORDINALITY AS r(value, ordinality)`,
+    [clientCode, id, integrationId, digest, now, JSON.stringify(body.records)],
   )
 }
 
@@ -109,22 +107,36 @@ export async function claimBatch(
 }
 
 /**
- * Locks the batch row for this chunk's transaction, if the lease is still ours; `failedAttempts` is how many
- * chunks of this batch failed in a row before this one (0 when the last chunk committed).
+ * Locks the batch row for this chunk's transaction, if the lease is still ours, and reads every record of the
+ * batch in array order (the runner's view), in one statement. `failedAttempts` is how many chunks of this batch
+ * failed in a row before this one (0 when the last chunk committed). Only pending records come with their body
+ * (the others are never run again, and a body is the bulk of a row), and no record with its problem (outcomes
+ * are only written here).
  */
 export async function holdLease(
   tx: Tx,
   b: ClaimedBatch,
   token: string,
   leaseSeconds: number,
-): Promise<{ failedAttempts: number; lastError: string | null } | undefined> {
-  const rows = await tx.query<{ failed_attempts: number; last_error: string | null }>(
-    `UPDATE batches SET lease_expires_at = clock_timestamp() + make_interval(secs => $4)
-      WHERE client_code = $1 AND external_batch_id = $2 AND lease_token = $3 RETURNING failed_attempts, last_error`,
+): Promise<{ failedAttempts: number; lastError: string | null; records: BatchRecordRow[] } | undefined> {
+  const rows = await tx.query<{ failed_attempts: number; last_error: string | null } & BatchRecordRow>(
+    `WITH lease AS (
+       UPDATE batches SET lease_expires_at = clock_timestamp() + make_interval(secs => $4)
+        WHERE client_code = $1 AND external_batch_id = $2 AND lease_token = $3 RETURNING failed_attempts, last_error)
+     SELECT l.failed_attempts, l.last_error, r.position, r.record_id, r.kind, r.external_id, r.depends_on,
+            CASE WHEN r.status = 'pending' THEN r.body END AS body, r.status, r.http_status, r.problem_code, NULL AS problem,
+            r.blocked_by
+       FROM lease l
+       LEFT JOIN batch_records r ON r.client_code = $1 AND r.external_batch_id = $2
+      ORDER BY r.position`,
     [b.client_code, b.external_batch_id, token, leaseSeconds],
   )
-  const row = rows[0]
-  return row ? { failedAttempts: Number(row.failed_attempts), lastError: row.last_error } : undefined
+  const first = rows[0]
+  if (!first) return undefined
+  const records = rows
+    .filter((r) => r.position !== null)
+    .map(({ failed_attempts: _f, last_error: _l, ...record }) => record as BatchRecordRow)
+  return { failedAttempts: Number(first.failed_attempts), lastError: first.last_error, records }
 }
 
 /** A chunk committed after failed ones: the count of failures in a row starts again (`last_error` stays). */
@@ -189,15 +201,6 @@ export async function saveOutcomes(tx: Tx, b: ClaimedBatch, outcomes: RecordOutc
       outcomes.map((o) => (o.problem ? JSON.stringify(o.problem) : null)),
       outcomes.map((o) => o.blockedBy),
     ],
-  )
-}
-
-/** Every record of a claimed batch with its body, in array order (the runner's view). */
-export async function recordsToRun(tx: Tx, b: ClaimedBatch): Promise<BatchRecordRow[]> {
-  return tx.query<BatchRecordRow>(
-    `SELECT position, record_id, kind, external_id, depends_on, body, status, http_status, problem_code, problem, blocked_by
-       FROM batch_records WHERE client_code = $1 AND external_batch_id = $2 ORDER BY position`,
-    [b.client_code, b.external_batch_id],
   )
 }
 

@@ -22,7 +22,8 @@ export function bookRoutes(book: BookService): RouteDef[] {
       },
       problems: ['batches_not_finished', 'stale_source_position', 'book_completion_conflict'],
       public: true,
-      handler: async ({ clientCode, grant, params, body }) => book.declare(clientCode, grant, params.externalCompletionId, body),
+      handler: async ({ clientCode, grant, params, body, slot }) =>
+        book.declare(clientCode, grant, params.externalCompletionId, body, slot),
     }),
     defineRoute({
       method: 'GET',

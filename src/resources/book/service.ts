@@ -2,6 +2,7 @@ import { canonicalJson } from '../../domain/canonical.ts'
 import { Problem, unknownReferences } from '../../domain/problems.ts'
 import { isoNow } from '../../domain/time.ts'
 import type { Grant } from '../../http/auth.ts'
+import type { SlotRelease } from '../../http/route.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
 import { defineOperation, executeWrite, type OperationContext, type RouteDeps } from '../operations.ts'
@@ -108,8 +109,8 @@ export function createBookService(deps: BookServiceDeps) {
 
   return {
     declareOperation,
-    declare(clientCode: string, grant: Grant, id: string, body: BookCompletionWrite) {
-      return executeWrite(deps, declareOperation, { clientCode, grant, id }, body)
+    declare(clientCode: string, grant: Grant, id: string, body: BookCompletionWrite, slot?: SlotRelease) {
+      return executeWrite(deps, declareOperation, { clientCode, grant, id }, body, slot)
     },
 
     async get(clientCode: string, id: string) {

@@ -29,8 +29,8 @@ export function customerRoutes(deps: RouteDeps, customers: CustomerService): Rou
       responses: { 200: { schema: CustomerResponse, description: 'Updated, or a safe no-op' } },
       problems: ['customer_not_found', 'contact_update_unsupported'],
       public: true,
-      async handler({ clientCode, grant, params, body }) {
-        return customers.patch(clientCode, grant, params.externalCustomerId, body)
+      async handler({ clientCode, grant, params, body, slot }) {
+        return customers.patch(clientCode, grant, params.externalCustomerId, body, slot)
       },
     }),
     defineRoute({
@@ -44,8 +44,9 @@ export function customerRoutes(deps: RouteDeps, customers: CustomerService): Rou
       responses: { 200: { schema: CustomerResponse, description: 'The Customer' } },
       problems: ['customer_not_found'],
       public: true,
-      async handler({ clientCode, params }) {
-        return { status: 200, body: await customers.get(clientCode, params.externalCustomerId) }
+      oneRead: true,
+      async handler({ clientCode, params, db }) {
+        return { status: 200, body: await customers.get(clientCode, params.externalCustomerId, db) }
       },
     }),
     defineRoute({

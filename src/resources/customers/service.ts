@@ -1,18 +1,37 @@
 import mergePatch from 'json-merge-patch'
 import { z } from 'zod'
 import { canonicalJson } from '../../domain/canonical.ts'
-import { fieldProblem, Problem } from '../../domain/problems.ts'
+import { fieldProblem, isProblem, Problem } from '../../domain/problems.ts'
 import type { RestrictionT } from '../../domain/restrictions.ts'
 import { isoNow } from '../../domain/time.ts'
 import type { Grant } from '../../http/auth.ts'
 import { decodeCursor, encodeCursor } from '../../http/common-schemas.ts'
+import type { SlotRelease } from '../../http/route.ts'
 import { issuesToErrors, validationProblem } from '../../http/validation.ts'
 import { lockIdentity } from '../../store/locks.ts'
-import { defineOperation, executeWrite, type OperationContext, type RouteDeps } from '../operations.ts'
+import type { Queryable } from '../../store/store.ts'
+import {
+  defineOperation,
+  executeWrite,
+  lockIdentities,
+  type OperationContext,
+  type RouteDeps,
+  runOne,
+  type SetOperation,
+  type SetOutcome,
+} from '../operations.ts'
 import type { RestrictionRules } from '../recovery/restrictions.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import { type ContactT, CustomerPatch, CustomerResponse, CustomerWrite } from './schema.ts'
-import { type CustomerRow, findCustomer, insertCustomerIfNew, listCustomers, updateCustomer } from './store.ts'
+import {
+  type CustomerRow,
+  findCustomer,
+  insertCustomerIfNew,
+  insertCustomersIfNew,
+  listCustomers,
+  updateCustomer,
+  updateCustomers,
+} from './store.ts'
 
 /** The database (reads, and each write's transaction), the clock, and the restriction rules a Customer write applies. */
 export interface CustomerServiceDeps extends RouteDeps {
@@ -80,12 +99,21 @@ export function createCustomerService(deps: CustomerServiceDeps) {
   const { store, clock } = deps
   const { applyRestrictionChange, receivablesOfCustomer, syncRestrictions } = deps.restrictions
   /** The one code path of a Customer write, for the PUT route, the PATCH route and a batch record alike. */
-  async function putInTx(uow: UnitOfWork, clientCode: string, id: string, input: CustomerWrite): Promise<WriteResult<CustomerResponse>> {
+  async function putInTx(
+    uow: UnitOfWork,
+    clientCode: string,
+    id: string,
+    input: CustomerWrite,
+    /** The existing row, read (and its identity locked) by the set-based run that handed this record over. */
+    known?: { existing: CustomerRow; now: string },
+  ): Promise<WriteResult<CustomerResponse>> {
     const { tx } = uow
-    await lockIdentity(tx, clientCode, 'customer', id)
-    const now = isoNow(clock)
+    if (!known) await lockIdentity(tx, clientCode, 'customer', id)
+    const now = known?.now ?? isoNow(clock)
     // A new Customer is one statement; only an existing one is read, compared and updated.
-    const written = await insertCustomerIfNew(tx, clientCode, id, { ...input, contacts: normalizeContacts(input.contacts ?? []) }, now)
+    const written = known
+      ? { existing: known.existing }
+      : await insertCustomerIfNew(tx, clientCode, id, { ...input, contacts: normalizeContacts(input.contacts ?? []) }, now)
     if ('created' in written) {
       const { created } = written
       // A new Customer is responsible for no Receivable yet: its restrictions protect nothing else.
@@ -120,16 +148,92 @@ export function createCustomerService(deps: CustomerServiceDeps) {
     return { status: 200, resource: toCustomerResponse(row) }
   }
 
-  /** The batch-record kind `customer` and the PUT route share this operation. */
+  /**
+   * The set-based Customer PUT: one statement creates the new Customers and reads the existing ones, the rules
+   * run in memory, one statement updates the changed ones. A replace that changes restrictions is `fallback`
+   * (it changes the holds of the Customer's Receivables: `putInTx`); a create with restrictions syncs them here.
+   */
+  const many: SetOperation<CustomerWrite> = {
+    keys: (id) => ({ writes: [`customer:${id}`], reads: [] }),
+    async runMany(uow, { clientCode, locked }, records, now) {
+      const { tx } = uow
+      if (!locked)
+        await lockIdentities(
+          tx,
+          clientCode,
+          records.map((r) => ['customer', r.id] as const),
+        )
+      const written = await insertCustomersIfNew(
+        tx,
+        clientCode,
+        records.map((r) => ({ id: r.id, representation: { ...r.body, contacts: normalizeContacts(r.body.contacts ?? []) } })),
+        now,
+      )
+      const outcomes: SetOutcome[] = []
+      const updates: { index: number; id: string; representation: CustomerRow['representation']; deactivated: ContactT[] }[] = []
+      for (const [index, { id, body }] of records.entries()) {
+        const w = written.get(id) as { created: CustomerRow } | { existing: CustomerRow }
+        if ('created' in w) {
+          if (body.restrictions?.length) await syncRestrictions(tx, clientCode, 'customer', id, body.restrictions)
+          uow.appendChange(clientCode, { type: 'customer.created', resourceType: 'customer', resourceId: id, revision: 1, occurredAt: now })
+          const resource = toCustomerResponse(w.created)
+          outcomes.push({ status: 201, body: async () => resource })
+          continue
+        }
+        const { existing } = w
+        let merged: { active: ContactT[]; deactivated: ContactT[] }
+        try {
+          merged = mergeContacts(existing, body.contacts)
+        } catch (err) {
+          if (!isProblem(err)) throw err
+          outcomes.push({ problem: err })
+          continue
+        }
+        const representation = { ...body, contacts: merged.active }
+        const unchanged =
+          canonicalJson(representation) === canonicalJson(existing.representation) &&
+          canonicalJson(merged.deactivated) === canonicalJson(existing.deactivated_contacts)
+        if (unchanged) {
+          const resource = toCustomerResponse(existing)
+          outcomes.push({ status: 200, body: async () => resource })
+          continue
+        }
+        const restrictionsChanged =
+          canonicalJson(sortedRestrictions(body.restrictions)) !== canonicalJson(sortedRestrictions(existing.representation.restrictions))
+        outcomes.push({ fallback: true, state: existing })
+        if (!restrictionsChanged) updates.push({ index, id, representation, deactivated: merged.deactivated })
+      }
+      const rows = await updateCustomers(tx, clientCode, updates, now)
+      for (const { index, id } of updates) {
+        const row = rows.get(id) as CustomerRow
+        uow.appendChange(clientCode, {
+          type: 'customer.updated',
+          resourceType: 'customer',
+          resourceId: id,
+          revision: Number(row.revision),
+          occurredAt: now,
+        })
+        const resource = toCustomerResponse(row)
+        outcomes[index] = { status: 200, body: async () => resource }
+      }
+      return outcomes
+    },
+  }
+
+  /** The batch-record kind `customer` and the PUT route share this operation: a list of one through `many`. */
   const putOperation = defineOperation({
     kind: 'customer',
     scopes: ['customers:write'],
     body: CustomerWrite,
     response: CustomerResponse,
     source: true,
-    async run(uow: UnitOfWork, { clientCode, id }: OperationContext, body: CustomerWrite) {
-      const { status, resource } = await putInTx(uow, clientCode, id, body)
-      return { status, body: async () => resource }
+    many,
+    run(uow: UnitOfWork, ctx: OperationContext, body: CustomerWrite) {
+      const now = isoNow(clock)
+      return runOne(many, uow, ctx, body, now, async (existing) => {
+        const { status, resource } = await putInTx(uow, ctx.clientCode, ctx.id, body, { existing: existing as CustomerRow, now })
+        return { status, body: async () => resource }
+      })
     },
   })
 
@@ -158,12 +262,12 @@ export function createCustomerService(deps: CustomerServiceDeps) {
     putOperation,
     patchOperation,
 
-    patch(clientCode: string, grant: Grant, id: string, patch: Record<string, unknown>) {
-      return executeWrite(deps, patchOperation, { clientCode, grant, id }, patch)
+    patch(clientCode: string, grant: Grant, id: string, patch: Record<string, unknown>, slot?: SlotRelease) {
+      return executeWrite(deps, patchOperation, { clientCode, grant, id }, patch, slot)
     },
 
-    async get(clientCode: string, id: string): Promise<CustomerResponse> {
-      const row = await findCustomer(store, clientCode, id)
+    async get(clientCode: string, id: string, db: Queryable = store): Promise<CustomerResponse> {
+      const row = await findCustomer(db, clientCode, id)
       if (!row) throw notFound(id)
       return toCustomerResponse(row)
     },

@@ -1,5 +1,11 @@
-import type { Queryable, Tx } from '../../store/store.ts'
+import type { Queryable, QueryOptions, Tx } from '../../store/store.ts'
 import type { ContactT, CustomerWrite } from './schema.ts'
+
+/**
+ * The write path's statements whose text never varies are prepared by name on each PostgreSQL connection
+ * (`QueryOptions.prepared`): planned once per connection instead of at every run (docs/performance.md).
+ */
+const PREPARED: QueryOptions = { prepared: true }
 
 export interface CustomerRow {
   external_customer_id: string
@@ -43,6 +49,58 @@ export async function insertCustomerIfNew(
   return created ? { created: row } : { existing: row }
 }
 
+/**
+ * `insertCustomerIfNew` for many Customers in one statement (distinct identities): each new one is created, and
+ * every one comes back, created or as it existed, by identity.
+ */
+export async function insertCustomersIfNew(
+  tx: Tx,
+  clientCode: string,
+  items: readonly { id: string; representation: CustomerRow['representation'] }[],
+  now: string,
+): Promise<Map<string, { created: CustomerRow } | { existing: CustomerRow }>> {
+  const rows = await tx.query<CustomerRow & { created: boolean }>(
+    `WITH ins AS (
+       INSERT INTO customers (client_code, external_customer_id, revision, representation, created_at, updated_at)
+       SELECT $1, t.id, 1, t.representation::jsonb, $4, $4 FROM unnest($2::text[], $3::text[]) AS t(id, representation)
+       ON CONFLICT (client_code, external_customer_id) DO NOTHING RETURNING ${COLUMNS})
+     SELECT true AS created, ${COLUMNS} FROM ins
+     UNION ALL
+     SELECT false AS created, ${COLUMNS} FROM customers WHERE client_code = $1 AND external_customer_id = ANY($2::text[])`,
+    [clientCode, items.map((it) => it.id), items.map((it) => JSON.stringify(it.representation)), now],
+    PREPARED,
+  )
+  return new Map(rows.map(({ created, ...row }) => [row.external_customer_id, created ? { created: row } : { existing: row }]))
+}
+
+/** `updateCustomer` for many Customers in one statement (distinct identities); the new rows, by identity. */
+export async function updateCustomers(
+  tx: Tx,
+  clientCode: string,
+  items: readonly { id: string; representation: CustomerRow['representation']; deactivated: ContactT[] }[],
+  now: string,
+): Promise<Map<string, CustomerRow>> {
+  if (items.length === 0) return new Map()
+  const rows = await tx.query<CustomerRow>(
+    `UPDATE customers c SET representation = t.representation::jsonb, deactivated_contacts = t.deactivated::jsonb,
+            revision = c.revision + 1, updated_at = $5
+       FROM unnest($2::text[], $3::text[], $4::text[]) AS t(id, representation, deactivated)
+      WHERE c.client_code = $1 AND c.external_customer_id = t.id
+     RETURNING ${COLUMNS.split(', ')
+       .map((col) => `c.${col}`)
+       .join(', ')}`,
+    [
+      clientCode,
+      items.map((it) => it.id),
+      items.map((it) => JSON.stringify(it.representation)),
+      items.map((it) => JSON.stringify(it.deactivated)),
+      now,
+    ],
+    PREPARED,
+  )
+  return new Map(rows.map((r) => [r.external_customer_id, r]))
+}
+
 export async function updateCustomer(
   tx: Tx,
   clientCode: string,
@@ -78,5 +136,13 @@ export async function existingCustomerIds(db: Queryable, clientCode: string, ids
 }
 
 /** The family's store functions, for the factories that receive them as a `Pick<>`. */
-export const customerStore = { findCustomer, insertCustomerIfNew, updateCustomer, listCustomers, existingCustomerIds }
+export const customerStore = {
+  findCustomer,
+  insertCustomerIfNew,
+  insertCustomersIfNew,
+  updateCustomer,
+  updateCustomers,
+  listCustomers,
+  existingCustomerIds,
+}
 export type CustomerStore = typeof customerStore

@@ -30,7 +30,11 @@ export function financialEventRoutes(deps: RouteDeps, events: FinancialEventServ
         responses: { 200: { schema: EventResponse[family], description: `The ${f.title}` } },
         problems: ['financial_event_not_found'],
         public: true,
-        handler: async ({ clientCode, params }) => ({ status: 200, body: await events.get(clientCode, family, params.externalEventId) }),
+        oneRead: true,
+        handler: async ({ clientCode, params, db }) => ({
+          status: 200,
+          body: await events.get(clientCode, family, params.externalEventId, db),
+        }),
       }),
     ]
   })

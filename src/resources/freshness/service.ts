@@ -2,8 +2,7 @@ import { z } from 'zod'
 import type { Clock } from '../../domain/time.ts'
 import { Timestamp } from '../../domain/time.ts'
 import type { Queryable, Store } from '../../store/store.ts'
-import type { ReceivableStore } from '../receivables/store.ts'
-import { inUnitOfWork } from '../unit-of-work.ts'
+import type { ClientFactStore } from '../client-facts/store.ts'
 import { allSourceActivity, lockSourceActivity, readSourceActivity, type SourceActivity, setStaleRecorded } from './store.ts'
 
 /**
@@ -42,32 +41,47 @@ export const SourceFreshness = z
 export interface FreshnessDeps {
   clock: Clock
   thresholds: FreshnessThresholds
-  receivables: Pick<ReceivableStore, 'bumpReceivableRevisions'>
+  clientFacts: Pick<ClientFactStore, 'recordClientFact'>
+  /** Called after a flip committed (the client fan-out worker's wake-up). */
+  onFact?: () => void
 }
 
-export function createFreshness({ clock, thresholds, receivables }: FreshnessDeps) {
-  const { bumpReceivableRevisions } = receivables
+export function createFreshness({ clock, thresholds, clientFacts, onFact }: FreshnessDeps) {
+  const { recordClientFact } = clientFacts
   /**
    * The sweeper: flips the recorded freshness of every client whose Source went quiet past its threshold
-   * (or came back within it after a configuration change), each client in its own transaction, bumping
-   * its Receivables' revisions with change events. Any instance may run it; FOR UPDATE SKIP LOCKED keeps
-   * two sweepers off the same client.
+   * (or came back within it after a configuration change), each client in its own transaction. A flip records
+   * one client fact; the Receivables' new revisions and events follow in the background
+   * (src/workers/client-fanout.ts). Any instance may run it; FOR UPDATE SKIP LOCKED keeps two sweepers off the
+   * same client. Returns how many clients it flipped.
    */
   async function sweep(store: Store): Promise<number> {
     const candidates = await allSourceActivity(store)
     let flipped = 0
     for (const c of candidates) {
       if ((evaluate(c, c.feed_mode).state === 'stale') === c.stale_recorded) continue
-      await inUnitOfWork(store, async (uow) => {
-        const row = await lockSourceActivity(uow.tx, c.client_code)
-        if (!row) return
-        const stale = evaluate(row, row.feed_mode).state === 'stale'
-        if (stale === row.stale_recorded) return
-        await setStaleRecorded(uow.tx, c.client_code, stale)
-        uow.appendChanges(c.client_code, await bumpReceivableRevisions(uow.tx, c.client_code, { allExcept: [] }, clock.now().toISOString()))
-        flipped++
-      })
+      if (await sweepClient(store, c.client_code)) flipped++
     }
+    return flipped
+  }
+
+  /** One client: flips its recorded freshness if the clock says it changed; true when it did. */
+  async function sweepClient(store: Store, clientCode: string): Promise<boolean> {
+    const flipped = await store.transaction(async (tx) => {
+      const row = await lockSourceActivity(tx, clientCode)
+      if (!row) return false
+      const stale = evaluate(row, row.feed_mode).state === 'stale'
+      if (stale === row.stale_recorded) return false
+      await setStaleRecorded(tx, clientCode, stale)
+      await recordClientFact(
+        tx,
+        clientCode,
+        { kind: stale ? 'source_stale' : 'source_fresh', sourceStaleBefore: row.stale_recorded },
+        clock.now().toISOString(),
+      )
+      return true
+    })
+    if (flipped) onFact?.()
     return flipped
   }
 
@@ -87,6 +101,7 @@ export function createFreshness({ clock, thresholds, receivables }: FreshnessDep
   return {
     evaluate,
     sweep,
+    sweepClient,
     async read(db: Queryable, clientCode: string, feedMode: 'transaction' | 'snapshot_only') {
       return evaluate(await readSourceActivity(db, clientCode), feedMode)
     },

@@ -1,4 +1,10 @@
-import type { Queryable, Tx } from '../../store/store.ts'
+import type { Queryable, QueryOptions, Tx } from '../../store/store.ts'
+
+/**
+ * The write path's statements whose text never varies are prepared by name on each PostgreSQL connection
+ * (`QueryOptions.prepared`): planned once per connection instead of at every run (docs/performance.md).
+ */
+const PREPARED: QueryOptions = { prepared: true }
 
 export interface SourceActivity {
   feed_mode: 'transaction' | 'snapshot_only'
@@ -33,6 +39,7 @@ export async function writeSourceActivity(tx: Tx, clientCode: string, t: SourceT
        stale_before = source_activity.stale_recorded
      RETURNING stale_before AS was_stale`,
     [clientCode, t.feedMode, t.now, t.snapshotPosition ?? null, makesFresh],
+    PREPARED,
   )
   return makesFresh && rows[0]?.was_stale === true
 }

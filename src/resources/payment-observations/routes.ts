@@ -28,7 +28,11 @@ export function paymentObservationRoutes(deps: RouteDeps, observations: PaymentO
       responses: { 200: { schema: PaymentObservationResponse, description: 'The payment observation' } },
       problems: ['payment_observation_not_found'],
       public: true,
-      handler: async ({ clientCode, params }) => ({ status: 200, body: await observations.get(clientCode, params.externalEventId) }),
+      oneRead: true,
+      handler: async ({ clientCode, params, db }) => ({
+        status: 200,
+        body: await observations.get(clientCode, params.externalEventId, db),
+      }),
     }),
   ]
 }

@@ -3,6 +3,7 @@ import { money, sumMinor, toMinor } from '../../domain/money.ts'
 import { fieldProblem, Problem, unknownReferences } from '../../domain/problems.ts'
 import { isoNow } from '../../domain/time.ts'
 import { lockIdentity } from '../../store/locks.ts'
+import type { Queryable } from '../../store/store.ts'
 import type { CustomerStore } from '../customers/store.ts'
 import { defineOperation, type OperationContext, type RouteDeps } from '../operations.ts'
 import type { ReceivableStore } from '../receivables/store.ts'
@@ -84,8 +85,8 @@ export function createPaymentObservationService({ store, clock, customers, recei
 
   return {
     put,
-    async get(clientCode: string, id: string) {
-      const row = await findObservation(store, clientCode, id)
+    async get(clientCode: string, id: string, db: Queryable = store) {
+      const row = await findObservation(db, clientCode, id)
       if (!row) throw new Problem('payment_observation_not_found', `No payment observation ${id} for this client.`)
       return toResponse(row)
     },

@@ -23,7 +23,8 @@ export function paymentRequestRoutes(requests: PaymentRequestService): RouteDef[
       },
       problems: ['payment_request_conflict', 'recovery_held'],
       public: true,
-      handler: async ({ clientCode, grant, params, body }) => requests.put(clientCode, grant, params.externalPaymentRequestId, body),
+      handler: async ({ clientCode, grant, params, body, slot }) =>
+        requests.put(clientCode, grant, params.externalPaymentRequestId, body, slot),
     }),
     defineRoute({
       method: 'GET',
@@ -36,7 +37,10 @@ export function paymentRequestRoutes(requests: PaymentRequestService): RouteDef[
       responses: { 200: { schema: PaymentRequestResponse, description: 'The Payment request' } },
       problems: ['payment_request_not_found'],
       public: true,
-      handler: async ({ clientCode, params }) => ({ status: 200, body: await requests.get(clientCode, params.externalPaymentRequestId) }),
+      handler: async ({ clientCode, params, slot }) => ({
+        status: 200,
+        body: await requests.get(clientCode, params.externalPaymentRequestId, slot),
+      }),
     }),
     defineRoute({
       method: 'GET',

@@ -7,8 +7,10 @@ import { describeMoney, money, toMinor } from '../../domain/money.ts'
 import { fieldProblem, Problem, unknownReferences } from '../../domain/problems.ts'
 import { type Clock, isoNow } from '../../domain/time.ts'
 import type { Grant } from '../../http/auth.ts'
+import { inRequestTransaction, NO_SLOT, type SlotRelease } from '../../http/route.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable, Store } from '../../store/store.ts'
+import { catchUpReceivable } from '../client-facts/store.ts'
 import { defineOperation, executeWrite, type OperationContext } from '../operations.ts'
 import type { PaymentProvider } from '../payments/provider.ts'
 import type { PaymentRules } from '../payments/service.ts'
@@ -53,6 +55,11 @@ export interface PaymentRequestServiceDeps {
   receivables: Pick<ReceivableStore, 'findReceivable'>
   payments: Pick<PaymentStore, 'deliveryAttempts' | 'findPayment' | 'hasHeldReconciliation' | 'matchedMinor'>
   paymentRules: Pick<PaymentRules, 'paymentRequestNotFound' | 'recordExpiryIfDue' | 'recoveryHeld' | 'settleInSandbox'>
+  /**
+   * Sandbox clocks (src/resources/sandbox-clock): runs the hosted page's work at the time of the client its
+   * token names. The API's routes get their client's time from the HTTP layer.
+   */
+  atClientTime?: <T>(clientCode: string, fn: () => Promise<T>) => Promise<T>
 }
 
 function paymentView(p: PaymentRow) {
@@ -69,6 +76,7 @@ function paymentView(p: PaymentRow) {
 
 export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
   const { store, clock, provider, publicBaseUrl } = deps
+  const atClientTime = deps.atClientTime ?? (<T>(_clientCode: string, fn: () => Promise<T>) => fn())
   const { findReceivable } = deps.receivables
   const { deliveryAttempts, findPayment, hasHeldReconciliation, matchedMinor } = deps.payments
   const { paymentRequestNotFound, recordExpiryIfDue, recoveryHeld, settleInSandbox } = deps.paymentRules
@@ -131,6 +139,9 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
     }
     const receivableId = body.externalReceivableId
     await lockIdentity(tx, clientCode, 'receivable', receivableId)
+    // Its holds as they are now: a client-wide change the fan-out has not brought to it yet counts already.
+    const caughtUp = await catchUpReceivable(tx, clientCode, receivableId, now)
+    if (caughtUp) uow.appendChange(clientCode, caughtUp)
     const receivable = await findReceivable(tx, clientCode, receivableId)
     if (!receivable) throw unknownReferences([{ pointer: '/externalReceivableId', what: `Receivable ${receivableId}` }])
     if (body.amount.currency !== receivable.currency) {
@@ -187,17 +198,20 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
   return {
     /** PUT: 201 created, 200 identical retry (the current state). */
     putOperation,
-    put(clientCode: string, grant: Grant, id: string, body: PaymentRequestWrite) {
-      return executeWrite({ store, clock }, putOperation, { clientCode, grant, id }, body)
+    put(clientCode: string, grant: Grant, id: string, body: PaymentRequestWrite, slot?: SlotRelease) {
+      return executeWrite({ store, clock }, putOperation, { clientCode, grant, id }, body, slot)
     },
 
     /** GET: the current state; an expiry that passed unrecorded is recorded first, so `open` is never stale. */
-    get(clientCode: string, id: string) {
-      return inUnitOfWork(store, async (uow) => {
+    get(clientCode: string, id: string, slot: SlotRelease = NO_SLOT) {
+      return inRequestTransaction(store, slot, async (tx) => {
+        const uow = new UnitOfWork(tx)
         const row = await current(uow, clientCode, id)
         if (!row) throw paymentRequestNotFound(id)
         // It may have recorded an expiry: checked before COMMIT like every write's answer.
-        return PaymentRequestResponse.parse(await view(uow.tx, clientCode, row))
+        const answer = PaymentRequestResponse.parse(await view(uow.tx, clientCode, row))
+        await uow.flush()
+        return answer
       })
     },
 
@@ -267,25 +281,27 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
     async pageView(token: string): Promise<HostedPageView | undefined> {
       const ref = await pageRequest(token)
       if (!ref) return undefined
-      return inUnitOfWork(store, async (uow) => {
-        const { tx } = uow
-        const row = (await current(uow, ref.client_code, ref.id)) as PaymentRequestRow
-        const payment = await findPayment(tx, ref.client_code, ref.id)
-        let state: HostedPageView['state'] = row.status === 'open' ? 'payable' : row.status
-        if (state === 'payable') {
-          const receivable = await findReceivable(tx, ref.client_code, row.external_receivable_id)
-          if (!receivable || holdsFromRow(receivable).length > 0) state = 'held'
-        }
-        return {
-          state,
-          creditorName: await creditorName(tx, ref.client_code),
-          description: row.description,
-          amount: money(BigInt(row.amount_minor), row.currency),
-          expiresAt: row.expires_at,
-          decidedAt: payment?.decided_at ?? null,
-          sandboxForm: state === 'payable' && provider.offersSandboxForm,
-        }
-      })
+      return atClientTime(ref.client_code, () =>
+        inUnitOfWork(store, async (uow) => {
+          const { tx } = uow
+          const row = (await current(uow, ref.client_code, ref.id)) as PaymentRequestRow
+          const payment = await findPayment(tx, ref.client_code, ref.id)
+          let state: HostedPageView['state'] = row.status === 'open' ? 'payable' : row.status
+          if (state === 'payable') {
+            const receivable = await findReceivable(tx, ref.client_code, row.external_receivable_id)
+            if (!receivable || holdsFromRow(receivable).length > 0) state = 'held'
+          }
+          return {
+            state,
+            creditorName: await creditorName(tx, ref.client_code),
+            description: row.description,
+            amount: money(BigInt(row.amount_minor), row.currency),
+            expiresAt: row.expires_at,
+            decidedAt: payment?.decided_at ?? null,
+            sandboxForm: state === 'payable' && provider.offersSandboxForm,
+          }
+        }),
+      )
     },
 
     /**
@@ -296,7 +312,9 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
       if (!provider.offersSandboxForm) throw new Problem('route_not_found', 'No payment provider form is offered by this deployment.')
       const ref = await pageRequest(token)
       if (!ref) throw new Problem('payment_request_not_found', 'No Payment request at this address.')
-      await inUnitOfWork(store, (uow) => settleInSandbox(uow, provider, ref.client_code, ref.id, outcome, isoNow(clock)))
+      await atClientTime(ref.client_code, () =>
+        inUnitOfWork(store, (uow) => settleInSandbox(uow, provider, ref.client_code, ref.id, outcome, isoNow(clock))),
+      )
     },
   }
 }

@@ -1,4 +1,5 @@
 import type { Queryable, Tx } from '../../store/store.ts'
+import { onRealTime } from '../sandbox-clock/store.ts'
 import type { PaymentRequestWrite } from './schema.ts'
 
 export type PaymentRequestStatus = 'open' | 'confirmed' | 'failed' | 'expired'
@@ -112,15 +113,25 @@ export async function setPaymentRequestStatus(
  * SKIP LOCKED leaves rows another sweeper (or a confirmation) holds to it, so instances never wait on
  * each other and never expire a request twice. The partial index payment_requests_open_expiry serves it.
  */
-export async function expireDue(tx: Tx, now: string, limit: number): Promise<{ client_code: string; id: string; revision: number }[]> {
+export async function expireDue(
+  tx: Tx,
+  now: string,
+  limit: number,
+  /**
+   * Sandbox clocks (src/resources/sandbox-clock): `clientCode` expires only that client's requests (at its time,
+   * `now`); `realTimeOnly` leaves out the clients whose clock is stopped (their own pass expires them).
+   */
+  only: { clientCode?: string; realTimeOnly?: boolean } = {},
+): Promise<{ client_code: string; id: string; revision: number }[]> {
+  const filter = only.clientCode !== undefined ? 'AND r.client_code = $3' : only.realTimeOnly ? `AND ${onRealTime('r')}` : ''
   const rows = await tx.query<{ client_code: string; external_payment_request_id: string; revision: string }>(
     `UPDATE payment_requests p SET status = 'expired', revision = p.revision + 1, updated_at = $1
-       FROM (SELECT client_code, external_payment_request_id FROM payment_requests
-              WHERE status = 'open' AND expires_at <= $1
+       FROM (SELECT client_code, external_payment_request_id FROM payment_requests r
+              WHERE status = 'open' AND expires_at <= $1 ${filter}
               ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) due
       WHERE p.client_code = due.client_code AND p.external_payment_request_id = due.external_payment_request_id
       RETURNING p.client_code, p.external_payment_request_id, p.revision`,
-    [now, limit],
+    only.clientCode !== undefined ? [now, limit, only.clientCode] : [now, limit],
   )
   return rows.map((r) => ({ client_code: r.client_code, id: r.external_payment_request_id, revision: Number(r.revision) }))
 }

@@ -1,6 +1,7 @@
 import { holdsFromRow } from '../../domain/holds.ts'
 import { Problem } from '../../domain/problems.ts'
 import { lockIdentity } from '../../store/locks.ts'
+import { catchUpReceivable } from '../client-facts/store.ts'
 import { lockPaymentRequest, type PaymentRequestRow, setPaymentRequestStatus } from '../payment-requests/store.ts'
 import { findReceivable } from '../receivables/store.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
@@ -82,6 +83,9 @@ export async function recordOutcome(
   const receivableId = request.external_receivable_id
   await lockIdentity(tx, clientCode, 'receivable', receivableId)
   if (opts.refuseWhileHeld) {
+    // Its holds as they are now, client-wide changes the fan-out has not brought to it yet included.
+    const caughtUp = await catchUpReceivable(tx, clientCode, receivableId, now)
+    if (caughtUp) uow.appendChange(clientCode, caughtUp)
     const receivable = await findReceivable(tx, clientCode, receivableId)
     const holds = receivable ? holdsFromRow(receivable) : []
     if (holds.length > 0) throw recoveryHeld(holds)

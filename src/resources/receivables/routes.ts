@@ -46,7 +46,11 @@ export function receivableRoutes(deps: RouteDeps, receivables: ReceivableService
       responses: { 200: { schema: ReceivableResponse, description: 'The Receivable' } },
       problems: ['receivable_not_found'],
       public: true,
-      handler: async ({ clientCode, params }) => ({ status: 200, body: await receivables.get(clientCode, params.externalReceivableId) }),
+      oneRead: true,
+      handler: async ({ clientCode, params, db }) => ({
+        status: 200,
+        body: await receivables.get(clientCode, params.externalReceivableId, db),
+      }),
     }),
     defineRoute({
       method: 'GET',
@@ -75,8 +79,8 @@ export function receivableRoutes(deps: RouteDeps, receivables: ReceivableService
         responses: { 200: { schema: ReceivableResponse, description: 'The Receivable after the command' } },
         problems: ['receivable_not_found', 'receivable_state_conflict'],
         public: true,
-        handler: async ({ clientCode, grant, params, body: b }) =>
-          receivables.command(clientCode, grant, params.externalReceivableId, command, b as { effectiveAt: string; reason?: string }),
+        handler: async ({ clientCode, grant, params, body: b, slot }) =>
+          receivables.command(clientCode, grant, params.externalReceivableId, command, b as { effectiveAt: string; reason?: string }, slot),
       }),
     ),
   ]

@@ -6,11 +6,22 @@ import { fieldProblem, Problem, unknownReferences } from '../../domain/problems.
 import { isoNow } from '../../domain/time.ts'
 import type { Grant } from '../../http/auth.ts'
 import { decodeCursor, encodeCursor } from '../../http/common-schemas.ts'
+import type { SlotRelease } from '../../http/route.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
 import type { BookStore } from '../book/store.ts'
 import type { CustomerStore } from '../customers/store.ts'
-import { defineOperation, executeWrite, type OperationContext, type RouteDeps, type WriteOperation } from '../operations.ts'
+import {
+  defineOperation,
+  executeWrite,
+  lockIdentities,
+  type OperationContext,
+  type RouteDeps,
+  runOne,
+  type SetOperation,
+  type SetOutcome,
+  type WriteOperation,
+} from '../operations.ts'
 import type { RestrictionRules } from '../recovery/restrictions.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import { CloseCommand, PauseCommand, ReceivableResponse, ReceivableWrite, ReopenCommand, ResumeCommand } from './schema.ts'
@@ -18,18 +29,22 @@ import {
   bumpRevision,
   findReceivable,
   findReceivableCore,
-  insertReceivableIfNew,
+  insertReceivablesIfNew,
   listReceivables,
   type ReceivableCore,
+  type ReceivableInsertResult,
   type ReceivableRow,
   type ReceivableStatus,
+  type ReceivableWriteItem,
   replaceReceivable,
+  replaceReceivables,
   setStatus,
 } from './store.ts'
 
 /** The database (reads, and each write's transaction), the clock, and what a Receivable write uses of other families. */
 export interface ReceivableServiceDeps extends RouteDeps {
-  customers: Pick<CustomerStore, 'existingCustomerIds'>
+  /** Unused since the set-based write (its one statement reads the responsible Customers); app.ts still passes it. */
+  customers?: Pick<CustomerStore, 'existingCustomerIds'>
   book: Pick<BookStore, 'releaseOmissions'>
   restrictions: Pick<RestrictionRules, 'suspendInstructionsOf' | 'suspendRestrictedInstructions' | 'syncRestrictions'>
 }
@@ -76,7 +91,6 @@ const COMMAND_BODIES = { pause: PauseCommand, resume: ResumeCommand, close: Clos
 
 export function createReceivableService(deps: ReceivableServiceDeps) {
   const { store, clock } = deps
-  const { existingCustomerIds } = deps.customers
   const { releaseOmissions } = deps.book
   const { suspendInstructionsOf, suspendRestrictedInstructions, syncRestrictions } = deps.restrictions
   const view = toReceivableResponse
@@ -87,83 +101,168 @@ export function createReceivableService(deps: ReceivableServiceDeps) {
     return view(row)
   }
 
+  function profileProblem(grant: Grant, body: ReceivableWrite): Problem | undefined {
+    const contextKey = PROFILE_CONTEXT[grant.industryProfile]
+    if (contextKey in body) return undefined
+    return new Problem('profile_mismatch', `The grant's industry profile ${grant.industryProfile} requires the ${contextKey} context.`, {
+      errors: [{ code: 'profile_mismatch', detail: `required by industry profile ${grant.industryProfile}`, pointer: `/${contextKey}` }],
+    })
+  }
+
+  /**
+   * The set-based Receivable PUT: one statement creates every new Receivable whose Customers exist and reads
+   * the existing ones (with their held omissions), the rules run in memory, and one statement replaces all the
+   * replaced ones. A retry that releases a held omission and a replace that changes restrictions are `fallback`
+   * (the per-record rules of `run`); a create with restrictions syncs them here, record by record.
+   */
+  const many: SetOperation<ReceivableWrite> = {
+    keys: (id, body) => ({
+      writes: [`receivable:${id}`],
+      reads: body.responsibleCustomers.map((c) => `customer:${c.externalCustomerId}`),
+    }),
+    async runMany(uow, { clientCode, grant, locked }, records, now) {
+      const { tx } = uow
+      const outcomes: SetOutcome[] = records.map((r) => {
+        const problem = profileProblem(grant, r.body)
+        return problem ? { problem } : { fallback: true }
+      })
+      const items: (ReceivableWriteItem & { index: number })[] = []
+      records.forEach((r, index) => {
+        if ('fallback' in (outcomes[index] as SetOutcome))
+          items.push({ index, id: r.id, body: r.body, amountMinor: toMinor(r.body.recoverableAmount.amount) })
+      })
+      if (items.length === 0) return outcomes
+      if (!locked)
+        await lockIdentities(
+          tx,
+          clientCode,
+          items.map((it) => ['receivable', it.id] as const),
+        )
+      const found = await insertReceivablesIfNew(tx, clientCode, items, now)
+      const replaces: (ReceivableWriteItem & { index: number; existing: ReceivableCore })[] = []
+      const read = (id: string) => () => readInTx(tx, clientCode, id)
+      for (const it of items) {
+        const { id, body, index } = it
+        const f = found.get(id) as ReceivableInsertResult
+        const ids = body.responsibleCustomers.map((c) => c.externalCustomerId)
+        if (f.knownCustomers.size < ids.length) {
+          outcomes[index] = {
+            problem: unknownReferences(
+              ids.flatMap((cid, i) =>
+                f.knownCustomers.has(cid) ? [] : [{ pointer: `/responsibleCustomers/${i}/externalCustomerId`, what: `Customer ${cid}` }],
+              ),
+            ),
+          }
+          continue
+        }
+        if (f.created) {
+          if (body.restrictions?.length) await syncRestrictions(tx, clientCode, 'receivable', id, body.restrictions)
+          uow.appendChange(clientCode, {
+            type: 'receivable.created',
+            resourceType: 'receivable',
+            resourceId: id,
+            revision: 1,
+            occurredAt: now,
+          })
+          outcomes[index] = { status: 201, body: read(id) }
+          continue
+        }
+        const decided = decideReplace(body, f.existing as ReceivableCore, f.heldOmission)
+        if (decided === 'replace') replaces.push({ ...it, existing: f.existing as ReceivableCore })
+        else if (decided === 'unchanged') outcomes[index] = { status: 200, body: read(id) }
+        else outcomes[index] = decided
+      }
+      const revisions = await replaceReceivables(tx, clientCode, replaces, now)
+      for (const { id, index } of replaces) {
+        uow.appendChange(clientCode, {
+          type: 'receivable.updated',
+          resourceType: 'receivable',
+          resourceId: id,
+          revision: revisions.get(id) as number,
+          occurredAt: now,
+        })
+        outcomes[index] = { status: 200, body: read(id) }
+      }
+      return outcomes
+    },
+  }
+
+  /** What a PUT of an existing Receivable does, decided in memory: the same rules, in the same order, as `run`. */
+  function decideReplace(body: ReceivableWrite, existing: ReceivableCore, heldOmission: boolean): 'replace' | 'unchanged' | SetOutcome {
+    const current = Number(existing.source_revision)
+    if (body.sourceRevision === current && canonicalJson(body) === canonicalJson(existing.representation)) {
+      return heldOmission ? { fallback: true, state: existing } : 'unchanged'
+    }
+    if (body.sourceRevision <= current) {
+      return {
+        problem: new Problem(
+          'stale_source_revision',
+          `sourceRevision ${body.sourceRevision} is not newer than the Receivable's current source revision ${current}.`,
+          { extensions: { currentSourceRevision: current } },
+        ),
+      }
+    }
+    if (body.recoverableAmount.currency !== existing.currency) {
+      return {
+        problem: fieldProblem('/recoverableAmount/currency', 'custom', `must stay ${existing.currency}: a Receivable has one currency`),
+      }
+    }
+    const restrictionsChanged =
+      canonicalJson(sortRestrictions(body.restrictions)) !== canonicalJson(sortRestrictions(existing.representation.restrictions))
+    return restrictionsChanged ? { fallback: true, state: existing } : 'replace'
+  }
+
   const put = defineOperation({
     kind: 'receivable',
     scopes: ['receivables:write'],
     body: ReceivableWrite,
     response: ReceivableResponse,
     source: true,
-    async run(uow: UnitOfWork, { clientCode, grant, id }: OperationContext, body: ReceivableWrite) {
-      const { tx } = uow
-      const contextKey = PROFILE_CONTEXT[grant.industryProfile]
-      if (!(contextKey in body)) {
-        throw new Problem('profile_mismatch', `The grant's industry profile ${grant.industryProfile} requires the ${contextKey} context.`, {
-          errors: [
-            { code: 'profile_mismatch', detail: `required by industry profile ${grant.industryProfile}`, pointer: `/${contextKey}` },
-          ],
-        })
-      }
-      await lockIdentity(tx, clientCode, 'receivable', id)
+    many,
+    /** A list of one through `many`; what it does not do set-based runs the per-record rules (`single`). */
+    run(uow: UnitOfWork, ctx: OperationContext, body: ReceivableWrite) {
       const now = isoNow(clock)
-      const amount = toMinor(body.recoverableAmount.amount)
-      const { created, knownCustomers, existing: found } = await insertReceivableIfNew(tx, clientCode, id, body, amount, now)
-      if (knownCustomers < body.responsibleCustomers.length) {
-        const ids = body.responsibleCustomers.map((c) => c.externalCustomerId)
-        const known = await existingCustomerIds(tx, clientCode, ids)
-        throw unknownReferences(
-          ids.flatMap((cid, i) =>
-            known.has(cid) ? [] : [{ pointer: `/responsibleCustomers/${i}/externalCustomerId`, what: `Customer ${cid}` }],
-          ),
-        )
-      }
-      if (created) {
-        if (body.restrictions?.length) await syncRestrictions(tx, clientCode, 'receivable', id, body.restrictions)
-        uow.appendChange(clientCode, {
-          type: 'receivable.created',
-          resourceType: 'receivable',
-          resourceId: id,
-          revision: 1,
-          occurredAt: now,
-        })
-        return { status: 201 as const, body: () => readInTx(tx, clientCode, id) }
-      }
-      const existing = found as ReceivableCore
-      const current = Number(existing.source_revision)
-      if (body.sourceRevision === current && canonicalJson(body) === canonicalJson(existing.representation)) {
-        // The Source wrote it again: a complete-book omission is released (a change of holds).
-        if (await releaseOmissions(tx, clientCode, [id], now)) {
-          await bumpAndRecord(uow, clientCode, id, now)
-        }
-        return { status: 200 as const, body: () => readInTx(tx, clientCode, id) }
-      }
-      if (body.sourceRevision <= current) {
-        throw new Problem(
-          'stale_source_revision',
-          `sourceRevision ${body.sourceRevision} is not newer than the Receivable's current source revision ${current}.`,
-          { extensions: { currentSourceRevision: current } },
-        )
-      }
-      if (body.recoverableAmount.currency !== existing.currency) {
-        throw fieldProblem('/recoverableAmount/currency', 'custom', `must stay ${existing.currency}: a Receivable has one currency`)
-      }
-      // The replace releases a held complete-book omission too (a change of holds its own revision carries).
-      await replaceReceivable(tx, clientCode, id, body, amount, now)
-      // Its own revision moved with the replace and carries the change of its holds; a restriction raised
-      // here still suspends its instruction.
-      const restrictionsChanged =
-        canonicalJson(sortRestrictions(body.restrictions)) !== canonicalJson(sortRestrictions(existing.representation.restrictions))
-      if (restrictionsChanged && (await syncRestrictions(tx, clientCode, 'receivable', id, body.restrictions ?? [])))
-        await suspendRestrictedInstructions(tx, clientCode, [id], now)
-      uow.appendChange(clientCode, {
-        type: 'receivable.updated',
-        resourceType: 'receivable',
-        resourceId: id,
-        revision: Number(existing.revision) + 1,
-        occurredAt: now,
-      })
-      return { status: 200 as const, body: () => readInTx(tx, clientCode, id) }
+      return runOne(many, uow, ctx, body, now, (existing) => single(uow, ctx, body, existing as ReceivableCore, now))
     },
   })
+
+  /**
+   * The per-record rules of a PUT of an existing Receivable that `many` does not do set-based (its `fallback`,
+   * with the row it read and the identity it locked): a retry that releases a held omission, and a replace that
+   * changes restrictions.
+   */
+  async function single(
+    uow: UnitOfWork,
+    { clientCode, id }: OperationContext,
+    body: ReceivableWrite,
+    existing: ReceivableCore,
+    now: string,
+  ) {
+    const { tx } = uow
+    const current = Number(existing.source_revision)
+    if (body.sourceRevision === current && canonicalJson(body) === canonicalJson(existing.representation)) {
+      // The Source wrote it again: a complete-book omission is released (a change of holds).
+      if (await releaseOmissions(tx, clientCode, [id], now)) {
+        await bumpAndRecord(uow, clientCode, id, now)
+      }
+      return { status: 200 as const, body: () => readInTx(tx, clientCode, id) }
+    }
+    // The replace releases a held complete-book omission too (a change of holds its own revision carries).
+    const amount = toMinor(body.recoverableAmount.amount)
+    await replaceReceivable(tx, clientCode, id, body, amount, now)
+    // Its own revision moved with the replace and carries the change of its holds; a restriction raised
+    // here still suspends its instruction.
+    if (await syncRestrictions(tx, clientCode, 'receivable', id, body.restrictions ?? []))
+      await suspendRestrictedInstructions(tx, clientCode, [id], now)
+    uow.appendChange(clientCode, {
+      type: 'receivable.updated',
+      resourceType: 'receivable',
+      resourceId: id,
+      revision: Number(existing.revision) + 1,
+      occurredAt: now,
+    })
+    return { status: 200 as const, body: () => readInTx(tx, clientCode, id) }
+  }
 
   async function bumpAndRecord(uow: UnitOfWork, clientCode: string, id: string, now: string) {
     const revision = await bumpRevision(uow.tx, clientCode, id, now)
@@ -218,8 +317,8 @@ export function createReceivableService(deps: ReceivableServiceDeps) {
     readInTx,
     view,
 
-    get(clientCode: string, id: string) {
-      return readInTx(store, clientCode, id)
+    get(clientCode: string, id: string, db: Queryable = store) {
+      return readInTx(db, clientCode, id)
     },
 
     async list(clientCode: string, q: { cursor?: string | undefined; limit: number; status?: ReceivableStatus | undefined }) {
@@ -237,8 +336,15 @@ export function createReceivableService(deps: ReceivableServiceDeps) {
     commands,
 
     /** pause, resume, close, reopen: the command's write operation in its own transaction. */
-    command(clientCode: string, grant: Grant, id: string, command: LifecycleCommand, body: { effectiveAt: string; reason?: string }) {
-      return executeWrite(deps, commands[command], { clientCode, grant, id }, body)
+    command(
+      clientCode: string,
+      grant: Grant,
+      id: string,
+      command: LifecycleCommand,
+      body: { effectiveAt: string; reason?: string },
+      slot?: SlotRelease,
+    ) {
+      return executeWrite(deps, commands[command], { clientCode, grant, id }, body, slot)
     },
   }
 }

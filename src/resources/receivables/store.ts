@@ -1,7 +1,13 @@
 import { holdColumns, holdsFromRow } from '../../domain/holds.ts'
-import type { Queryable, Tx } from '../../store/store.ts'
+import type { Queryable, QueryOptions, Tx } from '../../store/store.ts'
 import type { ChangeInput } from '../changes/store.ts'
 import type { ReceivableWrite } from './schema.ts'
+
+/**
+ * The write path's statements whose text never varies are prepared by name on each PostgreSQL connection
+ * (`QueryOptions.prepared`): planned once per connection instead of at every run (docs/performance.md).
+ */
+const PREPARED: QueryOptions = { prepared: true }
 
 export type ReceivableStatus = 'active' | 'paused' | 'closed'
 
@@ -31,7 +37,9 @@ function select() {
 }
 
 export async function findReceivable(db: Queryable, clientCode: string, id: string): Promise<ReceivableRow | undefined> {
-  return (await db.query<ReceivableRow>(`${select()} WHERE r.client_code = $1 AND r.external_receivable_id = $2`, [clientCode, id]))[0]
+  return (
+    await db.query<ReceivableRow>(`${select()} WHERE r.client_code = $1 AND r.external_receivable_id = $2`, [clientCode, id], PREPARED)
+  )[0]
 }
 
 /** The stored row without holds: for rules that need only the Receivable's own columns (cheap). */
@@ -117,6 +125,170 @@ export async function insertReceivableIfNew(
   )
   const row = rows[0]
   return { created: row?.created === 1, knownCustomers: row?.known ?? 0, existing: row?.existing ?? undefined }
+}
+
+/** One Receivable write of a set-based run: its identity, its body, the declared balance in minor units. */
+export interface ReceivableWriteItem {
+  id: string
+  body: ReceivableWrite
+  amountMinor: bigint
+}
+
+/** What `insertReceivablesIfNew` found or did for one Receivable. */
+export interface ReceivableInsertResult {
+  created: boolean
+  /** Which of its responsible Customers exist (the caller reports the missing ones). */
+  knownCustomers: Set<string>
+  /** The Receivable's own columns when it existed before the statement. */
+  existing: ReceivableCore | undefined
+  /** An existing Receivable has a held complete-book omission (a retry of it releases it: a change of holds). */
+  heldOmission: boolean
+}
+
+/**
+ * `insertReceivableIfNew` for many Receivables in one statement (distinct identities): each one that does not
+ * exist and whose responsible Customers all exist is created with its Customer links; every one is returned
+ * with its known Customers, its existing row's own columns and whether it has a held omission.
+ */
+export async function insertReceivablesIfNew(
+  tx: Tx,
+  clientCode: string,
+  items: readonly ReceivableWriteItem[],
+  now: string,
+): Promise<Map<string, ReceivableInsertResult>> {
+  const links = items.flatMap((it) => it.body.responsibleCustomers.map((c) => [it.id, c.externalCustomerId, c.role] as const))
+  const rows = await tx.query<{ id: string; created: boolean; known: string[] | null; existing: ReceivableCore | null; held: boolean }>(
+    `WITH input AS (
+       SELECT * FROM unnest($2::text[], $3::bigint[], $4::text[], $5::bigint[], $6::text[], $7::int[])
+                  AS t(id, source_revision, currency, amount, representation, wanted)),
+     link AS (SELECT * FROM unnest($8::text[], $9::text[], $10::text[]) AS t(id, customer, role)),
+     known AS (
+       SELECT l.id, array_agg(DISTINCT c.external_customer_id) AS ids, count(DISTINCT c.external_customer_id)::int AS n
+         FROM link l JOIN customers c ON c.client_code = $1 AND c.external_customer_id = l.customer GROUP BY l.id),
+     r AS (
+       INSERT INTO receivables (client_code, external_receivable_id, revision, status, source_revision, currency, source_amount_minor,
+                                representation, created_at, updated_at)
+       SELECT $1, i.id, 1, 'active', i.source_revision, i.currency, i.amount, i.representation::jsonb, $11, $11
+         FROM input i LEFT JOIN known k ON k.id = i.id WHERE COALESCE(k.n, 0) = i.wanted
+       ON CONFLICT (client_code, external_receivable_id) DO NOTHING
+       RETURNING external_receivable_id),
+     rc AS (
+       INSERT INTO receivable_customers (client_code, external_customer_id, external_receivable_id, role)
+       SELECT $1, l.customer, l.id, l.role FROM link l JOIN r ON r.external_receivable_id = l.id)
+     SELECT i.id, r.external_receivable_id IS NOT NULL AS created, k.ids AS known,
+            CASE WHEN e.external_receivable_id IS NULL THEN NULL ELSE
+              json_build_object('external_receivable_id', e.external_receivable_id, 'revision', e.revision::text,
+                'status', e.status, 'source_revision', e.source_revision::text, 'currency', e.currency,
+                'source_amount_minor', e.source_amount_minor::text, 'representation', e.representation) END AS existing,
+            e.external_receivable_id IS NOT NULL AND EXISTS (
+              SELECT 1 FROM book_omissions o
+               WHERE o.client_code = $1 AND o.external_receivable_id = i.id AND o.released_at IS NULL) AS held
+       FROM input i
+       LEFT JOIN r ON r.external_receivable_id = i.id
+       LEFT JOIN known k ON k.id = i.id
+       LEFT JOIN receivables e ON e.client_code = $1 AND e.external_receivable_id = i.id`,
+    [
+      clientCode,
+      items.map((it) => it.id),
+      items.map((it) => it.body.sourceRevision),
+      items.map((it) => it.body.recoverableAmount.currency),
+      items.map((it) => it.amountMinor.toString()),
+      items.map((it) => JSON.stringify(it.body)),
+      items.map((it) => it.body.responsibleCustomers.length),
+      links.map((l) => l[0]),
+      links.map((l) => l[1]),
+      links.map((l) => l[2]),
+      now,
+    ],
+    PREPARED,
+  )
+  return new Map(
+    rows.map((r) => [
+      r.id,
+      { created: r.created, knownCustomers: new Set(r.known ?? []), existing: r.existing ?? undefined, heldOmission: r.held },
+    ]),
+  )
+}
+
+/**
+ * `replaceReceivable` for many Receivables in one statement (distinct identities): new representations and
+ * source amounts, the responsible Customers follow each body, held omissions released. Returns the new revisions.
+ */
+export async function replaceReceivables(
+  tx: Tx,
+  clientCode: string,
+  items: readonly ReceivableWriteItem[],
+  now: string,
+): Promise<Map<string, number>> {
+  if (items.length === 0) return new Map()
+  const links = items.flatMap((it) => it.body.responsibleCustomers.map((c) => [it.id, c.externalCustomerId, c.role] as const))
+  const rows = await tx.query<{ external_receivable_id: string; revision: string }>(
+    `WITH input AS (
+       SELECT * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::bigint[]) AS t(id, representation, source_revision, amount)),
+     link AS (SELECT * FROM unnest($6::text[], $7::text[], $8::text[]) AS t(id, customer, role)),
+     gone AS (
+       DELETE FROM receivable_customers rc USING input i
+        WHERE rc.client_code = $1 AND rc.external_receivable_id = i.id
+          AND NOT EXISTS (SELECT 1 FROM link l WHERE l.id = i.id AND l.customer = rc.external_customer_id)),
+     kept AS (
+       INSERT INTO receivable_customers (client_code, external_customer_id, external_receivable_id, role)
+       SELECT $1, l.customer, l.id, l.role FROM link l
+       ON CONFLICT (client_code, external_customer_id, external_receivable_id) DO UPDATE SET role = EXCLUDED.role),
+     released AS (
+       UPDATE book_omissions o SET released_at = $9 FROM input i
+        WHERE o.client_code = $1 AND o.external_receivable_id = i.id AND o.released_at IS NULL)
+     UPDATE receivables r SET representation = i.representation::jsonb, source_revision = i.source_revision,
+            source_amount_minor = i.amount, revision = r.revision + 1, updated_at = $9
+       FROM input i WHERE r.client_code = $1 AND r.external_receivable_id = i.id
+     RETURNING r.external_receivable_id, r.revision`,
+    [
+      clientCode,
+      items.map((it) => it.id),
+      items.map((it) => JSON.stringify(it.body)),
+      items.map((it) => it.body.sourceRevision),
+      items.map((it) => it.amountMinor.toString()),
+      links.map((l) => l[0]),
+      links.map((l) => l[1]),
+      links.map((l) => l[2]),
+      now,
+    ],
+    PREPARED,
+  )
+  return new Map(rows.map((r) => [r.external_receivable_id, Number(r.revision)]))
+}
+
+/**
+ * A financial event moves each Receivable's source amount and source revision, for many Receivables in one
+ * statement (distinct identities). Returns the new revisions.
+ */
+export async function moveSourceAmounts(
+  tx: Tx,
+  clientCode: string,
+  moves: readonly { id: string; amountMinor: bigint; sourceRevision: number }[],
+  now: string,
+): Promise<Map<string, number>> {
+  if (moves.length === 0) return new Map()
+  const rows = await tx.query<{ external_receivable_id: string; revision: string }>(
+    `UPDATE receivables r SET source_amount_minor = m.amount, source_revision = m.source_revision, revision = r.revision + 1, updated_at = $5
+       FROM unnest($2::text[], $3::bigint[], $4::bigint[]) AS m(id, amount, source_revision)
+      WHERE r.client_code = $1 AND r.external_receivable_id = m.id
+     RETURNING r.external_receivable_id, r.revision`,
+    [clientCode, moves.map((m) => m.id), moves.map((m) => m.amountMinor.toString()), moves.map((m) => m.sourceRevision), now],
+    PREPARED,
+  )
+  return new Map(rows.map((r) => [r.external_receivable_id, Number(r.revision)]))
+}
+
+/** The own columns of these Receivables (one query), by identity. */
+export async function findReceivableCores(db: Queryable, clientCode: string, ids: readonly string[]): Promise<Map<string, ReceivableCore>> {
+  if (ids.length === 0) return new Map()
+  const rows = await db.query<ReceivableCore>(
+    `SELECT external_receivable_id, revision, status, source_revision, currency, source_amount_minor, representation
+       FROM receivables WHERE client_code = $1 AND external_receivable_id = ANY($2::text[])`,
+    [clientCode, ids],
+    PREPARED,
+  )
+  return new Map(rows.map((r) => [r.external_receivable_id, r]))
 }
 
 /**
@@ -221,6 +393,7 @@ export async function holdSnapshot(db: Queryable, clientCode: string, ids: reado
     `SELECT h.external_receivable_id, ${holdColumns()} FROM receivable_hold_facts h
       WHERE h.client_code = $1 AND h.external_receivable_id = ANY($2::text[])`,
     [clientCode, ids],
+    PREPARED,
   )
   return new Map(rows.map((r) => [r.external_receivable_id, holdsFromRow(r).join(',')]))
 }
@@ -253,9 +426,13 @@ export const receivableStore = {
   findReceivables,
   listReceivables,
   insertReceivableIfNew,
+  insertReceivablesIfNew,
   replaceReceivable,
+  replaceReceivables,
   setStatus,
   moveSourceAmount,
+  moveSourceAmounts,
+  findReceivableCores,
   bumpReceivableRevisions,
   holdSnapshot,
   bumpRevision,

@@ -23,7 +23,8 @@ export function reconciliationRoutes(reconciliations: ReconciliationService): Ro
       },
       problems: ['payment_reconciliation_conflict', 'payment_not_confirmed'],
       public: true,
-      handler: async ({ clientCode, grant, params, body }) => reconciliations.put(clientCode, grant, params.externalReconciliationId, body),
+      handler: async ({ clientCode, grant, params, body, slot }) =>
+        reconciliations.put(clientCode, grant, params.externalReconciliationId, body, slot),
     }),
     defineRoute({
       method: 'GET',
@@ -55,8 +56,8 @@ export function reconciliationRoutes(reconciliations: ReconciliationService): Ro
       responses: { 200: { schema: ReconciliationResponse, description: 'Resolved, or an identical retry' } },
       problems: ['payment_reconciliation_not_found', 'reconciliation_not_held', 'matching_evidence_incomplete'],
       public: true,
-      handler: async ({ clientCode, grant, params, body }) =>
-        reconciliations.resolve(clientCode, grant, params.externalReconciliationId, body),
+      handler: async ({ clientCode, grant, params, body, slot }) =>
+        reconciliations.resolve(clientCode, grant, params.externalReconciliationId, body, slot),
     }),
   ]
 }

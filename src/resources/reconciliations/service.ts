@@ -3,6 +3,7 @@ import { describeMoney, money, toMinor } from '../../domain/money.ts'
 import { type FieldError, Problem, unknownReferences } from '../../domain/problems.ts'
 import { isoNow } from '../../domain/time.ts'
 import type { Grant } from '../../http/auth.ts'
+import type { SlotRelease } from '../../http/route.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
 import { defineOperation, executeWrite, type OperationContext, type RouteDeps } from '../operations.ts'
@@ -298,11 +299,11 @@ export function createReconciliationService(deps: ReconciliationServiceDeps) {
   return {
     putOperation,
     resolveOperation,
-    put(clientCode: string, grant: Grant, id: string, body: ReconciliationWrite) {
-      return executeWrite(deps, putOperation, { clientCode, grant, id }, body)
+    put(clientCode: string, grant: Grant, id: string, body: ReconciliationWrite, slot?: SlotRelease) {
+      return executeWrite(deps, putOperation, { clientCode, grant, id }, body, slot)
     },
-    resolve(clientCode: string, grant: Grant, id: string, body: ResolutionWrite) {
-      return executeWrite(deps, resolveOperation, { clientCode, grant, id }, body)
+    resolve(clientCode: string, grant: Grant, id: string, body: ResolutionWrite, slot?: SlotRelease) {
+      return executeWrite(deps, resolveOperation, { clientCode, grant, id }, body, slot)
     },
     async get(clientCode: string, id: string) {
       const row = await findReconciliation(store, clientCode, id)

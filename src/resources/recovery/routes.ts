@@ -29,7 +29,8 @@ export function recoveryRoutes(recovery: RecoveryService): RouteDef[] {
         'source_restriction_active',
       ],
       public: true,
-      handler: async ({ clientCode, grant, params, body }) => recovery.put(clientCode, grant, params.externalInstructionId, body),
+      handler: async ({ clientCode, grant, params, body, slot }) =>
+        recovery.put(clientCode, grant, params.externalInstructionId, body, slot),
     }),
     defineRoute({
       method: 'GET',

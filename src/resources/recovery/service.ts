@@ -2,6 +2,7 @@ import { holdsFromRow } from '../../domain/holds.ts'
 import { Problem, unknownReferences } from '../../domain/problems.ts'
 import { isoNow } from '../../domain/time.ts'
 import type { Grant } from '../../http/auth.ts'
+import type { SlotRelease } from '../../http/route.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
 import { defineOperation, executeWrite, type OperationContext, type RouteDeps } from '../operations.ts'
@@ -125,8 +126,8 @@ export function createRecoveryService(deps: RecoveryServiceDeps) {
 
   return {
     putOperation,
-    put(clientCode: string, grant: Grant, id: string, body: InstructionWrite) {
-      return executeWrite(deps, putOperation, { clientCode, grant, id }, body)
+    put(clientCode: string, grant: Grant, id: string, body: InstructionWrite, slot?: SlotRelease) {
+      return executeWrite(deps, putOperation, { clientCode, grant, id }, body, slot)
     },
     async get(clientCode: string, id: string) {
       const row = await findInstruction(store, clientCode, id)

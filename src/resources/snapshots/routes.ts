@@ -21,7 +21,7 @@ export function snapshotRoutes(snapshots: SnapshotService): RouteDef[] {
       },
       problems: ['feed_mode_mismatch', 'snapshot_out_of_order', 'snapshot_conflict'],
       public: true,
-      handler: async ({ clientCode, grant, params, body }) => snapshots.put(clientCode, grant, params.externalSnapshotId, body),
+      handler: async ({ clientCode, grant, params, body, slot }) => snapshots.put(clientCode, grant, params.externalSnapshotId, body, slot),
     }),
     defineRoute({
       method: 'GET',
@@ -34,7 +34,11 @@ export function snapshotRoutes(snapshots: SnapshotService): RouteDef[] {
       responses: { 200: { schema: BalanceSnapshot, description: 'The snapshot' } },
       problems: ['financial_event_not_found'],
       public: true,
-      handler: async ({ clientCode, params }) => ({ status: 200, body: await snapshots.get(clientCode, params.externalSnapshotId) }),
+      oneRead: true,
+      handler: async ({ clientCode, params, db }) => ({
+        status: 200,
+        body: await snapshots.get(clientCode, params.externalSnapshotId, db),
+      }),
     }),
   ]
 }

@@ -3,7 +3,9 @@ import { toMinor } from '../../domain/money.ts'
 import { fieldProblem, Problem } from '../../domain/problems.ts'
 import { isoNow } from '../../domain/time.ts'
 import type { Grant } from '../../http/auth.ts'
+import type { SlotRelease } from '../../http/route.ts'
 import { lockIdentity } from '../../store/locks.ts'
+import type { Queryable } from '../../store/store.ts'
 import type { BookStore } from '../book/store.ts'
 import { defineOperation, executeWrite, type OperationContext, type RouteDeps } from '../operations.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
@@ -121,12 +123,12 @@ export function createSnapshotService(deps: SnapshotServiceDeps) {
 
   return {
     putOperation,
-    put(clientCode: string, grant: Grant, id: string, body: BalanceSnapshotWrite) {
-      return executeWrite(deps, putOperation, { clientCode, grant, id }, body)
+    put(clientCode: string, grant: Grant, id: string, body: BalanceSnapshotWrite, slot?: SlotRelease) {
+      return executeWrite(deps, putOperation, { clientCode, grant, id }, body, slot)
     },
 
-    async get(clientCode: string, id: string) {
-      const row = await findSnapshot(store, clientCode, id)
+    async get(clientCode: string, id: string, db: Queryable = store) {
+      const row = await findSnapshot(db, clientCode, id)
       if (!row) throw new Problem('financial_event_not_found', `No balance snapshot ${id} for this client.`)
       return view(row)
     },

@@ -36,7 +36,7 @@ export function webhookRoutes(webhooks: WebhookService): RouteDef[] {
       },
       problems: ['webhook_destination_unsafe'],
       public: true,
-      handler: async ({ grant, body }) => webhooks.put(grant, body.url),
+      handler: async ({ grant, body, slot }) => webhooks.put(grant, body.url, slot),
     }),
     defineRoute({
       method: 'GET',
@@ -64,7 +64,7 @@ export function webhookRoutes(webhooks: WebhookService): RouteDef[] {
       responses: { 200: { schema: WebhookEndpointWithSecret, description: 'The new secret, shown this once' } },
       problems: ['webhook_endpoint_not_found'],
       public: true,
-      handler: async ({ grant }) => ({ status: 200, body: await webhooks.rotateSecret(grant) }),
+      handler: async ({ grant, slot }) => ({ status: 200, body: await webhooks.rotateSecret(grant, slot) }),
     }),
     defineRoute({
       method: 'POST',
@@ -78,7 +78,7 @@ export function webhookRoutes(webhooks: WebhookService): RouteDef[] {
       responses: { 200: { schema: WebhookEndpoint, description: 'Disabled' } },
       problems: ['webhook_endpoint_not_found'],
       public: true,
-      handler: async ({ grant }) => ({ status: 200, body: await webhooks.disable(grant) }),
+      handler: async ({ grant, slot }) => ({ status: 200, body: await webhooks.disable(grant, slot) }),
     }),
     defineRoute({
       method: 'GET',
@@ -108,7 +108,7 @@ export function webhookRoutes(webhooks: WebhookService): RouteDef[] {
       responses: { 202: { schema: WebhookDelivery, description: 'Queued' } },
       problems: ['webhook_endpoint_not_found', 'webhook_delivery_not_found', 'webhook_endpoint_disabled'],
       public: true,
-      handler: async ({ grant, params }) => ({ status: 202, body: await webhooks.retry(grant, params.deliveryId) }),
+      handler: async ({ grant, params, slot }) => ({ status: 202, body: await webhooks.retry(grant, params.deliveryId, slot) }),
     }),
     defineRoute({
       method: 'POST',
@@ -124,7 +124,7 @@ export function webhookRoutes(webhooks: WebhookService): RouteDef[] {
       responses: { 202: { schema: ReplayResult, description: 'Queued' } },
       problems: ['webhook_endpoint_not_found', 'webhook_endpoint_disabled', 'cursor_expired'],
       public: true,
-      handler: async ({ grant, body }) => ({ status: 202, body: await webhooks.replay(grant, body.after) }),
+      handler: async ({ grant, body, slot }) => ({ status: 202, body: await webhooks.replay(grant, body.after, slot) }),
     }),
   ]
 }

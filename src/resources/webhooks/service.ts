@@ -5,6 +5,7 @@ import { type Clock, isoNow } from '../../domain/time.ts'
 import type { Grant } from '../../http/auth.ts'
 import { decodeCursor, encodeCursor } from '../../http/common-schemas.ts'
 import { checkDestination, type Resolver, UnsafeDestinationError } from '../../http/destination.ts'
+import { inRequestTransaction, NO_SLOT, type SlotRelease } from '../../http/route.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable, Store, Tx } from '../../store/store.ts'
 import { FEED_READ_SCOPES } from '../changes/service.ts'
@@ -134,7 +135,7 @@ export function createWebhookService({ store, clock, resolver, allowLoopback, se
 
   return {
     /** 201 with the signing secret on the first configuration; 200 after (re-enabling a disabled endpoint). */
-    async put(grant: Grant, url: string) {
+    async put(grant: Grant, url: string, slot: SlotRelease = NO_SLOT) {
       // Resolved before the transaction: a slow DNS answer never holds a database connection.
       try {
         await checkDestination(url, { allowLoopback, resolver })
@@ -147,7 +148,7 @@ export function createWebhookService({ store, clock, resolver, allowLoopback, se
         throw err
       }
       const k = await secretKey()
-      return store.transaction(async (tx) => {
+      return inRequestTransaction(store, slot, async (tx) => {
         const now = isoNow(clock)
         await lockIdentity(tx, grant.clientCode, 'webhook-endpoint', grant.integrationId)
         const row = await findEndpoint(tx, grant.clientCode, grant.integrationId, true)
@@ -185,9 +186,9 @@ export function createWebhookService({ store, clock, resolver, allowLoopback, se
       return view(await existing(store, grant))
     },
 
-    async rotateSecret(grant: Grant) {
+    async rotateSecret(grant: Grant, slot: SlotRelease = NO_SLOT) {
       const k = await secretKey()
-      return store.transaction(async (tx) => {
+      return inRequestTransaction(store, slot, async (tx) => {
         const now = isoNow(clock)
         const row = await existing(tx, grant, true)
         const aad = secretAad(grant.clientCode, grant.integrationId)
@@ -207,8 +208,8 @@ export function createWebhookService({ store, clock, resolver, allowLoopback, se
       })
     },
 
-    async disable(grant: Grant) {
-      return store.transaction(async (tx) => {
+    async disable(grant: Grant, slot: SlotRelease = NO_SLOT) {
+      return inRequestTransaction(store, slot, async (tx) => {
         const now = isoNow(clock)
         const row = await existing(tx, grant, true)
         if (row.status === 'enabled') {
@@ -238,8 +239,8 @@ export function createWebhookService({ store, clock, resolver, allowLoopback, se
     },
 
     /** Queues one delivery again now, in a new round of the retry schedule. */
-    async retry(grant: Grant, deliveryId: string) {
-      return store.transaction(async (tx) => {
+    async retry(grant: Grant, deliveryId: string, slot: SlotRelease = NO_SLOT) {
+      return inRequestTransaction(store, slot, async (tx) => {
         await enabledEndpoint(tx, grant)
         const row = await findDelivery(tx, grant.clientCode, grant.integrationId, deliveryId)
         if (!row) throw new Problem('webhook_delivery_not_found', `No webhook delivery ${deliveryId} for this endpoint.`)
@@ -251,10 +252,10 @@ export function createWebhookService({ store, clock, resolver, allowLoopback, se
     },
 
     /** Queues again every notification after a change-feed cursor (of the types the grant may read). */
-    async replay(grant: Grant, after: string) {
+    async replay(grant: Grant, after: string, slot: SlotRelease = NO_SLOT) {
       const cursor = decodeCursor(after, Cursor)
       if (!cursor) throw fieldProblem('/after', 'invalid_format', 'is not a cursor the change feed returned')
-      return store.transaction(async (tx) => {
+      return inRequestTransaction(store, slot, async (tx) => {
         const endpoint = await enabledEndpoint(tx, grant)
         if (BigInt(cursor.s) < (await feedPurgedThrough(tx, grant.clientCode))) {
           throw new Problem(

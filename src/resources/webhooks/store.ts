@@ -291,15 +291,20 @@ export async function deriveDeliveries(
 }
 
 /** Endpoints with deliveries due now and not leased. */
-export async function dueEndpoints(db: Queryable, now: string, limit: number) {
+/**
+ * Endpoints with a delivery due at `now` whose lease (if any) expired at `leaseNow` (real time: leases
+ * coordinate processes). With `clocked`, a client whose sandbox clock is stopped is due at its clock's time.
+ */
+export async function dueEndpoints(db: Queryable, now: string, limit: number, opts: { leaseNow?: string; clocked?: boolean } = {}) {
+  const dueAt = opts.clocked ? 'COALESCE((SELECT sc.frozen_at FROM sandbox_clocks sc WHERE sc.client_code = e.client_code), $1)' : '$1'
   return db.query<{ client_code: string; integration_id: string }>(
     `SELECT e.client_code, e.integration_id FROM webhook_endpoints e
       WHERE e.status = 'enabled' AND EXISTS (
         SELECT 1 FROM webhook_deliveries d
          WHERE d.client_code = e.client_code AND d.integration_id = e.integration_id AND d.status = 'pending'
-           AND d.next_attempt_at <= $1 AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= $1))
+           AND d.next_attempt_at <= ${dueAt} AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= $3))
       LIMIT $2`,
-    [now, limit],
+    [now, limit, opts.leaseNow ?? now],
   )
 }
 
@@ -310,19 +315,20 @@ export async function dueEndpoints(db: Queryable, now: string, limit: number) {
  */
 export async function claimDeliveries(
   db: Queryable,
-  c: { clientCode: string; integrationId: string; token: string; now: string; leaseUntil: string; limit: number },
+  /** `now`: the client's time (due deliveries); `leaseNow`: real time (expired leases), `now` when omitted. */
+  c: { clientCode: string; integrationId: string; token: string; now: string; leaseNow?: string; leaseUntil: string; limit: number },
 ): Promise<DeliveryRow[]> {
   return db.query<DeliveryRow>(
     `WITH picked AS (
        SELECT delivery_id FROM webhook_deliveries
         WHERE client_code = $1 AND integration_id = $2 AND status = 'pending' AND next_attempt_at <= $4
-          AND (lease_expires_at IS NULL OR lease_expires_at <= $4)
+          AND (lease_expires_at IS NULL OR lease_expires_at <= $7)
         ORDER BY next_attempt_at, seq LIMIT $6
         FOR UPDATE SKIP LOCKED)
      UPDATE webhook_deliveries d SET lease_token = $3, lease_expires_at = $5
        FROM picked WHERE d.client_code = $1 AND d.integration_id = $2 AND d.delivery_id = picked.delivery_id
      RETURNING ${DELIVERY_COLUMNS.replace(/(\w+)/g, 'd.$1')}`,
-    [c.clientCode, c.integrationId, c.token, c.now, c.leaseUntil, c.limit],
+    [c.clientCode, c.integrationId, c.token, c.now, c.leaseUntil, c.limit, c.leaseNow ?? c.now],
   )
 }
 
@@ -404,4 +410,13 @@ export async function completeAttempts(
 /** Delivery records older than the retention period (attempts go with them). */
 export async function purgeDeliveries(db: Queryable, days: number): Promise<void> {
   await db.query(`DELETE FROM webhook_deliveries WHERE created_at < now() - make_interval(days => $1)`, [days])
+}
+
+/** One client's delivery records older than `days` at its time `now` (a sandbox clock). */
+export async function purgeClientDeliveries(db: Queryable, clientCode: string, now: string, days: number): Promise<void> {
+  await db.query(`DELETE FROM webhook_deliveries WHERE client_code = $1 AND created_at < $2::timestamptz - make_interval(days => $3)`, [
+    clientCode,
+    now,
+    days,
+  ])
 }

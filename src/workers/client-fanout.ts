@@ -1,0 +1,186 @@
+import {
+  advanceReceivables,
+  claimFanout,
+  fanoutDue,
+  fanoutPending,
+  receivablesBehind,
+  recordFanoutFailure,
+  saveFanoutProgress,
+} from '../resources/client-facts/store.ts'
+import { UnitOfWork } from '../resources/unit-of-work.ts'
+import type { Store } from '../store/store.ts'
+
+/**
+ * The client fan-out: after a client-wide change recorded its fact (a collection toggle, a freshness flip;
+ * src/resources/client-facts/store.ts), gives every Receivable of the client its new revision and its
+ * `receivable.updated` event, in chunks. Guarantees:
+ *
+ * - **Exactly once.** A Receivable is taken only while its `client_fact_seq` is below the pass's target, and
+ *   the same statement that gives it the new revision sets it to the target; its event is written in the same
+ *   transaction. A Receivable a write gave a newer revision after the fact was brought up to date by that
+ *   write (UnitOfWork flush) and is skipped.
+ * - **Bounded chunks, in feed order.** Each chunk is one transaction: at most `chunkSize` Receivables, in id
+ *   order after the pass's cursor, their events appended to the feed in that order; facts of one client are
+ *   reached in the order they were recorded (a pass targets the client's last fact when it starts; facts
+ *   recorded meanwhile are the next pass's).
+ * - **Crash-safe, any number of instances.** A chunk claims its client's fan-out row with FOR UPDATE SKIP LOCKED
+ *   for its transaction, and commits its progress (cursor, count) with its revisions and events: a killed
+ *   worker's open chunk rolls back and its row lock ends with its connection; any instance resumes at the
+ *   last committed cursor. Two workers never run one client's chunks at once; they share clients.
+ * - Receivables a write holds locked when a chunk reaches them are skipped (SKIP LOCKED: a fan-out never waits
+ *   on a request, so it cannot deadlock with one); the pass is repeated for those still behind once it ends.
+ * - A chunk that fails is counted in `client_fanouts.failed_attempts`, kept in `last_error`, and retried after
+ *   1 s, 2 s, 4 s ... at most 5 minutes.
+ */
+export interface ClientFanoutOptions {
+  store: Store
+  /** Receivables per chunk transaction (default 500). */
+  chunkSize?: number
+  /** How often an idle worker looks for work another instance recorded (default 1 s). */
+  pollMs?: number
+  /** How long a pass waits before revisiting Receivables that writes held locked (default 200 ms). */
+  revisitMs?: number
+  onError?: (err: unknown) => void
+}
+
+export const DEFAULT_FANOUT_CHUNK_SIZE = 500
+
+export function createClientFanout(opts: ClientFanoutOptions) {
+  const { store } = opts
+  const chunkSize = opts.chunkSize ?? DEFAULT_FANOUT_CHUNK_SIZE
+  const pollMs = opts.pollMs ?? 1000
+  const revisitMs = opts.revisitMs ?? 200
+  if (!Number.isInteger(chunkSize) || chunkSize < 1) throw new Error(`chunkSize must be a positive integer, not ${chunkSize}`)
+  let loop: Promise<void> | undefined
+  let stopped = true
+  let wakeUp: (() => void) | null = null
+
+  /**
+   * One chunk of one client's fan-out (any due client, or only `clientCode`), in one transaction. Returns the
+   * client it worked on, or undefined when nothing was due.
+   */
+  async function runChunk(clientCode?: string, opt: { rethrow?: boolean } = {}): Promise<string | undefined> {
+    let claimed: string | undefined
+    try {
+      return await store.transaction(async (tx) => {
+        const f = await claimFanout(tx, clientCode)
+        if (!f) return undefined
+        claimed = f.client_code
+        const done = Number(f.done_seq)
+        let target = Number(f.target_seq)
+        let afterId = f.after_id ?? ''
+        let reached = Number(f.reached)
+        if (target <= done) {
+          // A new pass, to the client's last fact now.
+          target = Number(f.last_seq)
+          afterId = ''
+          reached = 0
+        }
+        const at = f.target_recorded_at ?? new Date().toISOString()
+        const uow = new UnitOfWork(tx)
+        const { events, lastId } = await advanceReceivables(tx, f.client_code, afterId, target, chunkSize, at)
+        uow.appendChanges(f.client_code, events)
+        await uow.flush()
+        reached += events.length
+        if (events.length === chunkSize) {
+          await saveFanoutProgress(tx, f.client_code, { targetSeq: target, afterId: lastId ?? afterId, reached })
+        } else if ((await receivablesBehind(tx, f.client_code, target)) === 0) {
+          await saveFanoutProgress(tx, f.client_code, { targetSeq: target, afterId: null, reached, doneSeq: target })
+        } else {
+          // The end of the pass, with Receivables a write held locked: another pass shortly.
+          await saveFanoutProgress(tx, f.client_code, { targetSeq: target, afterId: '', reached, retryInMs: revisitMs })
+        }
+        return f.client_code
+      })
+    } catch (err) {
+      opts.onError?.(err)
+      if (claimed) {
+        const e = err as { code?: string; message?: string }
+        await recordFanoutFailure(store, claimed, e.code ? `SQLSTATE ${e.code}: ${e.message}` : String(e.message ?? err)).catch((e2) =>
+          opts.onError?.(e2),
+        )
+      }
+      if (opt.rethrow) throw err
+      // Worked, in the sense that the caller should look again (another client may be due).
+      return claimed
+    }
+  }
+
+  /** One chunk of any due client; true when one ran. */
+  async function runOnce(opt: { rethrow?: boolean } = {}): Promise<boolean> {
+    if (!(await fanoutDue(store))) return false
+    return (await runChunk(undefined, opt)) !== undefined
+  }
+
+  /**
+   * Runs chunks until no fan-out is left at all, waiting out a pass's revisit delay (tests and tools: the
+   * service uses start()). A chunk that fails is recorded as in the service and its error thrown here.
+   */
+  async function runUntilIdle(): Promise<void> {
+    for (;;) {
+      if (await runOnce({ rethrow: true })) continue
+      if (!(await fanoutPending(store))) return
+      await new Promise((r) => setTimeout(r, 20))
+    }
+  }
+
+  /** Runs one client's fan-out until every Receivable of it has reached its last fact (the sandbox clock). */
+  async function runClientUntilIdle(clientCode: string): Promise<void> {
+    for (;;) {
+      if ((await runChunk(clientCode, { rethrow: true })) !== undefined) continue
+      if (!(await fanoutPending(store, clientCode))) return
+      await new Promise((r) => setTimeout(r, 20))
+    }
+  }
+
+  async function run() {
+    while (!stopped) {
+      let worked = false
+      try {
+        worked = await runOnce()
+      } catch (err) {
+        opts.onError?.(err)
+      }
+      if (stopped) break
+      if (worked) {
+        // Let requests in between chunks (on PGlite they share the one backend).
+        await new Promise((r) => setImmediate(r))
+        continue
+      }
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, pollMs)
+        wakeUp = () => {
+          clearTimeout(timer)
+          resolve()
+        }
+      })
+      wakeUp = null
+    }
+  }
+
+  return {
+    chunkSize,
+    runOnce: () => runOnce(),
+    runChunk: (clientCode?: string) => runChunk(clientCode),
+    runUntilIdle,
+    runClientUntilIdle,
+    start() {
+      if (!stopped) return
+      stopped = false
+      loop = run()
+    },
+    /** A fact was just recorded in this process: look now rather than at the next poll. */
+    wake() {
+      wakeUp?.()
+    },
+    /** Stops after the chunk in flight (it commits or rolls back whole). */
+    async stop() {
+      stopped = true
+      wakeUp?.()
+      await loop
+      loop = undefined
+    },
+  }
+}
+
+export type ClientFanout = ReturnType<typeof createClientFanout>
