@@ -389,6 +389,8 @@ export function buildServer(deps: HttpDeps, routes: RouteDef[]): FastifyInstance
     deferred.done = true
     const outcome = await deps.gate.enter(deferred.req)
     if (outcome.caller) state.lease = outcome.lease
+    // Closed meanwhile: its 'close' found no slot to give back.
+    if (state.closed) void releaseSlot(state)
     admit(def, request, reply, state, outcome)
   }
 
