@@ -16,9 +16,11 @@ export type Row = Record<string, unknown>
 export interface QueryOptions {
   /**
    * Prepare the statement by name on each connection, so PostgreSQL parses and plans it once per connection
-   * instead of at every run. Only for the few statements every request runs whose text never varies (the
-   * request gate, a slot's release, a one-read route's read): named statements stay on the connection for its
-   * life. The embedded store ignores it.
+   * instead of at every run. Only for statements whose text never varies and that run all the time: the request
+   * path's (the gate, a slot's release, a one-read route's read) and the set-based write path's (arrays through
+   * `unnest`/`ANY`, so one text for any number of records). Named statements stay on the connection for its life,
+   * so the set is bounded; a statement whose generic plan turned out slower than a fresh one (the feed insert) is
+   * left unprepared. The embedded store ignores it.
    */
   prepared?: boolean
 }

@@ -66,7 +66,7 @@ describe('a start that fails', () => {
         '  PORT: Invalid input: expected number, received NaN. Fix: set PORT to a whole number from 0 to 65535, or unset it for 8080.',
         '  SERVICE_ENVIRONMENT: Invalid option: expected one of "sandbox"|"production". Fix: set SERVICE_ENVIRONMENT to sandbox or production.',
         '  ADMIN_TOKEN: is shorter than 24 characters. Fix: set ADMIN_TOKEN to a random string of at least 24 characters (for example the output of `openssl rand -hex 24`), or unset it to have one generated at first start.',
-        '  BATCH_CHUNK_SIZE: Too small: expected number to be >=1. Fix: set BATCH_CHUNK_SIZE to a whole number from 1 to 100, or unset it for 50.',
+        '  BATCH_CHUNK_SIZE: Too small: expected number to be >=1. Fix: set BATCH_CHUNK_SIZE to a whole number from 1 to 100, or unset it for 100.',
       ].join('\n'),
     )
   })

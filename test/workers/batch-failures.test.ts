@@ -327,7 +327,7 @@ describe('rules', () => {
       (err: unknown) =>
         err instanceof ConfigError &&
         err.problems.length === 1 &&
-        err.problems[0]?.fix === 'set BATCH_CHUNK_SIZE to a whole number from 1 to 100, or unset it for 50',
+        err.problems[0]?.fix === 'set BATCH_CHUNK_SIZE to a whole number from 1 to 100, or unset it for 100',
     )
     assert.throws(() => runner(101), { name: 'RangeError', message: 'chunkSize 101 is over 100' })
   })
