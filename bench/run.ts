@@ -27,8 +27,8 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 8)
 const KEYS = Number(process.env.BENCH_KEYS ?? process.env.BENCH_CONNECTIONS ?? 10)
 const PG_BASE = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 /**
- * BENCH_SCENARIOS=put-create,batch (comma-separated: get, put-customer, put-create, put-replace, adjustment, feed,
- * batch, limits-off) measures only those scenarios (the bare server is always measured); default all.
+ * BENCH_SCENARIOS=put-create,batch (comma-separated: get, put-customer, put-create, floor, put-replace, adjustment,
+ * feed, batch, limits-off) measures only those scenarios (the bare server is always measured); default all.
  */
 const SCENARIOS = process.env.BENCH_SCENARIOS ? new Set(process.env.BENCH_SCENARIOS.split(',')) : null
 const want = (scenario: string) => SCENARIOS === null || SCENARIOS.has(scenario)
@@ -246,6 +246,34 @@ async function benchStore(store: string, env: Record<string, string>) {
         })
       : null
     if (putReceivable) record(store, 'PUT receivable (create)', putReceivable, baseline)
+    if (want('floor')) {
+      // The durable-write floor (bench/floor-server.ts): one INSERT per request on the same store, in its own
+      // database table or data directory, with the same bodies and connections as the PUT above.
+      const floorDir = env.DATA_DIR ? mkdtempSync(join(os.tmpdir(), 'irs-bench-floor-')) : null
+      const floor = await startService(
+        floorDir ? { DATA_DIR: floorDir } : { DATABASE_URL: env.DATABASE_URL as string },
+        'bench/floor-server.ts',
+      )
+      try {
+        const floorRun = await load({
+          url: floor.url,
+          tenants,
+          method: 'PUT',
+          path: (t, n) => `/floor/${t.client}/${n}`,
+          body: () => receivableBody('c-owner', 1),
+        })
+        record(
+          store,
+          'floor: one INSERT per request (node:http, no API)',
+          floorRun,
+          baseline,
+          putReceivable ? `PUT receivable create / floor = ${(putReceivable.rps / floorRun.rps).toFixed(2)}` : undefined,
+        )
+      } finally {
+        await floor.stop()
+        if (floorDir) rmSync(floorDir, { recursive: true, force: true })
+      }
+    }
     if (want('put-replace'))
       record(
         store,

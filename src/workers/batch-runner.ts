@@ -151,7 +151,7 @@ export interface BatchRunnerOptions {
   retryCapMs?: number
   /**
    * How often, at most, the runner looks for tables that doubled since their last ANALYZE and analyzes them
-   * (src/store/statistics.ts), between chunks (default 10 s; 0 never).
+   * (src/store/statistics.ts), between chunks and after each turn of a worker loop (default 10 s; 0 never).
    */
   analyzeEveryMs?: number
   /** Told, once a chunk's transaction committed, how many records it decided (the metrics). */
@@ -509,6 +509,9 @@ export function createBatchRunner(opts: BatchRunnerOptions) {
         opts.onError?.(err)
       }
       await new Promise<void>((resolve) => setImmediate(resolve))
+      // After every batch too, not only between chunks: a batch of one chunk (BATCH_CHUNK_SIZE is 100 by default,
+      // the largest batch) has no "between", and a bulk load of such batches must still be analyzed as it grows.
+      await analyzeIfDue()
       if (!worked && !stopped) {
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, pollMs)
