@@ -113,15 +113,23 @@ export async function openPglite(dataDir?: string): Promise<Store> {
     transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
       return counted(() =>
         db.transaction(async (t) => {
-          const result = await fn({
-            query: (sql, params, options) => (options?.prepared ? db.runExclusive(() => runNamed(sql, params, true)) : run(t, sql, params)),
+          // PGlite refuses a statement on a transaction that has ended (`t.closed`); so does the prepared path, which
+          // does not go through `t`: run after the end, it would run outside any transaction.
+          const open = () => {
+            if (t.closed) throw new Error('Transaction is closed')
+          }
+          return fn({
+            query: async (sql, params, options) => {
+              if (!options?.prepared) return run(t, sql, params)
+              open()
+              return db.runExclusive(() => runNamed(sql, params, true))
+            },
             exec: async (sql) => {
               await t.exec(sql)
               await forgetStatements(t)
             },
             serialized: true,
           })
-          return result
         }),
       )
     },

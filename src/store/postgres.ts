@@ -109,10 +109,20 @@ export function openPostgres(connectionString: string, opts: PostgresOptions = {
         }
       }
       let releaseWith: unknown
+      // Once the transaction has ended its client is back in the pool, perhaps in another request's transaction: a
+      // statement sent through this `tx` after the end is refused, never run there.
+      let ended = false
+      const open = () => {
+        if (ended) throw new Error('Transaction is closed')
+      }
       try {
         const result = await fn({
-          query: (sql, params, options) => watched(run(client, sql, params, options)),
+          query: async (sql, params, options) => {
+            open()
+            return watched(run(client, sql, params, options))
+          },
           exec: async (sql) => {
+            open()
             await watched(client.query(sql))
           },
           serialized: false,
@@ -139,6 +149,7 @@ export function openPostgres(connectionString: string, opts: PostgresOptions = {
         }
         throw err
       } finally {
+        ended = true
         held.release(releaseWith)
       }
     },

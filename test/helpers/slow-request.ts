@@ -1,3 +1,4 @@
+import { type ClientRequest, request } from 'node:http'
 import net from 'node:net'
 import type { TestApp } from './app.ts'
 import { onPostgres } from './store.ts'
@@ -47,4 +48,33 @@ export async function slotTaken(t: TestApp, slow: { received: Promise<void> }, a
     await new Promise((r) => setTimeout(r, 10))
   }
   throw new Error('the slow request never took its slot')
+}
+
+/**
+ * A PUT to a service process whose body arrives in two parts: the headers and the body's first 10 bytes at once,
+ * the rest at `sendRest()`, so the request is in flight across whatever happens in between (a signal, a stop).
+ * `abort(err)` gives up on it: `answer` rejects with `err`.
+ */
+export function splitPut(url: string, key: string, body: string) {
+  let req: ClientRequest | undefined
+  const answer = new Promise<{ status: number; body: string }>((resolve, reject) => {
+    req = request(url, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+    })
+    req.on('response', (res) => {
+      let text = ''
+      res.on('data', (d) => {
+        text += d
+      })
+      res.on('end', () => resolve({ status: res.statusCode as number, body: text }))
+    })
+    req.on('error', reject)
+    req.write(body.slice(0, 10))
+  })
+  return {
+    answer,
+    sendRest: () => req?.end(body.slice(10)),
+    abort: (err: Error) => req?.destroy(err),
+  }
 }

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict'
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
-import { request } from 'node:http'
 import net from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -16,6 +15,7 @@ import {
   spawnProcess,
   startService,
 } from '../helpers/service-process.ts'
+import { splitPut } from '../helpers/slow-request.ts'
 import { createTestDatabase, onPostgres, type TestDatabase } from '../helpers/store.ts'
 import { customerRecords, harness, waitFor, waitingOnAdvisoryLock } from '../workers/batch-process.ts'
 
@@ -134,29 +134,15 @@ describe('npm start, signalled at its PID', () => {
     const s = await npmStart()
     const key = await seedTenant(s.url, 'inflight', ['customers:write', 'customers:read'])
     const body = JSON.stringify({ type: 'person', name: { firstName: 'Ada', lastName: 'Inflight' }, sourceReference: 'ref/1' })
-    const answer = new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = request(`${s.url}/v1/clients/inflight/customers/c-1`, {
-        method: 'PUT',
-        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-      })
-      req.on('response', (res) => {
-        let text = ''
-        res.on('data', (d) => {
-          text += d
-        })
-        res.on('end', () => resolve({ status: res.statusCode as number, body: text }))
-      })
-      req.on('error', reject)
-      req.write(body.slice(0, 10))
-      // The rest once the service is stopping: the request is then in flight across the signal.
-      s.proc
-        .waitForOutput(/"msg":"SIGINT: stopping/)
-        .then(() => req.end(body.slice(10)))
-        .catch(reject)
-    })
+    const put = splitPut(`${s.url}/v1/clients/inflight/customers/c-1`, key, body)
+    // The rest once the service is stopping: the request is then in flight across the signal.
+    s.proc
+      .waitForOutput(/"msg":"SIGINT: stopping/)
+      .then(put.sendRest)
+      .catch(put.abort)
     await s.proc.waitForOutput(/"url":"\/v1\/clients\/inflight\/customers\/c-1"[^\n]*"msg":"incoming request"/)
     process.kill(s.pid, 'SIGINT')
-    const res = await answer
+    const res = await put.answer
     assert.equal(res.status, 201, res.body)
     assert.equal(JSON.parse(res.body).externalCustomerId, 'c-1')
     const msgs = await assertFullyStopped(s, 'SIGINT')

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync } from 'node:fs'
-import { createServer, request } from 'node:http'
+import { createServer } from 'node:http'
 import net from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -12,6 +12,7 @@ import type { Store } from '../../src/store/store.ts'
 import { createWebhookDispatcher } from '../../src/workers/webhook-dispatcher.ts'
 import { startTestApp } from '../helpers/app.ts'
 import { http, type ServiceProcess, seedTenant, startService } from '../helpers/service-process.ts'
+import { splitPut } from '../helpers/slow-request.ts'
 import { createTestDatabase, engineName, onPostgres, type TestDatabase } from '../helpers/store.ts'
 import { assertAllCreated, assertEachCustomerWrittenOnce, customerRecords, getBatch, waitFor } from '../workers/batch-process.ts'
 
@@ -239,24 +240,8 @@ describe(`SIGTERM (${engineName} store)`, () => {
     const s = await start(env)
     const key = await seedTenant(s.url, 'inflight', ['customers:write', 'customers:read'])
     const body = JSON.stringify({ type: 'person', name: { firstName: 'Ada', lastName: 'Inflight' }, sourceReference: 'ref/1' })
-    let sendRest: () => void = () => {}
-    const answer = new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = request(`${s.url}/v1/clients/inflight/customers/c-1`, {
-        method: 'PUT',
-        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-      })
-      req.on('response', (res) => {
-        let text = ''
-        res.on('data', (d) => {
-          text += d
-        })
-        res.on('end', () => resolve({ status: res.statusCode as number, body: text }))
-      })
-      req.on('error', reject)
-      // Headers and the first bytes now; the rest only once the service is stopping.
-      req.write(body.slice(0, 10))
-      sendRest = () => req.end(body.slice(10))
-    })
+    // Headers and the first bytes now; the rest only once the service is stopping.
+    const put = splitPut(`${s.url}/v1/clients/inflight/customers/c-1`, key, body)
     await waitFor('the request received', async () =>
       /"url":"\/v1\/clients\/inflight\/customers\/c-1"[^\n]*"msg":"incoming request"/.test(s.output()) ? true : undefined,
     )
@@ -266,8 +251,8 @@ describe(`SIGTERM (${engineName} store)`, () => {
     // Stopping: it takes no new connection, and still runs (the request in flight holds it).
     await waitFor('the port closed', async () => ((await portIsFree(s.url)) ? true : undefined))
     assert.equal(s.child.exitCode, null)
-    sendRest()
-    const res = await answer
+    put.sendRest()
+    const res = await put.answer
     assert.equal(res.status, 201, res.body)
     assert.equal(JSON.parse(res.body).externalCustomerId, 'c-1')
     assert.equal(JSON.parse(res.body).revision, 1)

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import type { Tx } from '../../src/store/store.ts'
 import { createTestDatabase } from '../helpers/store.ts'
 
 /** QueryOptions.prepared: a named statement, planned once per connection, that survives a schema change. */
@@ -84,6 +85,24 @@ test('a prepared statement that fails rolls its transaction back with its SQLSTA
     // Outside a transaction, a bad parameter is the database's error too, and the statement still works after it.
     await assert.rejects(db.store.query(insert, ['x'], { prepared: true }), (err: { code?: string }) => err.code === '22P02')
     assert.deepEqual(await db.store.query(insert, [3], { prepared: true }), [{ id: 3 }])
+  } finally {
+    await db.drop()
+  }
+})
+
+test('a statement sent through a transaction after it ended is refused, prepared or not, and writes nothing', async () => {
+  const db = await createTestDatabase()
+  try {
+    await db.store.exec('CREATE TABLE after_end (id integer PRIMARY KEY)')
+    let escaped: Tx | undefined
+    await db.store.transaction(async (tx) => {
+      escaped = tx
+      await tx.query('INSERT INTO after_end (id) VALUES ($1)', [1], { prepared: true })
+    })
+    const tx = escaped as Tx
+    await assert.rejects(tx.query('INSERT INTO after_end (id) VALUES ($1)', [2], { prepared: true }), /Transaction is closed/)
+    await assert.rejects(tx.query('INSERT INTO after_end (id) VALUES ($1)', [3]), /Transaction is closed/)
+    assert.deepEqual(await db.store.query('SELECT id FROM after_end ORDER BY id'), [{ id: 1 }])
   } finally {
     await db.drop()
   }
