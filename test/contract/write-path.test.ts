@@ -10,7 +10,7 @@ import { createBatchRunner } from '../../src/workers/batch-runner.ts'
 import { type Response, startTestApp, type Tenant, type TestApp } from '../helpers/app.ts'
 import { type CountingStore, countingStore } from '../helpers/counting-store.ts'
 import { payableReceivable } from '../helpers/payments.ts'
-import { createTestDatabase, onPostgres } from '../helpers/store.ts'
+import { createTestDatabase, onPostgres, type TestDatabase } from '../helpers/store.ts'
 
 /**
  * The write path as one unit of work (issue 11): which writes are Source writes (they move lastReceivedAt),
@@ -29,15 +29,17 @@ const tick = (ms = 1000) => {
 
 let t: TestApp
 let counting: CountingStore
+let db: TestDatabase
 
 before(async () => {
-  const db = await createTestDatabase()
+  db = await createTestDatabase()
   counting = countingStore(db.store)
   t = await startTestApp({ BATCH_CHUNK_SIZE: '50' }, { clock, db: { ...db, store: counting } })
 })
 after(async () => {
   await t.close()
-  await counting.close()
+  // Closes the store and, on PostgreSQL, drops this file's database.
+  await db.drop()
 })
 
 const usd = (amount: string) => ({ amount, currency: 'USD' })

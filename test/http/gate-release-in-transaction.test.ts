@@ -117,6 +117,7 @@ describe('a real PUT frees its slot in its transaction (PostgreSQL)', { skip: !o
       assert.equal(held[0]?.n, 0)
     } finally {
       await c.close()
+      await db.drop()
     }
   })
 })
@@ -162,6 +163,7 @@ describe('a route declared oneRead that runs a second statement', () => {
     } finally {
       await app.close()
       await c.close()
+      await db.drop()
     }
   })
 })
@@ -209,6 +211,7 @@ describe('every request with a transaction frees its slot in it (PostgreSQL)', {
       }
     } finally {
       await c.close()
+      await db.drop()
     }
   })
 })

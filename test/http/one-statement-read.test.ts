@@ -123,6 +123,7 @@ describe('GET Customer on PostgreSQL is one statement: the gate and the read', {
       assert.equal(counting.outside.length, 1)
     } finally {
       await c.close()
+      await db.drop()
     }
   })
 
@@ -153,6 +154,7 @@ describe('GET Customer on PostgreSQL is one statement: the gate and the read', {
       assert.deepEqual(scoped?.rows, [])
     } finally {
       await c.close()
+      await db.drop()
     }
   })
 
@@ -184,6 +186,7 @@ describe('GET Customer on PostgreSQL is one statement: the gate and the read', {
       assert.equal((await c.call('PUT', '/v1/clients/onestmt-conc/customers/cust-2', { key: k.apiKey, body: CUSTOMER })).status, 201)
     } finally {
       await c.close()
+      await db.drop()
     }
   })
 
@@ -206,6 +209,7 @@ describe('GET Customer on PostgreSQL is one statement: the gate and the read', {
       assert.deepEqual(served?.rows, [{ one: 1 }])
     } finally {
       await c.close()
+      await db.drop()
     }
   })
 })
@@ -265,6 +269,7 @@ describe('a oneRead route whose handler runs no statement still meets its gate',
       } finally {
         await app.close()
         await c.close()
+        await db.drop()
       }
     })
   }
