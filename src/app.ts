@@ -114,7 +114,7 @@ export function createApp({
     freshness,
     recovery: createRecoveryService({ ...db, receivables: receivableStore }),
     reconciliations: createReconciliationService({ ...db, receivables: receivableStore, restrictions: restrictionRules }),
-    financialEvents: createFinancialEventService({ ...db, receivables: receivableStore }),
+    financialEvents: createFinancialEventService(db),
     paymentObservations: createPaymentObservationService({ ...db, customers: customerStore, receivables: receivableStore }),
     paymentRequests: createPaymentRequestService({
       ...db,

@@ -84,6 +84,11 @@ export async function openPglite(dataDir?: string): Promise<Store> {
     const [result] = parse.parseResults(messages, db.parsers)
     return (result?.rows ?? []).map((r) => normalizeRow<T>(r as Row))
   }
+  /**
+   * Outside a transaction a prepared statement takes the two locks PGlite's own `query` takes: the transaction
+   * lock (`_runExclusiveTransaction`: public in PGlite's declarations, underscored all the same, so an upgrade that
+   * renames it fails test/store/prepared-statements.test.ts at once) and the query lock (`runExclusive`).
+   */
   const query = <T extends object>(sql: string, params: readonly unknown[] | undefined, options: QueryOptions | undefined) =>
     options?.prepared ? db._runExclusiveTransaction(() => db.runExclusive(() => runNamed<T>(sql, params, false))) : run<T>(db, sql, params)
 

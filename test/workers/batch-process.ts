@@ -66,13 +66,14 @@ export const customerRecords = (prefix: string, n: number) =>
     body: customer(i + 1),
   }))
 
-export async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
+/** Polls `probe` every `everyMs` until it returns a value, for at most `timeoutMs`. */
+export async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 60_000, everyMs = 50): Promise<T> {
   const deadline = Date.now() + timeoutMs
   for (;;) {
     const v = await probe()
     if (v !== undefined) return v
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 50))
+    await new Promise((r) => setTimeout(r, everyMs))
   }
 }
 

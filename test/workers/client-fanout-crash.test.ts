@@ -9,6 +9,7 @@ import type { Store } from '../../src/store/store.ts'
 import { ADMIN_TOKEN, startTestApp } from '../helpers/app.ts'
 import { http, type ServiceProcess, startService } from '../helpers/service-process.ts'
 import { createTestDatabase, engineName, onPostgres, type TestDatabase } from '../helpers/store.ts'
+import { waitFor as waitUntil } from './batch-process.ts'
 import { bulkReceivables, checkedFeed, customerBody, idsInOrder, lastSeq, receivableBody, revisionsOf } from './client-fanout.fixtures.ts'
 
 /**
@@ -44,15 +45,8 @@ async function service(): Promise<ServiceProcess> {
   return s
 }
 
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 300_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const v = await probe()
-    if (v !== undefined) return v
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 10))
-  }
-}
+/** Polled every 10 ms: the first wait must see the fan-out's first chunk before its last one commits. */
+const waitFor = <T>(what: string, probe: () => Promise<T | undefined>) => waitUntil(what, probe, 300_000, 10)
 
 test(`SIGKILL mid fan-out (${engineName}): a new process completes it; every Receivable reaches its new revision once`, async () => {
   if (onPostgres) db = await createTestDatabase()

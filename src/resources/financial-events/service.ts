@@ -13,19 +13,16 @@ import {
   type SetOutcome,
   type WriteOperation,
 } from '../operations.ts'
-import type { ReceivableCore, ReceivableStore } from '../receivables/store.ts'
+import type { ReceivableCore } from '../receivables/store.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import { EventResponse, EventWrite, type EventWriteBody, FAMILIES, type Family } from './schema.ts'
 import { type FinancialEventRow, findEvent, findEventsAndReceivables, insertEventsMovingReceivables } from './store.ts'
 
-/** The database (reads) and the clock. */
-export interface FinancialEventServiceDeps extends RouteDeps {
-  /**
-   * Unused since an event's reads and writes became one statement each (src/resources/financial-events/store.ts
-   * reads and moves the Receivables itself); app.ts still passes it.
-   */
-  receivables?: Pick<ReceivableStore, 'findReceivableCores' | 'moveSourceAmounts'>
-}
+/**
+ * The database and the clock: an event's reads and writes are one statement each in this family's store, which
+ * reads and moves the events' Receivables itself.
+ */
+export type FinancialEventServiceDeps = RouteDeps
 
 /** The response allowlist drops `staffNote`; this mapping only adds the identity and acceptance time. */
 function toResponse(row: FinancialEventRow) {

@@ -39,48 +39,6 @@ export async function insertEvent(
   )
 }
 
-/** The accepted events of one family among these identities (one query), by identity. */
-export async function findEvents(
-  db: Queryable,
-  clientCode: string,
-  family: Family,
-  ids: readonly string[],
-): Promise<Map<string, FinancialEventRow>> {
-  const rows = await db.query<FinancialEventRow>(
-    `SELECT external_event_id, body, accepted_at FROM financial_events
-      WHERE client_code = $1 AND family = $2 AND external_event_id = ANY($3::text[])`,
-    [clientCode, family, ids],
-    PREPARED,
-  )
-  return new Map(rows.map((r) => [r.external_event_id, r]))
-}
-
-/** `insertEvent` for many events of one family in one statement. */
-export async function insertEvents(
-  tx: Tx,
-  clientCode: string,
-  family: Family,
-  events: readonly { id: string; body: EventWriteBody; signed: bigint }[],
-  now: string,
-) {
-  if (events.length === 0) return
-  await tx.query(
-    `INSERT INTO financial_events (client_code, family, external_event_id, external_receivable_id, body, signed_amount_minor, accepted_at)
-     SELECT $1, $2, t.id, t.receivable, t.body::jsonb, t.signed, $7
-       FROM unnest($3::text[], $4::text[], $5::text[], $6::bigint[]) AS t(id, receivable, body, signed)`,
-    [
-      clientCode,
-      family,
-      events.map((e) => e.id),
-      events.map((e) => e.body.externalReceivableId),
-      events.map((e) => JSON.stringify(e.body)),
-      events.map((e) => e.signed.toString()),
-      now,
-    ],
-    PREPARED,
-  )
-}
-
 /**
  * What an event write reads, in one statement: the accepted events of one family among these identities, and
  * the own columns of these Receivables (the events' Receivables), each by identity.
@@ -115,7 +73,7 @@ export async function findEventsAndReceivables(
 }
 
 /**
- * `insertEvents` and the move of each event's Receivable (its new source amount and source revision, a new
+ * The events of one family, inserted, and the move of each event's Receivable (its new source amount and source revision, a new
  * revision) in one statement; distinct Receivables. Returns the Receivables' new revisions.
  */
 export async function insertEventsMovingReceivables(

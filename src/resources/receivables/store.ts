@@ -268,40 +268,6 @@ export async function replaceReceivables(
 }
 
 /**
- * A financial event moves each Receivable's source amount and source revision, for many Receivables in one
- * statement (distinct identities). Returns the new revisions.
- */
-export async function moveSourceAmounts(
-  tx: Tx,
-  clientCode: string,
-  moves: readonly { id: string; amountMinor: bigint; sourceRevision: number }[],
-  now: string,
-): Promise<Map<string, number>> {
-  if (moves.length === 0) return new Map()
-  const rows = await tx.query<{ external_receivable_id: string; revision: string }>(
-    `UPDATE receivables r SET source_amount_minor = m.amount, source_revision = m.source_revision, revision = r.revision + 1, updated_at = $5
-       FROM unnest($2::text[], $3::bigint[], $4::bigint[]) AS m(id, amount, source_revision)
-      WHERE r.client_code = $1 AND r.external_receivable_id = m.id
-     RETURNING r.external_receivable_id, r.revision`,
-    [clientCode, moves.map((m) => m.id), moves.map((m) => m.amountMinor.toString()), moves.map((m) => m.sourceRevision), now],
-    PREPARED,
-  )
-  return new Map(rows.map((r) => [r.external_receivable_id, Number(r.revision)]))
-}
-
-/** The own columns of these Receivables (one query), by identity. */
-export async function findReceivableCores(db: Queryable, clientCode: string, ids: readonly string[]): Promise<Map<string, ReceivableCore>> {
-  if (ids.length === 0) return new Map()
-  const rows = await db.query<ReceivableCore>(
-    `SELECT external_receivable_id, revision, status, source_revision, currency, source_amount_minor, representation
-       FROM receivables WHERE client_code = $1 AND external_receivable_id = ANY($2::text[])`,
-    [clientCode, ids],
-    PREPARED,
-  )
-  return new Map(rows.map((r) => [r.external_receivable_id, r]))
-}
-
-/**
  * A Source replace, in one statement: new representation, the declared balance becomes the source amount,
  * the responsible Customers follow the body (those no longer listed removed, the others upserted) and every
  * held complete-book omission of the Receivable is released (the Source wrote it again).
@@ -441,8 +407,6 @@ export const receivableStore = {
   replaceReceivables,
   setStatus,
   moveSourceAmount,
-  moveSourceAmounts,
-  findReceivableCores,
   bumpReceivableRevisions,
   holdSnapshot,
   bumpRevision,
