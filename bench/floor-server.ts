@@ -4,6 +4,7 @@
  * JSON body, inserts it as one row in one autocommit statement (prepared) and answers 201 with what was stored.
  * No authentication, validation, limits, transaction, feed or holds: what one durable write per request costs on
  * this machine and store, the ceiling any write route of any service on it can reach. A measurement, not a test.
+ * Like the bare baseline (bench/bare-server.ts) it runs as a process of its own, started like the service.
  */
 import http from 'node:http'
 import { openPglite } from '../src/store/pglite.ts'
@@ -35,8 +36,11 @@ const server = http.createServer((req, res) => {
   })
 })
 server.listen(Number(process.env.PORT), process.env.HOST ?? '127.0.0.1')
-process.on('SIGTERM', () => {
-  server.close(() => {
-    store.close().then(() => process.exit(0))
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  process.once(signal, () => {
+    server.close(() => {
+      store.close().then(() => process.exit(0))
+    })
+    server.closeAllConnections()
   })
-})
+}

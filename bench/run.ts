@@ -1,8 +1,19 @@
 /**
  * `npm run bench`: measures our routes beside a bare node:http server answering the same payload, in one
- * run, on each store (embedded PGlite, and PostgreSQL when reachable at BENCH_DATABASE_URL or the local
- * server). Prints requests per second, p50 and p99 and the ratio to the bare server; writes
- * .bench/results.json. Traffic goes only to 127.0.0.1. Measurement only: nothing here asserts a time.
+ * run, on each store (embedded PGlite in a fresh data directory, and PostgreSQL, when reachable, in a fresh
+ * database created on the server of BENCH_DATABASE_URL, else DATABASE_URL, else the local server, and dropped at
+ * the end). Prints requests per second, p50 and p99, the ratio to the bare server and the load generator's own CPU
+ * use; writes .bench/results.json. Traffic goes only to 127.0.0.1. Measurement only: nothing here asserts a time.
+ *
+ * Processes: this process is the load generator (autocannon) and nothing else. The service, the bare baseline
+ * (bench/bare-server.ts) and the durable-write floor (bench/floor-server.ts) each run as a child process of their
+ * own, started the same way (bench/service.ts: this Node, its flags, tsx), so the baseline and the service compete
+ * with the generator for the machine alike. Until issue 26 the bare server ran inside this process, which then both
+ * sent and answered every baseline request on one core: that baseline was about halved and every ratio to it about
+ * twice too flattering (BENCH_BARE_IN_PROCESS=1 measures that old baseline again, as an extra row). `gen cpu %` is
+ * this process's user + system CPU time over each measurement as a percentage of one core's wall time: near 100,
+ * the generator, not the server, was the bottleneck of that row. Every child is stopped at the end, on an error, and
+ * on SIGINT or SIGTERM (which also drop the run's PostgreSQL databases).
  *
  * What production sees: the service runs in production mode with the specification's concurrency limit (one
  * request at a time per key) and a raised per-minute budget, and every scenario is driven over BENCH_KEYS
@@ -20,12 +31,16 @@ import autocannon from 'autocannon'
 import pg from 'pg'
 import { SCOPES } from '../src/domain/scopes.ts'
 import { customerBody, mixedBatch, receivableBody } from './scenarios.ts'
-import { call, type Service, seedTenant, startService } from './service.ts'
+import { call, type Service, seedTenant, startService, stopAllServices } from './service.ts'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8)
 /** Clients (each with one key and one connection) driving every API scenario at once. */
 const KEYS = Number(process.env.BENCH_KEYS ?? process.env.BENCH_CONNECTIONS ?? 10)
-const PG_BASE = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
+const PG_BASE = process.env.BENCH_DATABASE_URL ?? process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
+// Children inherit this environment: a DATABASE_URL left in it would put the "pglite" service and floor on PostgreSQL.
+delete process.env.DATABASE_URL
+/** BENCH_BARE_IN_PROCESS=1: also measure the bare server inside this process, the baseline used before issue 26. */
+const BARE_IN_PROCESS = process.env.BENCH_BARE_IN_PROCESS === '1'
 /**
  * BENCH_SCENARIOS=put-create,batch (comma-separated: get, put-customer, put-create, floor, put-replace, adjustment,
  * feed, batch, limits-off) measures only those scenarios (the bare server is always measured); default all.
@@ -49,6 +64,8 @@ interface Row {
   p99: number
   ratio: number | null
   non2xx: number
+  /** The load generator's (this process's) CPU over the measurement, % of one core. */
+  genCpu: number | null
   note?: string
 }
 const rows: Row[] = []
@@ -58,6 +75,13 @@ interface Measured {
   p50: number
   p99: number
   non2xx: number
+  genCpu: number
+}
+
+/** This process's user + system CPU time since `start` as a percentage of one core over `wallMs`. */
+function cpuPercent(start: NodeJS.CpuUsage, wallMs: number): number {
+  const used = process.cpuUsage(start)
+  return Math.round((used.user + used.system) / 10 / wallMs)
 }
 
 interface Tenant {
@@ -85,6 +109,8 @@ async function load(opts: {
 }): Promise<Measured> {
   const latencies: number[] = []
   let n = 0
+  const cpuStart = process.cpuUsage()
+  const wallStart = performance.now()
   const results = await Promise.all(
     opts.tenants.map(
       (tenant) =>
@@ -118,12 +144,14 @@ async function load(opts: {
         }),
     ),
   )
+  const genCpu = cpuPercent(cpuStart, performance.now() - wallStart)
   latencies.sort((a, b) => a - b)
   return {
     rps: results.reduce((acc, r) => acc + r.requests.average, 0),
     p50: Math.round(percentile(latencies, 50) * 10) / 10,
     p99: Math.round(percentile(latencies, 99) * 10) / 10,
     non2xx: results.reduce((acc, r) => acc + r.non2xx + r.errors, 0),
+    genCpu,
   }
 }
 
@@ -136,12 +164,16 @@ function record(store: string, scenario: string, m: Measured, baseline: number |
     p99: m.p99,
     ratio: baseline ? Math.round((m.rps / baseline) * 1000) / 1000 : null,
     non2xx: m.non2xx,
+    genCpu: m.genCpu,
     ...(note ? { note } : {}),
   })
 }
 
-/** The bare server: node:http answering the Customer JSON with the same headers, no framework, no store. */
-async function bareServer(payload: string): Promise<{ url: string; close: () => Promise<void> }> {
+/**
+ * The old baseline (before issue 26), only with BENCH_BARE_IN_PROCESS=1: bench/bare-server.ts's handler inside
+ * this process, so the generator sends and answers every request on one core.
+ */
+async function inProcessBareServer(payload: string): Promise<{ url: string; close: () => Promise<void> }> {
   const server = http.createServer((_req, res) => {
     res.writeHead(200, {
       'content-type': 'application/json; charset=utf-8',
@@ -213,11 +245,34 @@ async function benchStore(store: string, env: Record<string, string>) {
     const first = tenants[0] as Tenant
     const payload = JSON.stringify(await call(service.url, 'GET', `/v1/clients/${first.client}/customers/c-read`, first.key))
 
-    const bare = await bareServer(payload)
-    const bareRun = await load({ url: bare.url, tenants, path: () => '/' })
-    await bare.close()
+    // The baseline: bench/bare-server.ts in its own process, warmed up like the service, measured while the
+    // service (already started) is idle, as before.
+    const bare = await startService({ BENCH_BARE_PAYLOAD: payload }, 'bench/bare-server.ts')
+    let bareRun: Measured
+    try {
+      await load({ url: bare.url, tenants, path: () => '/', amount: 200 })
+      bareRun = await load({ url: bare.url, tenants, path: () => '/' })
+    } finally {
+      await bare.stop()
+    }
     const baseline = bareRun.rps
-    record(store, 'bare node:http (same payload)', bareRun, baseline)
+    record(store, 'bare node:http (same payload, own process)', bareRun, baseline)
+    if (BARE_IN_PROCESS) {
+      const inProcess = await inProcessBareServer(payload)
+      try {
+        await load({ url: inProcess.url, tenants, path: () => '/', amount: 200 })
+        const run = await load({ url: inProcess.url, tenants, path: () => '/' })
+        record(
+          store,
+          "bare node:http in the generator's process (the baseline before issue 26)",
+          run,
+          baseline,
+          `ratios to it would be ${(baseline / run.rps).toFixed(2)}x those printed`,
+        )
+      } finally {
+        await inProcess.close()
+      }
+    }
 
     const url = service.url
     await warmUp(url, tenants)
@@ -255,6 +310,15 @@ async function benchStore(store: string, env: Record<string, string>) {
         'bench/floor-server.ts',
       )
       try {
+        // Warmed up like the service (40 PUTs per key), on ids of their own.
+        await load({
+          url: floor.url,
+          tenants,
+          method: 'PUT',
+          path: (t, n) => `/floor/${t.client}/warm-${n}`,
+          body: () => receivableBody('c-owner', 1),
+          amount: 40,
+        })
         const floorRun = await load({
           url: floor.url,
           tenants,
@@ -264,7 +328,7 @@ async function benchStore(store: string, env: Record<string, string>) {
         })
         record(
           store,
-          'floor: one INSERT per request (node:http, no API)',
+          'floor: one INSERT per request (node:http, no API, own process)',
           floorRun,
           baseline,
           putReceivable ? `PUT receivable create / floor = ${(putReceivable.rps / floorRun.rps).toFixed(2)}` : undefined,
@@ -427,10 +491,13 @@ async function benchDispatch(store: string, storeEnv: Record<string, string>) {
     await builder.stop()
   }
   const started = performance.now()
+  const cpuStart = process.cpuUsage()
   const dispatcher = await startService({ ...env, WEBHOOK_INTERVAL_MS: '100' })
   const timeout = setTimeout(() => done(), 600_000)
   await finished
   clearTimeout(timeout)
+  // Here this process is the receiver: its CPU from the dispatcher's spawn to the last notification.
+  const receiverCpu = cpuPercent(cpuStart, performance.now() - started)
   const fromStart = (performance.now() - started) / 1000
   await dispatcher.stop()
   await new Promise<void>((resolve) => receiver.close(() => resolve()))
@@ -443,7 +510,8 @@ async function benchDispatch(store: string, storeEnv: Record<string, string>) {
     p99: 0,
     ratio: null,
     non2xx: total - seen.size,
-    note: `notifications/s, first to last; ${received} requests for ${seen.size} events; ${fromStart.toFixed(1)} s from process start`,
+    genCpu: receiverCpu,
+    note: `notifications/s, first to last; ${received} requests for ${seen.size} events; ${fromStart.toFixed(1)} s from process start; gen cpu = the receiver's`,
   })
 }
 
@@ -462,6 +530,33 @@ async function postgresAvailable(): Promise<boolean> {
 const SECTIONS = new Set((process.env.BENCH_SECTIONS ?? 'requests,dispatch').split(','))
 /** BENCH_STORES=postgres (comma-separated: pglite, postgres) measures only those; default both. */
 const STORES = new Set((process.env.BENCH_STORES ?? 'pglite,postgres').split(','))
+
+/** PostgreSQL databases this run created and has not dropped yet: dropped on SIGINT or SIGTERM too. */
+const createdDatabases = new Set<string>()
+
+async function dropDatabase(admin: pg.Client, name: string) {
+  await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+  createdDatabases.delete(name)
+}
+
+// An interrupted run (Ctrl-C, or a SIGTERM to this process alone) stops its child processes and drops its
+// databases before it exits; bench/service.ts kills any child left when this process exits some other way.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    console.error(`bench: ${signal}: stopping the child processes and dropping the run's databases`)
+    const cleanup = async () => {
+      await stopAllServices()
+      if (createdDatabases.size === 0) return
+      const admin = new pg.Client({ connectionString: PG_BASE })
+      await admin.connect()
+      for (const name of [...createdDatabases]) await dropDatabase(admin, name)
+      await admin.end()
+    }
+    cleanup()
+      .catch((err) => console.error(`bench: cleanup after ${signal} failed: ${(err as Error).message}`))
+      .finally(() => process.exit(signal === 'SIGINT' ? 130 : 143))
+  })
+}
 
 async function main() {
   console.log(`bench: ${SECONDS}s per measurement, ${KEYS} keys (one connection each), ${os.cpus().length} cores, node ${process.version}`)
@@ -488,6 +583,7 @@ async function main() {
     const admin = new pg.Client({ connectionString: PG_BASE })
     await admin.connect()
     await admin.query(`CREATE DATABASE ${name}`)
+    createdDatabases.add(name)
     const u = new URL(PG_BASE)
     u.pathname = `/${name}`
     // Batch workers wait on database round trips, so four share two cores well (BATCH_WORKER_CONCURRENCY).
@@ -495,21 +591,22 @@ async function main() {
       if (SECTIONS.has('requests')) await benchStore('postgres', { DATABASE_URL: u.toString(), BATCH_WORKER_CONCURRENCY: '4' })
       if (SECTIONS.has('dispatch')) {
         await admin.query(`CREATE DATABASE ${name}_dispatch`)
+        createdDatabases.add(`${name}_dispatch`)
         u.pathname = `/${name}_dispatch`
         try {
           await benchDispatch('postgres', { DATABASE_URL: u.toString() })
         } finally {
-          await admin.query(`DROP DATABASE IF EXISTS ${name}_dispatch WITH (FORCE)`)
+          await dropDatabase(admin, `${name}_dispatch`)
         }
       }
     } finally {
-      await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+      await dropDatabase(admin, name)
       await admin.end()
     }
   } else {
     console.log('PostgreSQL not reachable: measured the embedded store only')
   }
-  console.table(rows.map((r) => ({ ...r, ratio: r.ratio ?? '', note: r.note ?? '' })))
+  console.table(rows.map(({ genCpu, note, ...r }) => ({ ...r, ratio: r.ratio ?? '', 'gen cpu %': genCpu ?? '', note: note ?? '' })))
   mkdirSync('.bench', { recursive: true })
   writeFileSync(
     // A partial run (BENCH_SECTIONS) writes beside the full results instead of over them.

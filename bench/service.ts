@@ -16,9 +16,41 @@ export interface Service {
   stop(): Promise<void>
 }
 
+/** Every child process started by startService and not yet stopped (stopAllServices, and the exit hook below). */
+const live = new Set<ChildProcess>()
+
+// The last resort: whatever way the benchmark's process ends (an uncaught error, process.exit), no child it
+// started outlives it. A signal sent synchronously here is all an exit hook can do.
+process.on('exit', () => {
+  for (const child of live) child.kill('SIGKILL')
+})
+
+async function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) {
+    live.delete(child)
+    return
+  }
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+  child.kill('SIGTERM')
+  // A child that does not stop within 30 s (the service's own stop deadline is 20 s) is killed.
+  const timer = setTimeout(() => child.kill('SIGKILL'), 30_000)
+  await exited
+  clearTimeout(timer)
+  live.delete(child)
+}
+
+/** Stops every child process still running (SIGTERM, then SIGKILL after 30 s): for an interrupted run. */
+export async function stopAllServices(): Promise<void> {
+  await Promise.all([...live].map((child) => stopChild(child)))
+}
+
 /**
- * The real service as a child process, with the limits raised by configuration; `script` another entry point
- * on the same app (bench/limits-off.ts).
+ * A process of the benchmark, started the way the service is: this Node with the same flags, through tsx.
+ * `script` is src/main.ts (the real service, with the limits raised by configuration), bench/limits-off.ts (the
+ * same app with its limits off), bench/bare-server.ts (the bare baseline) or bench/floor-server.ts (the
+ * durable-write floor): the baseline, the floor and the service each have a process of their own and compete
+ * for the machine alike. Ready when GET /readyz answers 2xx; a child that exits or is not ready within 60 s
+ * fails the start (and is stopped).
  */
 export async function startService(env: Record<string, string>, script = 'src/main.ts'): Promise<Service> {
   const port = await freePort()
@@ -38,23 +70,24 @@ export async function startService(env: Record<string, string>, script = 'src/ma
     },
     stdio: ['ignore', 'inherit', 'inherit'],
   })
+  live.add(child)
   const url = `http://127.0.0.1:${port}`
-  for (let i = 0; i < 400; i++) {
-    if (child.exitCode !== null) throw new Error(`${script} exited during start`)
+  let ready = false
+  for (let i = 0; i < 1200 && !ready; i++) {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      live.delete(child)
+      throw new Error(`${script} exited during start`)
+    }
     try {
-      if ((await fetch(`${url}/readyz`)).ok) break
+      ready = (await fetch(`${url}/readyz`)).ok
     } catch {}
-    await new Promise((r) => setTimeout(r, 50))
+    if (!ready) await new Promise((r) => setTimeout(r, 50))
   }
-  return {
-    url,
-    async stop() {
-      if (child.exitCode !== null) return
-      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
-      child.kill('SIGTERM')
-      await exited
-    },
+  if (!ready) {
+    await stopChild(child)
+    throw new Error(`${script} was not ready within 60 s`)
   }
+  return { url, stop: () => stopChild(child) }
 }
 
 export async function call(url: string, method: string, path: string, token: string, body?: unknown) {
