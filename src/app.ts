@@ -1,13 +1,16 @@
 import { z } from 'zod'
 import { adminRoutes, adminSandboxRoutes } from './admin/routes.ts'
+import { createSecretRewrap, secretRoutes } from './admin/secrets-routes.ts'
 import { createAdminService } from './admin/service.ts'
 import type { Config } from './config.ts'
+import { Problem } from './domain/problems.ts'
 import { type Clock, systemClock } from './domain/time.ts'
 import { type Resolver, systemResolver } from './http/destination.ts'
 import { registerInfraRoutes } from './http/docs.ts'
-import { createGate, type Gate } from './http/limits.ts'
+import { createAddressLimiter, createGate, type Gate } from './http/limits.ts'
 import { createMetrics, registerMetrics } from './http/metrics.ts'
 import { buildOpenApi } from './http/openapi.ts'
+import { sendProblem } from './http/problem-response.ts'
 import { defineRoute, type RouteDef } from './http/route.ts'
 import { buildServer } from './http/server.ts'
 import { batchRoutes } from './resources/batches/routes.ts'
@@ -50,6 +53,8 @@ import { snapshotRoutes } from './resources/snapshots/routes.ts'
 import { createSnapshotService } from './resources/snapshots/service.ts'
 import { webhookRoutes } from './resources/webhooks/routes.ts'
 import { createWebhookService } from './resources/webhooks/service.ts'
+import { webhookSecretColumns } from './resources/webhooks/store.ts'
+import { type EncryptedColumns, keyRingLoader } from './store/secret-keys.ts'
 import type { Store } from './store/store.ts'
 import { createBatchRunner } from './workers/batch-runner.ts'
 import { createClientFanout } from './workers/client-fanout.ts'
@@ -58,7 +63,13 @@ import { createWebhookDispatcher } from './workers/webhook-dispatcher.ts'
 export interface AppOptions {
   store: Store
   config: Config
-  adminTokenDigest: string
+  /** The operator token's digest; a function when it is known only once the store is reachable (src/main.ts). */
+  adminTokenDigest: string | (() => string)
+  /**
+   * False while the service waits for its database (src/main.ts): every request but /healthz and /readyz then
+   * answers 503. Absent: always ready.
+   */
+  isReady?: () => boolean
   clock?: Clock
   /** Name resolution for webhook destinations (tests answer what they need, rebinding included). */
   resolver?: Resolver
@@ -71,6 +82,8 @@ const OpenApiDocument = z.record(z.string(), z.unknown()).meta({
   examples: [{ openapi: '3.1.0', info: { title: 'Inbound Receivables Service', version: '1.0.0' }, paths: {}, components: {} }],
 })
 
+const STARTING = 'The service is starting and its database is not reachable yet. Nothing was saved. Retry with backoff.'
+
 /** The one wiring root of the HTTP process: services, their routes, the server. */
 export function createApp({
   store,
@@ -79,18 +92,27 @@ export function createApp({
   clock: baseClock = systemClock,
   resolver = systemResolver,
   gate,
+  isReady,
 }: AppOptions) {
   // Sandbox: every service reads the time of the client it works for (src/resources/sandbox-clock/clock.ts says
   // where that client's scope is entered). Production: the base clock itself, no scope, no cost.
   const sandbox = config.environment === 'sandbox' ? createSandboxClock(baseClock) : undefined
   const clock = sandbox?.clock ?? baseClock
   const atClientTime = sandbox ? <T>(clientCode: string, fn: () => Promise<T>) => sandbox.atClientTime(store, clientCode, fn) : undefined
+  // Every secret kept at rest is encrypted with this one key ring (src/domain/key-ring.ts); a family that stores
+  // secrets adds its columns to `encryptedSecrets`, so the rewrap at start and the operator's route cover them.
+  const keyRing = keyRingLoader(store, {
+    currentHex: config.webhooks.secretKeyHex,
+    previousHex: config.webhooks.previousSecretKeysHex,
+  })
+  const encryptedSecrets: EncryptedColumns[] = [webhookSecretColumns]
+  const secretRewrap = createSecretRewrap({ store, clock: baseClock, keyRing, tables: encryptedSecrets })
   const webhooks = createWebhookService({
     store,
     clock,
     resolver,
     allowLoopback: config.webhooks.allowLoopback,
-    secretKeyHex: config.webhooks.secretKeyHex,
+    keyRing,
   })
   // Each factory receives the other families' store functions and rules it uses (a Pick<> in its deps type).
   const db = { store, clock }
@@ -181,6 +203,7 @@ export function createApp({
       ...paymentSimulateRoutes(services.paymentRequests, { sandbox: config.environment === 'sandbox' }),
       ...sandboxClockRoutes(sandboxClock),
       ...adminSandboxRoutes(services.admin, { sandbox: config.environment === 'sandbox' }),
+      ...secretRoutes(secretRewrap),
     ]),
   ]
   let document: Record<string, unknown> | undefined
@@ -212,20 +235,58 @@ export function createApp({
     },
     allRoutes,
   )
+  // Waiting for the database: liveness and readiness answer (200, and 503 from the failing store), nothing else
+  // reaches a route, whose store would fail anyway; a client retries after the Retry-After.
+  if (isReady) {
+    app.addHook('onRequest', async (request, reply) => {
+      if (isReady()) return
+      const path = request.url.split('?')[0]
+      if (path === '/healthz' || path === '/readyz') return
+      return sendProblem(
+        request,
+        reply,
+        new Problem('projection_unavailable', STARTING, { headers: { 'retry-after': '5' } }),
+        config.docsUrl,
+      )
+    })
+  }
   registerInfraRoutes(app, store, allRoutes)
   // Prometheus text at /metrics, behind the operator token (src/http/metrics.ts).
   registerMetrics(app, metrics, adminTokenDigest)
-  registerPaymentPage(app, services.paymentRequests)
+  // The page's flood guard per client address, in this process's memory, on the base clock (src/http/limits.ts).
+  registerPaymentPage(app, services.paymentRequests, {
+    limiter: createAddressLimiter({ perMinute: config.limits.payPerMinute, clock: baseClock }),
+  })
   const webhookDispatcher = createWebhookDispatcher({
     store,
     clock,
     resolver,
     allowLoopback: config.webhooks.allowLoopback,
-    secretKey: webhooks.secretKey,
+    keyRing,
     intervalMs: config.webhooks.intervalMs,
     retryScheduleMs: config.webhooks.retryScheduleMs,
     ...(sandbox ? { sandbox } : {}),
     onError: (err) => app.log.error({ errMessage: (err as Error).message, stack: (err as Error).stack }, 'webhook dispatcher error'),
+  })
+  // At start, before the first request: every stored secret moves under the current key (bounded chunks, safe with
+  // instances starting together). A failure is logged and does not stop the start: the old keys still open them.
+  // A process that waits for its database (src/main.ts, `isReady`) runs it once the store answers instead.
+  const rewrapAtStart = async () => {
+    try {
+      const { rewrapped, undecryptable } = await secretRewrap.run()
+      if (rewrapped > 0) app.log.info({ rewrapped }, 'stored secrets re-encrypted under the current key')
+      if (undecryptable > 0) {
+        app.log.warn(
+          { undecryptable },
+          'stored secrets that no configured key opens (set WEBHOOK_SECRET_KEY_PREVIOUS to the key they were encrypted under; docs/operations.md)',
+        )
+      }
+    } catch (err) {
+      app.log.error({ errMessage: (err as Error).message }, 're-encrypting stored secrets failed')
+    }
+  }
+  app.addHook('onReady', async () => {
+    if (!isReady || isReady()) await rewrapAtStart()
   })
   /** The periodic freshness sweep (src/main.ts): in sandbox, each client at its own time. */
   const sweepFreshness = () => (sandbox ? sweepFreshnessAtClientTimes(store, sandbox, freshness) : freshness.sweep(store))
@@ -241,6 +302,8 @@ export function createApp({
     sandbox,
     sandboxClock,
     sweepFreshness,
+    secretRewrap,
+    rewrapAtStart,
   }
 }
 

@@ -62,6 +62,7 @@ export const ConfigSchema = z
     TRUST_PROXY: TrustProxy.prefault(''),
     PORT: z.coerce.number().int().min(0).max(65535).default(8080),
     DATABASE_URL: z.string().url().optional(),
+    DATABASE_CONNECT_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3600).default(60),
     DATA_DIR: z.string().min(1).default('./data'),
     SERVICE_ENVIRONMENT: z.enum(['sandbox', 'production']).default('sandbox'),
     ADMIN_TOKEN: z.string().min(24, 'is shorter than 24 characters').optional(),
@@ -69,6 +70,7 @@ export const ConfigSchema = z
     DOCS_URL: z.string().url().optional(),
     RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(60),
     CONCURRENCY_PER_KEY: z.coerce.number().int().min(1).default(1),
+    PAY_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(30),
     WEBHOOK_INTERVAL_MS: z.coerce.number().int().min(100).default(60_000),
     WEBHOOK_RETRY_SCHEDULE: DurationList.default(['1m', '5m', '30m', '2h', '6h', '12h', '24h'].map(parseDuration)),
     WEBHOOK_DEV_ALLOW_LOOPBACK: Flag.default(false),
@@ -76,6 +78,13 @@ export const ConfigSchema = z
       .string()
       .regex(/^[0-9a-fA-F]{64}$/, 'is not 64 hexadecimal digits (a 256-bit key)')
       .optional(),
+    // The keys WEBHOOK_SECRET_KEY replaced: secrets still under one of them open, and are re-encrypted (src/domain/key-ring.ts).
+    WEBHOOK_SECRET_KEY_PREVIOUS: z
+      .string()
+      .trim()
+      .regex(/^$|^[0-9a-fA-F]{64}(,[0-9a-fA-F]{64})*$/, 'is not a comma-separated list of keys of 64 hexadecimal digits each')
+      .transform((v) => (v === '' ? [] : v.split(',')))
+      .prefault(''),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     SEED_DEMO: Flag.default(true),
     FRESHNESS_STALE_AFTER_TRANSACTION_SECONDS: z.coerce.number().int().min(1).default(172_800),
@@ -94,6 +103,14 @@ export const ConfigSchema = z
         message: 'is refused when SERVICE_ENVIRONMENT=production',
       })
     }
+    // A token generated at first start is printed once on stdout, which in production is a log collector's pipe.
+    if (!c.ADMIN_TOKEN && c.SERVICE_ENVIRONMENT === 'production') {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['ADMIN_TOKEN'],
+        message: 'is required when SERVICE_ENVIRONMENT=production (a generated token would be printed into the logs)',
+      })
+    }
     if (!c.WEBHOOK_SECRET_KEY && c.SERVICE_ENVIRONMENT === 'production') {
       ctx.addIssue({
         code: 'custom',
@@ -109,17 +126,19 @@ export const ConfigSchema = z
       port: c.PORT,
       trustProxy: c.TRUST_PROXY,
       databaseUrl: c.DATABASE_URL,
+      databaseConnectTimeoutSeconds: c.DATABASE_CONNECT_TIMEOUT_SECONDS,
       dataDir: c.DATA_DIR,
       environment: c.SERVICE_ENVIRONMENT,
       adminToken: c.ADMIN_TOKEN,
       publicBaseUrl,
       docsUrl: (c.DOCS_URL ?? `${publicBaseUrl}/docs`).replace(/\/$/, ''),
-      limits: { perMinute: c.RATE_LIMIT_PER_MINUTE, concurrencyPerKey: c.CONCURRENCY_PER_KEY },
+      limits: { perMinute: c.RATE_LIMIT_PER_MINUTE, concurrencyPerKey: c.CONCURRENCY_PER_KEY, payPerMinute: c.PAY_RATE_LIMIT_PER_MINUTE },
       webhooks: {
         intervalMs: c.WEBHOOK_INTERVAL_MS,
         retryScheduleMs: c.WEBHOOK_RETRY_SCHEDULE,
         allowLoopback: c.WEBHOOK_DEV_ALLOW_LOOPBACK,
         secretKeyHex: c.WEBHOOK_SECRET_KEY,
+        previousSecretKeysHex: c.WEBHOOK_SECRET_KEY_PREVIOUS,
       },
       freshness: {
         transactionSeconds: c.FRESHNESS_STALE_AFTER_TRANSACTION_SECONDS,
@@ -147,19 +166,23 @@ const FIXES: Record<string, string> = {
     'set TRUST_PROXY to the number of proxies in front of the service (such as 1), or to their addresses or CIDR ranges separated by commas (such as 10.0.0.0/8), or unset it when clients connect directly',
   PORT: 'set PORT to a whole number from 0 to 65535, or unset it for 8080',
   DATABASE_URL: 'set DATABASE_URL to a URL such as postgres://user:password@host:5432/database, or unset it for the embedded store',
+  DATABASE_CONNECT_TIMEOUT_SECONDS: 'set DATABASE_CONNECT_TIMEOUT_SECONDS to a whole number of seconds from 1 to 3600, or unset it for 60',
   DATA_DIR: 'set DATA_DIR to a directory path, or unset it for ./data',
   SERVICE_ENVIRONMENT: 'set SERVICE_ENVIRONMENT to sandbox or production',
   ADMIN_TOKEN:
-    'set ADMIN_TOKEN to a random string of at least 24 characters (for example the output of `openssl rand -hex 24`), or unset it to have one generated at first start',
+    'set ADMIN_TOKEN to a random string of at least 24 characters (for example the output of `openssl rand -hex 24`); it may be unset only in sandbox, where one is generated at first start and printed once',
   PUBLIC_BASE_URL: 'set PUBLIC_BASE_URL to an absolute URL such as https://receivables.example.com, or unset it',
   DOCS_URL: 'set DOCS_URL to an absolute URL such as https://receivables.example.com/docs, or unset it',
   RATE_LIMIT_PER_MINUTE: 'set RATE_LIMIT_PER_MINUTE to a whole number of at least 1, or unset it for 60',
+  PAY_RATE_LIMIT_PER_MINUTE: 'set PAY_RATE_LIMIT_PER_MINUTE to a whole number of at least 1, or unset it for 30',
   CONCURRENCY_PER_KEY: 'set CONCURRENCY_PER_KEY to a whole number of at least 1, or unset it for 1',
   WEBHOOK_INTERVAL_MS: 'set WEBHOOK_INTERVAL_MS to a whole number of milliseconds of at least 100, or unset it for 60000',
   WEBHOOK_RETRY_SCHEDULE: 'set WEBHOOK_RETRY_SCHEDULE to comma-separated durations such as 1m,5m,30m,2h (units s, m, h, d), or unset it',
   WEBHOOK_DEV_ALLOW_LOOPBACK: 'set WEBHOOK_DEV_ALLOW_LOOPBACK to 0 or 1, and to 1 only outside SERVICE_ENVIRONMENT=production',
   WEBHOOK_SECRET_KEY:
     'set WEBHOOK_SECRET_KEY to 64 hexadecimal digits (for example the output of `openssl rand -hex 32`); it may be unset only in sandbox, where a key is generated and stored',
+  WEBHOOK_SECRET_KEY_PREVIOUS:
+    'set WEBHOOK_SECRET_KEY_PREVIOUS to the keys WEBHOOK_SECRET_KEY replaced, 64 hexadecimal digits each, separated by commas, or unset it',
   LOG_LEVEL: 'set LOG_LEVEL to one of fatal, error, warn, info, debug, trace, silent',
   SEED_DEMO: 'set SEED_DEMO to 0 or 1',
   FRESHNESS_STALE_AFTER_TRANSACTION_SECONDS: 'set it to a whole number of seconds of at least 1, or unset it for 172800',

@@ -7,7 +7,7 @@ import { digestSecret } from './http/auth.ts'
 import { logOptions } from './http/server.ts'
 import { seedDemo } from './seed.ts'
 import { DataDirLockedError } from './store/data-dir-lock.ts'
-import { openStore } from './store/open.ts'
+import { DatabaseUnreachableError, databaseLocation, openStore, pendingStore } from './store/open.ts'
 import type { Store } from './store/store.ts'
 import { startPaymentExpiryWorker } from './workers/payment-expiry.ts'
 import { startRetentionWorker } from './workers/retention.ts'
@@ -19,6 +19,12 @@ import { startRetentionWorker } from './workers/retention.ts'
  *   otherwise); the credentials shown once are printed in the same shape but never through the logger (showOnce).
  * - A start that fails (bad configuration, DATA_DIR in use, port taken) says why in one line and exits 1.
  *   Nothing shown once is stored or printed before the port is bound, so a failed start loses nothing.
+ * - PostgreSQL not reachable yet (the service started first: compose, a rollout, a reboot) is waited for, up to
+ *   DATABASE_CONNECT_TIMEOUT_SECONDS, with the port already bound: /healthz answers 200, /readyz and every other
+ *   route 503, one log line at most every 5 s; migrations run once it answers; exit 1 with one line when the time
+ *   is up. SIGTERM during the wait stops at once.
+ * - In production nothing secret is generated, so nothing secret is printed: ADMIN_TOKEN is required (config.ts)
+ *   and no demo is seeded.
  * - SIGTERM and SIGINT stop it: no new connections, requests in flight answered, batch leases handed back,
  *   webhook deliveries in flight finished and recorded, store closed (which frees DATA_DIR), "stopped" logged,
  *   exit 0 (exit 1 past STOP_DEADLINE_MS). A signal during start stops it once up.
@@ -53,16 +59,24 @@ try {
 }
 log.level = config.logLevel
 
-let store: Store
-try {
-  store = await openStore({ databaseUrl: config.databaseUrl, dataDir: config.dataDir })
-} catch (err) {
-  if (err instanceof DataDirLockedError) startFailed(err.message)
-  startFailed(`could not open the ${config.databaseUrl ? 'PostgreSQL' : 'embedded'} store: ${(err as Error).message}`, err)
+// The embedded store opens before the port is bound (its DATA_DIR lock decides whether this process may run at
+// all); PostgreSQL is waited for once the port is bound, behind a store that fails every call until then.
+const opening = pendingStore(config.databaseUrl ? 'postgres' : 'pglite')
+const store: Store = opening.store
+if (!config.databaseUrl) {
+  try {
+    opening.ready(await openStore({ dataDir: config.dataDir }))
+  } catch (err) {
+    if (err instanceof DataDirLockedError) startFailed(err.message)
+    startFailed(`could not open the embedded store: ${(err as Error).message}`, err)
+  }
 }
 
-const adminToken = await planAdminToken(store, config.adminToken)
-const app = createApp({ store, config, adminTokenDigest: adminToken.digest })
+/** The operator token's digest: from ADMIN_TOKEN, or (unset, sandbox only) read or planned once the store answers. */
+let adminTokenDigest = config.adminToken ? digestSecret(config.adminToken) : ''
+/** Set once the store is reachable, migrated, and the operator token known: routes answer 503 until then. */
+let ready = false
+const app = createApp({ store, config, adminTokenDigest: () => adminTokenDigest, isReady: () => ready })
 try {
   await app.app.listen({ host: config.host, port: config.port })
 } catch (err) {
@@ -76,6 +90,13 @@ let stopPaymentExpiry: (() => void) | undefined
 let sweepTimer: NodeJS.Timeout | undefined
 /** The freshness sweep in progress, awaited on stop so that the store is closed under no sweep. */
 let sweeping: Promise<unknown> | undefined
+
+if (config.databaseUrl && !opening.isReady()) await reachPostgres(config.databaseUrl)
+const adminToken = await planAdminToken(store, config.adminToken)
+adminTokenDigest = adminToken.digest
+ready = true
+// Listening began before the store was known to answer, so the start's re-encryption of stored secrets runs now.
+await app.rewrapAtStart()
 
 // Listening: only now is anything shown once generated into the store.
 const shown: string[] = []
@@ -161,6 +182,44 @@ async function stop(code: number): Promise<never> {
     code = 1
   }
   process.exit(code)
+}
+
+/**
+ * Waits for PostgreSQL with the port bound (see the top of this file). SIGTERM or SIGINT meanwhile stops the
+ * wait and the process; the time up, or an error waiting cannot cure (a wrong password), fails the start.
+ */
+async function reachPostgres(url: string): Promise<void> {
+  const aborted = new AbortController()
+  onStopSignal = (signal) => {
+    log.info({ signal }, `${signal}: stopping (still waiting for PostgreSQL)`)
+    aborted.abort(new Error('stopped while waiting for PostgreSQL'))
+  }
+  if (stopSignal) onStopSignal(stopSignal)
+  const timeoutSeconds = config.databaseConnectTimeoutSeconds
+  try {
+    opening.ready(
+      await openStore({
+        databaseUrl: url,
+        wait: {
+          timeoutMs: timeoutSeconds * 1000,
+          signal: aborted.signal,
+          onWaiting: ({ attempt, elapsedMs, error }) =>
+            log.warn(
+              { attempt, elapsedSeconds: Math.round(elapsedMs / 1000), errMessage: error.message },
+              `PostgreSQL at ${databaseLocation(url)} is not reachable yet (${error.message}); waiting up to ${timeoutSeconds} s ` +
+                `(DATABASE_CONNECT_TIMEOUT_SECONDS): attempt ${attempt}, ${Math.round(elapsedMs / 1000)} s so far; /readyz answers 503 meanwhile`,
+            ),
+        },
+      }),
+    )
+  } catch (err) {
+    if (aborted.signal.aborted) await stop(0)
+    await app.app.close().catch(() => {})
+    if (err instanceof DatabaseUnreachableError) startFailed(err.message)
+    startFailed(`could not open the PostgreSQL store: ${(err as Error).message}`, err)
+  } finally {
+    onStopSignal = null
+  }
 }
 
 /** The operator token's digest; a new token is only planned here and stored once the port is bound. */

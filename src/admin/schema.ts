@@ -1,9 +1,10 @@
 import { z } from 'zod'
+import { refuseUnsafeDisplayText } from '../domain/display-text.ts'
 import { ExternalId, Text200 } from '../domain/identifiers.ts'
 import { SCOPES } from '../domain/scopes.ts'
 import { Timestamp } from '../domain/time.ts'
 import { isValidCidr } from '../http/auth.ts'
-import { listResponse } from '../http/common-schemas.ts'
+import { listResponse, sequenceNumber } from '../http/common-schemas.ts'
 
 /*
  * Schemas of the operator API (docs/operator-api.md). Every request and response schema carries an id so
@@ -22,7 +23,11 @@ export const EmptyBody = z.strictObject({}).meta({ id: 'OperatorEmptyBody', desc
 
 export const ClientPut = z
   .strictObject({
-    name: Text200.optional(),
+    name: Text200.superRefine(refuseUnsafeDisplayText)
+      .describe(
+        'The creditor name the hosted payment page shows: no control characters, bidirectional controls or line and paragraph separators.',
+      )
+      .optional(),
     collectionEnabled: z.boolean().optional().describe('Unchanged when omitted; false for a new client.'),
   })
   .meta({ id: 'OperatorClientPut', examples: [{ name: 'Acme Credit Union', collectionEnabled: true }] })
@@ -155,10 +160,7 @@ export const ApiKeyList = listResponse(ApiKeyView, 'OperatorApiKeyList')
 
 export const AuditQuery = z.strictObject({
   clientCode: ExternalId.optional(),
-  cursor: z
-    .string()
-    .regex(/^\d{1,19}$/, 'must be a cursor returned by a previous page')
-    .optional(),
+  cursor: sequenceNumber(1n, 'must be a cursor returned by a previous page').optional(),
   limit: z.coerce.number().int().min(1).max(200).default(50),
 })
 

@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto'
 import { z } from 'zod'
 import type { Environment } from '../config.ts'
-import { fieldProblem, Problem } from '../domain/problems.ts'
+import { Problem } from '../domain/problems.ts'
 import { type Clock, isoNow, Timestamp } from '../domain/time.ts'
 import { digestSecret } from '../http/auth.ts'
-import { decodeCursor, encodeCursor } from '../http/common-schemas.ts'
+import { encodeCursor, IdentifierCursor, readCursor } from '../http/common-schemas.ts'
 import { recordClientFact } from '../resources/client-facts/store.ts'
 import type { Queryable, Store, Tx } from '../store/store.ts'
-import type { GrantPut } from './schema.ts'
+import { ApiKeyParams, type GrantPut } from './schema.ts'
 import {
   API_KEY_COLUMNS,
   type ApiKeyRow,
@@ -20,6 +20,7 @@ import {
   type GrantRow,
   type IntegrationRow,
   listApiKeys,
+  listAuditEvents,
   listClients,
   listGrantsOfClient,
   listGrantsOfIntegration,
@@ -85,14 +86,15 @@ export interface Page {
   limit: number
 }
 
-const AfterKey = z.object({ after: z.string() })
-const AfterApiKey = z.object({ after: z.tuple([Timestamp, z.string()]) })
+const AfterKey = IdentifierCursor
+/** `[createdAt, apiKeyId]`; year 0 is a valid ISO date but no PostgreSQL timestamp (there is no year 0). */
+const AfterApiKey = z.strictObject({
+  after: z.tuple([Timestamp.refine((s) => !s.startsWith('0000')), ApiKeyParams.shape.apiKeyId]),
+})
 
 /** The decoded cursor; a cursor this list did not return is a 422 at /query/cursor (as the public lists answer). */
 function pageAfter<T>(q: Page, schema: z.ZodType<T>): T | undefined {
-  const after = decodeCursor(q.cursor, schema)
-  if (q.cursor !== undefined && !after) throw fieldProblem('/query/cursor', 'invalid_format', 'is not a cursor this list returned')
-  return after
+  return readCursor(q.cursor, schema, '/query/cursor', 'is not a cursor this list returned')
 }
 
 /** Rows were read with limit + 1: the extra row only says whether another page follows. */
@@ -207,16 +209,23 @@ export function createAdminService({ store, clock, environment, onGrantRevoked, 
       })
     },
 
+    /** Idempotent: revoking a revoked key answers the key as it is, and changes and records nothing. */
     revokeApiKey(apiKeyId: string) {
       return store.transaction(async (tx) => {
         const now = isoNow(clock)
+        // Only a key not yet revoked is updated; of two concurrent revocations the second waits for the first's
+        // row lock, then finds the key revoked and updates nothing: one `api_key.revoked` event, ever.
         const rows = await tx.query<ApiKeyRow>(
-          `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $2) WHERE api_key_id = $1
+          `UPDATE api_keys SET revoked_at = $2 WHERE api_key_id = $1 AND revoked_at IS NULL
            RETURNING ${API_KEY_COLUMNS}`,
           [apiKeyId, now],
         )
         const row = rows[0]
-        if (!row) throw new Problem('api_key_not_found', `No API key ${apiKeyId}.`)
+        if (!row) {
+          const existing = await findApiKey(tx, apiKeyId)
+          if (!existing) throw new Problem('api_key_not_found', `No API key ${apiKeyId}.`)
+          return apiKeyView(existing)
+        }
         await recordAudit(tx, {
           action: 'api_key.revoked',
           clientCode: null,
@@ -277,16 +286,23 @@ export function createAdminService({ store, clock, environment, onGrantRevoked, 
       })
     },
 
+    /** Idempotent like a key's revocation: revoking a revoked grant answers it as it is, and changes and records nothing. */
     revokeGrant(integrationId: string, clientCode: string) {
       return store.transaction(async (tx) => {
         const now = isoNow(clock)
+        // Only an active grant is updated; a concurrent second revocation waits for the first's row lock, then
+        // finds the grant revoked: one `grant.revoked` event per revocation.
         const rows = await tx.query<GrantRow>(
-          `UPDATE grants SET status = 'revoked', updated_at = CASE WHEN status = 'revoked' THEN updated_at ELSE $3 END
-            WHERE client_code = $1 AND integration_id = $2 RETURNING *`,
+          `UPDATE grants SET status = 'revoked', updated_at = $3
+            WHERE client_code = $1 AND integration_id = $2 AND status <> 'revoked' RETURNING *`,
           [clientCode, integrationId, now],
         )
         const row = rows[0]
-        if (!row) throw new Problem('grant_not_found', `No grant of integration ${integrationId} for client ${clientCode}.`)
+        if (!row) {
+          const existing = await findGrant(tx, integrationId, clientCode)
+          if (!existing) throw new Problem('grant_not_found', `No grant of integration ${integrationId} for client ${clientCode}.`)
+          return grantView(existing)
+        }
         await onGrantRevoked?.(tx, integrationId, clientCode)
         await recordAudit(tx, {
           action: 'grant.revoked',
@@ -360,22 +376,7 @@ export function createAdminService({ store, clock, environment, onGrantRevoked, 
     },
 
     async listAudit(db: Queryable, q: { clientCode?: string; cursor?: string; limit: number }) {
-      const rows = await db.query<{
-        seq: string
-        audit_event_id: string
-        occurred_at: string
-        actor: string
-        action: string
-        client_code: string | null
-        target_type: string
-        target_id: string
-        details: Record<string, unknown>
-        change_digest: string
-      }>(
-        `SELECT * FROM audit_events WHERE ($1::text IS NULL OR client_code = $1) AND ($2::bigint IS NULL OR seq > $2)
-          ORDER BY seq LIMIT $3`,
-        [q.clientCode ?? null, q.cursor ?? null, q.limit + 1],
-      )
+      const rows = await listAuditEvents(db, { clientCode: q.clientCode ?? null, afterSeq: q.cursor ?? null, limit: q.limit + 1 })
       const page = rows.slice(0, q.limit)
       return {
         data: page.map((r) => ({

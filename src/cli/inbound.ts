@@ -27,6 +27,8 @@ Commands:
   key create <integrationId>                 issue an API key (shown once)
   key revoke <apiKeyId>
   audit list [--client C] [PAGING]
+  secrets rewrap                             re-encrypt every stored secret under WEBHOOK_SECRET_KEY
+                                             (docs/operations.md, changing the encryption key)
 
 Sandbox only (a production service answers 404 route_not_found):
   clock show <clientCode>                    the client's sandbox clock
@@ -309,6 +311,16 @@ async function main(): Promise<void> {
       process.stdout.write(`client ${clientCode} reset at ${String(result.resetAt)}\n`)
       for (const [table, n] of deleted) process.stdout.write(`  ${table.padEnd(34)} ${n} deleted\n`)
       if (deleted.length === 0) process.stdout.write('  (nothing to delete)\n')
+      return
+    }
+    case 'secrets rewrap': {
+      const result = await admin('POST', '/admin/v1/secrets/rewrap', {})
+      if (opts.json) return show(result)
+      process.stdout.write(
+        `${String(result.rewrapped)} re-encrypted under the current key, ${String(result.undecryptable)} undecryptable\n`,
+      )
+      if (Number(result.undecryptable) > 0)
+        process.stdout.write('No configured key opens those: set WEBHOOK_SECRET_KEY_PREVIOUS to the key they were encrypted under.\n')
       return
     }
     case 'audit list':

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto'
+import ipaddr from 'ipaddr.js'
 import type { Environment } from '../config.ts'
 import type { Clock } from '../domain/time.ts'
 import type { Queryable, QueryOptions, Store } from '../store/store.ts'
@@ -391,6 +392,55 @@ export function createMemoryGate(db: Queryable, opts: GateOptions): Gate {
       }
     },
   }
+}
+
+/**
+ * The hosted payment page's flood guard (docs/decisions.md, "The hosted page's rate limit"): at most `perMinute`
+ * requests per client address, in the API gate's fixed one-minute windows of the base clock (`rateOf`), counted
+ * in this process's memory. Deliberately per instance, even on a PostgreSQL several instances share: the point
+ * is to keep a flood away from the store, and a counter in the store would cost the store a write per flooding
+ * request, the very load it is there to refuse. With N instances behind a balancer an address gets at most N
+ * times the budget, still a bounded load.
+ *
+ * The address is the one TRUST_PROXY decides (`request.ip`). An IPv6 client is counted by its /64 (one
+ * subscriber's network: an attacker holding a /64 chooses among 2^64 addresses); an IPv4-mapped IPv6 address
+ * as its IPv4. Memory is bounded: the counts are dropped when the window turns, and at most `maxAddresses`
+ * addresses are counted in a window; beyond them, every new address of that window shares one count (a flood
+ * from that many addresses is refused together, rather than growing this process without bound).
+ */
+export interface AddressLimiter {
+  /** Counts one request from `address` and says whether it is within the minute's budget. */
+  hit(address: string): RateResult
+}
+
+export function createAddressLimiter(opts: { perMinute: number; clock: Clock; maxAddresses?: number }): AddressLimiter {
+  const maxAddresses = opts.maxAddresses ?? 100_000
+  let window = Number.NEGATIVE_INFINITY
+  const counts = new Map<string, number>()
+  return {
+    hit(address) {
+      const now = opts.clock.now().getTime()
+      const start = windowOf(now)
+      if (start !== window) {
+        window = start
+        counts.clear()
+      }
+      let key = addressKey(address)
+      if (!counts.has(key) && counts.size >= maxAddresses) key = 'overflow'
+      const used = (counts.get(key) ?? 0) + 1
+      counts.set(key, used)
+      return rateOf(opts.perMinute, used, now, start)
+    },
+  }
+}
+
+/** What one client is counted as: its IPv4 address, or its IPv6 /64. */
+export function addressKey(address: string): string {
+  if (!ipaddr.isValid(address)) return address
+  const parsed = ipaddr.process(address)
+  if (parsed.kind() === 'ipv4') return parsed.toString()
+  const prefix = (parsed as ipaddr.IPv6).parts.slice(0, 4)
+  return `${prefix.map((p) => p.toString(16)).join(':')}::/64`
 }
 
 /** The gate's columns in a gated read's rows: prefixed, so that no column of the read can clash with them. */

@@ -224,7 +224,7 @@ export function createMetrics(store: Pick<Store, 'kind' | 'query' | 'poolStats'>
  * operator routes are (`assertOperatorToken`: 401 `invalid_admin_token` otherwise). Called right after
  * `buildServer`, before the app is ready, so the hook covers every route.
  */
-export function registerMetrics(app: FastifyInstance, metrics: Metrics, adminTokenDigest: string): void {
+export function registerMetrics(app: FastifyInstance, metrics: Metrics, adminTokenDigest: string | (() => string)): void {
   app.addHook('onResponse', async (request, reply) => metrics.observe(request, reply))
   app.get('/metrics', {
     onRequest: async (request) => assertOperatorToken(request.headers.authorization, adminTokenDigest),

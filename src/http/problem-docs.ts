@@ -323,8 +323,8 @@ export const problemDocs = {
   },
   webhook_endpoint_disabled: {
     cause:
-      '`POST .../webhook-endpoint/deliveries/{deliveryId}/retry` or `POST .../webhook-endpoint/replay` while the endpoint is disabled (by `POST .../disable`, a revoked grant, or an unsafe destination; `disabledReason` says which), so nothing would be sent.',
-    fix: 'Configure the endpoint again with `PUT /v1/clients/{clientCode}/webhook-endpoint` (which re-enables it), then retry or replay.',
+      '`POST .../webhook-endpoint/deliveries/{deliveryId}/retry` or `POST .../webhook-endpoint/replay` while the endpoint is disabled (by `POST .../disable`, a revoked grant, an unsafe destination, or a signing secret the service can no longer decrypt; `disabledReason` says which), so nothing would be sent.',
+    fix: 'Configure the endpoint again with `PUT /v1/clients/{clientCode}/webhook-endpoint` (which re-enables it; with `disabledReason` `signing_secret_unreadable` it also answers a new `signingSecret`, shown once), then retry or replay.',
     retry: 'Only once the endpoint is enabled again.',
   },
   webhook_endpoint_not_found: {

@@ -113,7 +113,9 @@ export function crossCuttingProblems(def: RouteDef): ProblemCode[] {
   if (def.params || def.query || def.body) codes.push('validation_error')
   if (def.auth.kind === 'api_key') codes.push('invalid_api_key', 'client_scope_denied', 'rate_limit_exceeded')
   if (def.auth.kind === 'admin') codes.push('invalid_admin_token')
-  if (def.body) codes.push('malformed_json', 'request_too_large', 'unsupported_media_type')
+  // A route that takes no body still reads one that is sent (except on GET): as every JSON body, it must be of the
+  // JSON media type, at most 256 KiB and valid JSON; only then is it ignored (docs/decisions.md, "Action routes").
+  if (def.body || def.method !== 'GET') codes.push('malformed_json', 'request_too_large', 'unsupported_media_type')
   codes.push('projection_unavailable')
   return codes
 }

@@ -64,9 +64,45 @@ function stdoutLog(): pino.DestinationStream {
 }
 
 export function logOptions(level: string) {
-  if (!process.stdout.isTTY) return { level, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' }, stream: stdoutLog() }
+  const common = { level, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' }, serializers: { req: logRequest } }
+  if (!process.stdout.isTTY) return { ...common, stream: stdoutLog() }
   const pretty: typeof import('pino-pretty').build = createRequire(import.meta.url)('pino-pretty')
-  return { level, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' }, stream: pretty({ sync: true }) }
+  return { ...common, stream: pretty({ sync: true }) }
+}
+
+/**
+ * A request URL as the logs may show it. The hosted payment page's address, `/pay/<token>`, carries the page's
+ * only credential (whoever has it can open the page and, in sandbox, pay or fail the request): anything under
+ * `/pay/` but the page's stylesheet is logged as `/pay/[redacted]`, query string and all. The path is judged
+ * decoded and case-insensitively, so `/%70ay/<token>` is not a way around it.
+ */
+export function loggedUrl(url: string): string {
+  const path = url.split('?')[0] ?? ''
+  let decoded = path
+  try {
+    decoded = decodeURIComponent(path)
+  } catch {}
+  if (!/^\/pay\//i.test(decoded) || /^\/pay\/assets\/[^?]*$/i.test(decoded)) return url
+  return '/pay/[redacted]'
+}
+
+/** Fastify's request serializer (method, url, host, address), with the URL as loggedUrl gives it. */
+function logRequest(req: {
+  method?: string
+  url?: string
+  host?: string
+  ip?: string
+  headers?: Record<string, string | string[] | undefined>
+  socket?: { remotePort?: number }
+}) {
+  return {
+    method: req.method,
+    url: loggedUrl(req.url ?? ''),
+    version: String(req.headers?.['accept-version'] ?? '') || undefined,
+    host: req.host,
+    remoteAddress: req.ip,
+    remotePort: req.socket?.remotePort,
+  }
 }
 
 export interface HttpDeps {
@@ -74,7 +110,8 @@ export interface HttpDeps {
   config: Pick<Config, 'environment' | 'docsUrl' | 'logLevel'> & Partial<Pick<Config, 'trustProxy'>>
   /** API key, grant, rate and concurrency limits: one decision before any work (src/http/limits.ts). */
   gate: Gate
-  adminTokenDigest: string
+  /** The operator token's digest; a function when it is known only once the store is reachable (src/main.ts). */
+  adminTokenDigest: string | (() => string)
   /**
    * Web pages served under a path prefix (the hosted payment page): a path the router itself refuses there
    * (an undecodable or over-long segment) answers that page family's 404 page, never problem+json.
@@ -179,9 +216,10 @@ function trustProxyOption(setting: false | number | string[]): boolean | string[
  * The operator token check of every operator route (and of /metrics, src/http/metrics.ts): a missing or wrong
  * token is `401 invalid_admin_token`, compared in constant time.
  */
-export function assertOperatorToken(authorization: string | undefined, adminTokenDigest: string): void {
+export function assertOperatorToken(authorization: string | undefined, adminTokenDigest: string | (() => string)): void {
   const token = bearerToken(authorization)
-  if (!token || !constantTimeEqualHex(digestSecret(token), adminTokenDigest)) {
+  const expected = typeof adminTokenDigest === 'function' ? adminTokenDigest() : adminTokenDigest
+  if (!token || !constantTimeEqualHex(digestSecret(token), expected)) {
     throw new Problem('invalid_admin_token', 'The operator token is missing or wrong.')
   }
 }

@@ -1,4 +1,5 @@
 import { PGlite, parse, protocol, types } from '@electric-sql/pglite'
+import { embeddedLeaseHolder } from './lease-holder.ts'
 import { normalizeRow, type QueryOptions, type Row, type Store, type Tx } from './store.ts'
 
 const { serialize } = protocol
@@ -106,8 +107,11 @@ export async function openPglite(dataDir?: string): Promise<Store> {
       inFlight--
     }
   }
+  // Held by the one backend for the life of the process: a lease naming another key was left by a dead process.
+  const leaseHolder = await embeddedLeaseHolder((sql, params) => db.query(sql, params))
   return {
     kind: 'pglite',
+    leaseHolder,
     query: (sql, params, options) => counted(() => query(sql, params, options)),
     exec: (sql) =>
       counted(async () => {

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto'
 import pg from 'pg'
+import { sessionLeaseHolder } from './lease-holder.ts'
 import { CommitOutcomeUnknownError, normalizeRow, type QueryOptions, type Store, type Tx } from './store.ts'
 
 /**
@@ -7,10 +8,14 @@ import { CommitOutcomeUnknownError, normalizeRow, type QueryOptions, type Store,
  *
  * Connection loss (server restart or crash, failover, pg_terminate_backend, a network reset) can happen at
  * any moment, and `pg` reports it as an 'error' event on the client; an event nobody listens to kills the
- * process. So no client is ever without a listener: the pool's own while a client is idle (it discards the
- * client) or inside `pool.query`, and ours for the whole time `transaction` holds one. A client whose
- * connection broke is released with its error, which destroys it instead of returning it to the pool; the
- * next checkout opens a new connection, so the service serves again as soon as the server is back.
+ * process. So every client gets a listener of ours the moment the pool has connected it (the pool's 'connect'
+ * event), for its whole life: idle, checked out, between a checkout and our use of it, inside `pool.query`
+ * (whose own listener is a `once`), released with an error and being destroyed. The listener records the first
+ * error on the client's state (`lostConnections`), which a transaction reads. Listeners of the pool's own come
+ * and go beside it; ours never leaves. Before 'connect', while the client is connecting, `pg` hands errors to
+ * the pool's connect callback instead. A client whose connection broke is released with its error, which
+ * destroys it instead of returning it to the pool; the next checkout opens a new connection, so the service
+ * serves again as soon as the server is back.
  */
 export interface PostgresOptions {
   max?: number
@@ -21,6 +26,8 @@ export interface PostgresOptions {
   connectionTimeoutMillis?: number
   /** Told about each idle connection that was lost (the pool has already discarded it). */
   onIdleError?: (err: Error) => void
+  /** Told when the lease holder's connection was lost (it reconnects with a new key; lease-holder.ts). */
+  onLeaseHolderError?: (err: Error) => void
 }
 
 /** An error the server sent as an ordinary ERROR: the statement failed, the connection is fine. */
@@ -41,6 +48,13 @@ export function openPostgres(connectionString: string, opts: PostgresOptions = {
   })
   // An idle client that errors has already been removed by the pool; the next checkout reconnects.
   pool.on('error', (err) => opts.onIdleError?.(err))
+  /** The first error of each client whose connection broke: set by its permanent listener, never cleared. */
+  const lostConnections = new WeakMap<pg.ClientBase, Error>()
+  pool.on('connect', (client) => {
+    client.on('error', (err) => {
+      if (!lostConnections.has(client)) lostConnections.set(client, err)
+    })
+  })
   const run = async <T extends object>(c: pg.Pool | pg.PoolClient, sql: string, params?: readonly unknown[], options?: QueryOptions) => {
     const values = params as unknown[] | undefined
     const res = await (options?.prepared ? runPrepared(c, sql, values) : c.query(sql, values))
@@ -50,25 +64,26 @@ export function openPostgres(connectionString: string, opts: PostgresOptions = {
   /** A checked-out client and what happened to its connection while we held it. */
   interface Held {
     client: pg.PoolClient
-    /** The connection error, once the connection broke. */
-    lost: Error | null
+    /** The connection error, once the connection broke (the client's listener, or a statement that failed so). */
+    readonly lost: Error | null
+    markLost(err: Error): void
     release(err?: unknown): void
   }
 
   function hold(client: pg.PoolClient): Held {
     const held: Held = {
       client,
-      lost: null,
+      get lost() {
+        return lostConnections.get(client) ?? null
+      },
+      markLost(err) {
+        if (!lostConnections.has(client)) lostConnections.set(client, err)
+      },
       release(err) {
-        client.removeListener('error', onError)
         // Any error destroys the client: a broken connection must never go back to the pool.
         client.release(held.lost ?? (err as Error | undefined))
       },
     }
-    const onError = (err: Error) => {
-      held.lost ??= err
-    }
-    client.on('error', onError)
     return held
   }
 
@@ -89,8 +104,11 @@ export function openPostgres(connectionString: string, opts: PostgresOptions = {
     }
   }
 
+  // The instance's lease lock, on a connection of its own outside the pool (lease-holder.ts).
+  const leaseHolder = sessionLeaseHolder(connectionString, { onError: (err) => opts.onLeaseHolderError?.(err) })
   return {
     kind: 'postgres',
+    leaseHolder,
     query: (sql, params, options) => run(pool, sql, params, options),
     exec: async (sql) => {
       await pool.query(sql)
@@ -104,7 +122,7 @@ export function openPostgres(connectionString: string, opts: PostgresOptions = {
         try {
           return await work
         } catch (err) {
-          if (!isStatementError(err)) held.lost ??= err as Error
+          if (!isStatementError(err)) held.markLost(err as Error)
           throw err
         }
       }
@@ -153,7 +171,13 @@ export function openPostgres(connectionString: string, opts: PostgresOptions = {
         held.release(releaseWith)
       }
     },
-    close: () => pool.end(),
+    async close() {
+      try {
+        await pool.end()
+      } finally {
+        await leaseHolder.close()
+      }
+    },
     poolStats: () => ({ max, total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
   }
 }

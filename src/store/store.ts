@@ -11,6 +11,8 @@
  * - Rows come back with int8/numeric as strings (exact) and timestamptz as ISO-8601 UTC strings with
  *   millisecond precision, the same on both engines.
  */
+import type { LeaseHolder } from './lease-holder.ts'
+
 export type Row = Record<string, unknown>
 
 export interface QueryOptions {
@@ -57,6 +59,12 @@ export interface Store extends Queryable {
   close(): Promise<void>
   /** Connection usage now; optional so that a wrapping store (tests, tools) need not report it. */
   poolStats?(): PoolStats
+  /**
+   * This instance's lease holder (lease-holder.ts): the key the workers write on the leases they take, tied to a
+   * lock that ends with the process (PGlite) or with a dedicated connection (PostgreSQL). Optional so that a
+   * wrapping store need not forward it: without one, leases carry no holder and only expire.
+   */
+  readonly leaseHolder?: LeaseHolder
 }
 
 /**

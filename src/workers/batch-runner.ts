@@ -26,6 +26,7 @@ import {
   type WriteOperation,
 } from '../resources/operations.ts'
 import { UnitOfWork, type UnitOfWorkMark } from '../resources/unit-of-work.ts'
+import { claimKey } from '../store/lease-holder.ts'
 import { analyzeGrownTables } from '../store/statistics.ts'
 import { CommitOutcomeUnknownError, type Store } from '../store/store.ts'
 import { nextWave, type WaveItem } from './batch-waves.ts'
@@ -118,8 +119,10 @@ function failedOutcome(rec: BatchRecordRow, problem: Problem): RecordOutcome {
  * - Exactly once per record: records run in chunks, each chunk one transaction holding the batch row
  *   (lease checked), with every record's effect and its outcome committed together. A crash rolls back
  *   the open chunk; its records are still `pending` and run again by whoever claims the batch next.
- * - Shared by instances: claiming uses FOR UPDATE SKIP LOCKED and a lease token; a dead worker's lease
- *   expires and another instance resumes the batch where the last committed chunk ended.
+ * - Shared by instances: claiming uses FOR UPDATE SKIP LOCKED and a lease token. A lease names its holder
+ *   (src/store/lease-holder.ts): a killed process's lease, or one whose holder lost its lock connection, is
+ *   taken at once by any instance (a restarted embedded store takes its own at start); otherwise a lease no one
+ *   renews expires. Either way the batch resumes where the last committed chunk ended.
  * - One code path: each record runs the same WriteOperation as its PUT route, with the grant re-read
  *   when its chunk runs, inside a savepoint so a refused record leaves nothing behind. A refused record
  *   keeps the whole problem the route would have answered (detail, errors[] with pointers into the record
@@ -472,12 +475,19 @@ export function createBatchRunner(opts: BatchRunnerOptions) {
 
   /** Claims and finishes at most one batch; true when one was claimed. */
   async function runOnce(): Promise<boolean> {
+    // While the instance's lease lock is not held (its connection was lost), it claims nothing (lease-holder.ts).
+    const holder = claimKey(store.leaseHolder)
+    if (holder === 'not_held') return false
     const token = randomUUID()
-    const claimed = await claimBatch(store, token, leaseSeconds, runnerId, isoNow(clock))
+    const claimed = await claimBatch(store, token, leaseSeconds, runnerId, isoNow(clock), holder)
     if (!claimed) return false
+    // The lock this lease was taken under is gone (it is reconnected under a new key): the lease is forfeited, and
+    // any instance takes the batch at once. A chunk already in its transaction holds the batch row and commits
+    // under its token; the next one is not started.
+    const forfeited = () => holder !== null && store.leaseHolder?.current() !== holder
     try {
       const chunk = () => runChunk(claimed, token)
-      while (await (opts.atClientTime ? opts.atClientTime(claimed.client_code, chunk) : chunk())) {
+      while (!forfeited() && (await (opts.atClientTime ? opts.atClientTime(claimed.client_code, chunk) : chunk()))) {
         // A turn of the event loop between chunks: on PGlite every query resolves through promises alone, so
         // without it a long batch would keep HTTP requests and signals waiting until it ended.
         await new Promise<void>((resolve) => setImmediate(resolve))

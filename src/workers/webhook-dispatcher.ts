@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { type Agent, request } from 'undici'
+import type { KeyRing } from '../domain/key-ring.ts'
 import { type Clock, isoNow } from '../domain/time.ts'
 import { loadActiveGrant } from '../http/auth.ts'
 import {
@@ -13,8 +14,8 @@ import {
   UnsafeDestinationError,
 } from '../http/destination.ts'
 import type { SandboxClock } from '../resources/sandbox-clock/clock.ts'
-import { decryptSecret, signatureHeader } from '../resources/webhooks/secrets.ts'
-import { readableTypes, secretAad } from '../resources/webhooks/service.ts'
+import { signatureHeader } from '../resources/webhooks/secrets.ts'
+import { openSecret, readableTypes } from '../resources/webhooks/service.ts'
 import {
   type AttemptOutcome,
   auditEndpoint,
@@ -27,9 +28,11 @@ import {
   type EndpointRow,
   findEndpoint,
   lockEnabledEndpoints,
+  notePendingDeliveries,
   releaseDeliveries,
   skipDeliveries,
 } from '../resources/webhooks/store.ts'
+import { claimKey } from '../store/lease-holder.ts'
 import type { Store, Tx } from '../store/store.ts'
 
 /**
@@ -38,14 +41,19 @@ import type { Store, Tx } from '../store/store.ts'
  *   sequence into deliveries (webhooks/store.ts deriveDeliveries), in the store, so a committed change is
  *   never missed and an uncommitted one never sent.
  * - Shared by instances: an endpoint's due deliveries are claimed as leases (UPDATE ... FOR UPDATE SKIP
- *   LOCKED, a token per claim); outcomes are written only under that token, so a worker whose lease
- *   expired changes nothing. A worker killed mid-delivery leaves its lease to expire; another instance then
- *   sends again: at least once, never lost.
+ *   LOCKED, a token per claim); outcomes are written only under that token, so a worker whose lease was
+ *   taken changes nothing. A lease names its holder (src/store/lease-holder.ts): a worker killed mid-delivery
+ *   (or whose lock connection was lost) leaves a lease any instance takes at once, and a lease whose holder
+ *   still looks alive but no longer renews expires; another instance then sends again: at least once, never lost.
  * - At most `perEndpoint` (10) notifications per endpoint per run; a run every `intervalMs`.
  * - Before every attempt: the grant is re-read (revoked: the endpoint is disabled `grant_revoked`, nothing
  *   sent; a resource type it may no longer read: that delivery is `skipped`), the URL is checked again and
  *   its name resolved again (a non-public address: disabled `destination_unsafe`, nothing sent), and the
  *   connection goes to the checked address (pinnedAgent).
+ * - A signing secret that no key of the ring opens (the encryption key changed without the old one being kept as
+ *   a previous key): the endpoint is disabled `signing_secret_unreadable` (audited), every pending delivery says
+ *   so in its `lastError`, nothing is sent. They are sent once the integrator has a new secret (rotate-secret or
+ *   PUT) and the endpoint is enabled again. A previous secret (rotation overlap) that no key opens is dropped.
  * - Each attempt: 5 s for everything, no redirects (a 3xx is a failure), the response body discarded after
  *   at most 64 KiB, a bounded number of sockets per destination and of endpoints served at once.
  * - Failures are retried on `retryScheduleMs` (1m, 5m, 30m, 2h, 6h, 12h, 24h: 8 attempts), then abandoned.
@@ -58,7 +66,7 @@ export interface WebhookDispatcherOptions {
   clock: Clock
   resolver: Resolver
   allowLoopback: boolean
-  secretKey: () => Promise<Buffer>
+  keyRing: () => Promise<KeyRing>
   intervalMs: number
   retryScheduleMs: readonly number[]
   /** Sandbox: the per-client clocks (`clock` is then `sandbox.clock`). */
@@ -146,12 +154,20 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions) {
     })
   }
 
-  async function disable(endpoint: EndpointRow, reason: 'grant_revoked' | 'destination_unsafe') {
-    await store.transaction((tx) => disableIn(tx, endpoint, reason, nowIso()))
+  type Reason = NonNullable<EndpointRow['disabled_reason']>
+
+  async function disable(endpoint: EndpointRow, reason: Reason) {
+    await store.transaction(async (tx) => {
+      const now = nowIso()
+      if (!(await disableIn(tx, endpoint, reason, now))) return
+      // The integrator has to act (a new secret): the delivery log says why nothing goes out.
+      if (reason === 'signing_secret_unreadable') await notePendingDeliveries(tx, endpoint.client_code, endpoint.integration_id, reason)
+    })
   }
 
-  async function disableIn(tx: Tx, endpoint: EndpointRow, reason: 'grant_revoked' | 'destination_unsafe', now: string) {
-    if (!(await disableEndpoint(tx, endpoint.client_code, endpoint.integration_id, reason, now))) return
+  /** True when this call disabled the endpoint. */
+  async function disableIn(tx: Tx, endpoint: EndpointRow, reason: Reason, now: string): Promise<boolean> {
+    if (!(await disableEndpoint(tx, endpoint.client_code, endpoint.integration_id, reason, now))) return false
     await auditEndpoint(tx, {
       clientCode: endpoint.client_code,
       integrationId: endpoint.integration_id,
@@ -166,6 +182,7 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions) {
       change: { url: endpoint.url, status: 'disabled', disabledReason: reason, secretVersion: endpoint.secret_version },
       now,
     })
+    return true
   }
 
   function errorClass(err: unknown): NonNullable<AttemptOutcome['errorClass']> {
@@ -248,6 +265,9 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions) {
 
   /** Claims, checks and sends one endpoint's due deliveries (at most perEndpoint). */
   async function serveEndpoint(clientCode: string, integrationId: string): Promise<number> {
+    // No claim while the instance's lease lock is not held (src/store/lease-holder.ts).
+    const holder = claimKey(store.leaseHolder)
+    if (holder === 'not_held') return 0
     const token = randomUUID()
     const now = clock.now()
     const realNow = real.now()
@@ -259,6 +279,7 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions) {
       leaseNow: realNow.toISOString(),
       leaseUntil: new Date(realNow.getTime() + leaseMs).toISOString(),
       limit: perEndpoint,
+      holder,
     })
     if (claimed.length === 0) return 0
     const ids = claimed.map((d) => d.delivery_id)
@@ -295,12 +316,20 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions) {
       await releaseDeliveries(store, clientCode, integrationId, token, ids)
       return 0
     }
-    const key = await opts.secretKey()
-    const aad = secretAad(clientCode, integrationId)
-    const secrets = [decryptSecret(key, endpoint.secret_ciphertext, aad)]
-    if (endpoint.previous_secret_ciphertext && endpoint.previous_expires_at && Date.parse(endpoint.previous_expires_at) > now.getTime()) {
-      secrets.push(decryptSecret(key, endpoint.previous_secret_ciphertext, aad))
+    const ring = await opts.keyRing()
+    const current = openSecret(ring, endpoint)
+    if (current === null) {
+      await disable(endpoint, 'signing_secret_unreadable')
+      await releaseDeliveries(store, clientCode, integrationId, token, ids)
+      return 0
     }
+    const secrets = [current]
+    if (endpoint.previous_secret_ciphertext && endpoint.previous_expires_at && Date.parse(endpoint.previous_expires_at) > now.getTime()) {
+      const previous = openSecret(ring, { ...endpoint, secret_ciphertext: endpoint.previous_secret_ciphertext })
+      if (previous !== null) secrets.push(previous)
+    }
+    // The lock the claim was taken under is gone: the deliveries are forfeited (any instance sends them now).
+    if (holder !== null && store.leaseHolder?.current() !== holder) return 0
     const results = await Promise.all(toSend.map((d) => attempt(dest, d, endpoint, secrets)))
     const outcomes = results.filter((r): r is AttemptOutcome => r !== 'unsafe')
     await completeAttempts(store, clientCode, integrationId, token, outcomes)

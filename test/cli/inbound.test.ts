@@ -248,3 +248,43 @@ describe('inbound: reading back', () => {
       assert.ok(help.stdout.includes(line), line)
   })
 })
+
+describe('inbound: the audit trail', () => {
+  test("audit list --client C: the client's events and the key events of every integration with a grant for C, active or revoked", async () => {
+    // crm's grant for acme-cu is revoked; a key it is issued now is still one that could reach acme-cu.
+    const crmKey = must(await t.admin('POST', '/admin/v1/integrations/crm/api-keys', {}), 201).json
+    const acme = await ok(['audit', 'list', '--client', 'acme-cu'])
+    assert.equal(
+      acme,
+      table([
+        ['occurredAt', 'action', 'clientCode', 'targetType', 'targetId'],
+        [NOW, 'client.created', 'acme-cu', 'client', 'acme-cu'],
+        [NOW, 'grant.created', 'acme-cu', 'grant', 'ledger/acme-cu'],
+        [NOW, 'grant.created', 'acme-cu', 'grant', 'crm/acme-cu'],
+        [NOW, 'grant.revoked', 'acme-cu', 'grant', 'crm/acme-cu'],
+        [NOW, 'api_key.created', '-', 'api_key', keys[0].apiKeyId],
+        [NOW, 'api_key.created', '-', 'api_key', keys[1].apiKeyId],
+        [NOW, 'api_key.revoked', '-', 'api_key', keys[0].apiKeyId],
+        [NOW, 'api_key.created', '-', 'api_key', crmKey.apiKeyId],
+      ]),
+    )
+    // beta-cu: only ledger holds a grant for it, so crm's key is not beta-cu's concern.
+    const beta = await ok(['audit', 'list', '--client', 'beta-cu'])
+    assert.equal(
+      beta,
+      table([
+        ['occurredAt', 'action', 'clientCode', 'targetType', 'targetId'],
+        [NOW, 'client.created', 'beta-cu', 'client', 'beta-cu'],
+        [NOW, 'grant.created', 'beta-cu', 'grant', 'ledger/beta-cu'],
+        [NOW, 'api_key.created', '-', 'api_key', keys[0].apiKeyId],
+        [NOW, 'api_key.created', '-', 'api_key', keys[1].apiKeyId],
+        [NOW, 'api_key.revoked', '-', 'api_key', keys[0].apiKeyId],
+      ]),
+    )
+    // Revoking keys[0] again answers it as it is and adds no event.
+    const again = await cli(['key', 'revoke', keys[0].apiKeyId, '--json'])
+    assert.equal(again.code, 0, again.stderr)
+    assert.deepEqual(JSON.parse(again.stdout), must(await t.admin('GET', `/admin/v1/api-keys/${keys[0].apiKeyId}`), 200).json)
+    assert.equal(await ok(['audit', 'list', '--client', 'beta-cu']), beta)
+  })
+})

@@ -65,13 +65,15 @@ describe('operator API', () => {
     const r1 = await t.admin('POST', `/admin/v1/api-keys/${key.json.apiKeyId}/revoke`, {})
     const r2 = await t.admin('POST', `/admin/v1/api-keys/${key.json.apiKeyId}/revoke`)
     assert.equal(r1.status, 200)
-    assert.equal(r2.json.revokedAt, r1.json.revokedAt)
+    assert.equal(r2.status, 200)
+    assert.deepEqual(r2.json, r1.json)
   })
 
   test('every operator write is audited, with a digest and never a key or token', async () => {
     const list = await t.admin('GET', '/admin/v1/audit-events?clientCode=op-c&limit=200')
     const actions = list.json.data.map((e: { action: string }) => e.action)
-    assert.deepEqual(actions, ['client.created', 'client.updated', 'grant.created'])
+    // op-i holds a grant for op-c: the key it was issued (and revoked, twice, recorded once) is op-c's concern too.
+    assert.deepEqual(actions, ['client.created', 'client.updated', 'grant.created', 'api_key.created', 'api_key.revoked'])
     const all = await t.admin('GET', '/admin/v1/audit-events?limit=200')
     const text = JSON.stringify(all.json)
     assert.ok(!/irk_(sandbox|production)_/.test(text))
@@ -84,6 +86,96 @@ describe('operator API', () => {
       [...first.json.data, ...second.json.data].map((e: { auditEventId: string }) => e.auditEventId),
       all.json.data.slice(0, 4).map((e: { auditEventId: string }) => e.auditEventId),
     )
+  })
+
+  test('revoking a revoked key answers 200 with the key as it is, and changes and records nothing', async () => {
+    const key = await t.admin('POST', '/admin/v1/integrations/op-i/api-keys', {})
+    const first = await t.admin('POST', `/admin/v1/api-keys/${key.json.apiKeyId}/revoke`, {})
+    assert.equal(first.status, 200)
+    const stored = async () => t.store.query('SELECT * FROM api_keys WHERE api_key_id = $1', [key.json.apiKeyId])
+    const auditCount = async () =>
+      Number((await t.store.query<{ n: string }>('SELECT count(*) AS n FROM audit_events WHERE target_id = $1', [key.json.apiKeyId]))[0]?.n)
+    const before = { row: await stored(), audit: await auditCount() }
+    assert.equal(before.audit, 2)
+    for (const body of [{}, undefined]) {
+      const again = await t.admin('POST', `/admin/v1/api-keys/${key.json.apiKeyId}/revoke`, body)
+      assert.equal(again.status, 200, again.body)
+      assert.deepEqual(again.json, first.json)
+    }
+    assert.deepEqual({ row: await stored(), audit: await auditCount() }, before)
+    const events = await t.store.query<{ action: string }>('SELECT action FROM audit_events WHERE target_id = $1 ORDER BY seq', [
+      key.json.apiKeyId,
+    ])
+    assert.deepEqual(
+      events.map((e) => e.action),
+      ['api_key.created', 'api_key.revoked'],
+    )
+  })
+
+  test('revoking a revoked grant answers 200 with the grant as it is, and changes and records nothing', async () => {
+    assert.equal((await t.admin('PUT', '/admin/v1/integrations/op-i/grants/op-g', { scopes: ['customers:read'] })).status, 404)
+    assert.equal((await t.admin('PUT', '/admin/v1/clients/op-g', { name: 'Grant Repeat' })).status, 201)
+    assert.equal((await t.admin('PUT', '/admin/v1/integrations/op-i/grants/op-g', { scopes: ['customers:read'] })).status, 201)
+    const first = await t.admin('POST', '/admin/v1/integrations/op-i/grants/op-g/revoke', {})
+    assert.equal(first.status, 200)
+    assert.equal(first.json.status, 'revoked')
+    const stored = async () => t.store.query("SELECT * FROM grants WHERE client_code = 'op-g' AND integration_id = 'op-i'")
+    const events = async () =>
+      (await t.store.query<{ action: string }>("SELECT action FROM audit_events WHERE target_id = 'op-i/op-g' ORDER BY seq")).map(
+        (e) => e.action,
+      )
+    const before = { row: await stored(), events: await events() }
+    assert.deepEqual(before.events, ['grant.created', 'grant.revoked'])
+    for (const body of [{}, undefined]) {
+      const again = await t.admin('POST', '/admin/v1/integrations/op-i/grants/op-g/revoke', body)
+      assert.equal(again.status, 200, again.body)
+      assert.deepEqual(again.json, first.json)
+    }
+    assert.deepEqual({ row: await stored(), events: await events() }, before)
+  })
+
+  test("a client's audit list holds the key events of every integration with a grant for it, active or revoked", async () => {
+    for (const c of ['au-x', 'au-y']) assert.equal((await t.admin('PUT', `/admin/v1/clients/${c}`, {})).status, 201)
+    for (const i of ['au-active', 'au-revoked', 'au-other'])
+      assert.equal((await t.admin('PUT', `/admin/v1/integrations/${i}`, { name: i })).status, 201)
+    // A key issued before its integration had any grant for au-x: still one that can reach au-x now.
+    const early = (await t.admin('POST', '/admin/v1/integrations/au-active/api-keys', {})).json.apiKeyId
+    assert.equal((await t.admin('PUT', '/admin/v1/integrations/au-active/grants/au-x', { scopes: ['customers:read'] })).status, 201)
+    assert.equal((await t.admin('PUT', '/admin/v1/integrations/au-revoked/grants/au-x', { scopes: ['customers:read'] })).status, 201)
+    assert.equal((await t.admin('PUT', '/admin/v1/integrations/au-other/grants/au-y', { scopes: ['customers:read'] })).status, 201)
+    const revokedGrantKey = (await t.admin('POST', '/admin/v1/integrations/au-revoked/api-keys', {})).json.apiKeyId
+    assert.equal((await t.admin('POST', '/admin/v1/integrations/au-revoked/grants/au-x/revoke', {})).status, 200)
+    const otherKey = (await t.admin('POST', '/admin/v1/integrations/au-other/api-keys', {})).json.apiKeyId
+    assert.equal((await t.admin('POST', `/admin/v1/api-keys/${early}/revoke`, {})).status, 200)
+    assert.equal((await t.admin('POST', `/admin/v1/api-keys/${revokedGrantKey}/revoke`, {})).status, 200)
+    assert.equal((await t.admin('POST', `/admin/v1/api-keys/${otherKey}/revoke`, {})).status, 200)
+
+    const seen = (res: { json: { data: { action: string; clientCode: string | null; targetId: string }[] } }) =>
+      res.json.data.map((e) => [e.action, e.clientCode, e.targetId])
+    const x = await t.admin('GET', '/admin/v1/audit-events?clientCode=au-x&limit=200')
+    assert.equal(x.status, 200)
+    assert.deepEqual(seen(x), [
+      ['client.created', 'au-x', 'au-x'],
+      ['api_key.created', null, early],
+      ['grant.created', 'au-x', 'au-active/au-x'],
+      ['grant.created', 'au-x', 'au-revoked/au-x'],
+      ['api_key.created', null, revokedGrantKey],
+      ['grant.revoked', 'au-x', 'au-revoked/au-x'],
+      ['api_key.revoked', null, early],
+      ['api_key.revoked', null, revokedGrantKey],
+    ])
+    assert.deepEqual(seen(await t.admin('GET', '/admin/v1/audit-events?clientCode=au-y&limit=200')), [
+      ['client.created', 'au-y', 'au-y'],
+      ['grant.created', 'au-y', 'au-other/au-y'],
+      ['api_key.created', null, otherKey],
+      ['api_key.revoked', null, otherKey],
+    ])
+    // Pages of the filtered list follow its cursor without repeating or skipping an event.
+    const p1 = await t.admin('GET', '/admin/v1/audit-events?clientCode=au-x&limit=3')
+    const p2 = await t.admin('GET', `/admin/v1/audit-events?clientCode=au-x&limit=3&cursor=${p1.json.nextCursor}`)
+    const p3 = await t.admin('GET', `/admin/v1/audit-events?clientCode=au-x&limit=3&cursor=${p2.json.nextCursor}`)
+    assert.equal(p3.json.nextCursor, null)
+    assert.deepEqual([...seen(p1), ...seen(p2), ...seen(p3)], seen(x))
   })
 })
 

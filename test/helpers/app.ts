@@ -63,6 +63,7 @@ export async function startTestApp(
     LOG_LEVEL: 'silent',
     RATE_LIMIT_PER_MINUTE: '1000000',
     CONCURRENCY_PER_KEY: '1000',
+    PAY_RATE_LIMIT_PER_MINUTE: '1000000',
     PUBLIC_BASE_URL: 'http://irs.test',
     DOCS_URL: 'https://docs.irs.test',
     // Production refuses to start without it; tests that start in production need one.

@@ -343,7 +343,7 @@ describe(`SIGTERM (${engineName} store)`, () => {
           clock: systemClock,
           resolver: systemResolver,
           allowLoopback: true,
-          secretKey: t.app.services.webhooks.secretKey,
+          keyRing: t.app.services.webhooks.keyRing,
           intervalMs: 3_600_000,
           retryScheduleMs: [60_000],
           concurrency,

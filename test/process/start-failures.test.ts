@@ -6,7 +6,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 import { stripVTControlCharacters } from 'node:util'
+import { ADMIN_TOKEN } from '../helpers/app.ts'
 import { freePort, http, type SpawnedProcess, spawnProcess } from '../helpers/service-process.ts'
+import { createTestDatabase, engineName, onPostgres } from '../helpers/store.ts'
 
 /**
  * Issues 8.9, 15.3 and 15.8: a start that fails says why in one line, with no stack trace and no secret;
@@ -65,7 +67,7 @@ describe('a start that fails', () => {
         'Invalid configuration; the service did not start:',
         '  PORT: Invalid input: expected number, received NaN. Fix: set PORT to a whole number from 0 to 65535, or unset it for 8080.',
         '  SERVICE_ENVIRONMENT: Invalid option: expected one of "sandbox"|"production". Fix: set SERVICE_ENVIRONMENT to sandbox or production.',
-        '  ADMIN_TOKEN: is shorter than 24 characters. Fix: set ADMIN_TOKEN to a random string of at least 24 characters (for example the output of `openssl rand -hex 24`), or unset it to have one generated at first start.',
+        '  ADMIN_TOKEN: is shorter than 24 characters. Fix: set ADMIN_TOKEN to a random string of at least 24 characters (for example the output of `openssl rand -hex 24`); it may be unset only in sandbox, where one is generated at first start and printed once.',
         '  BATCH_CHUNK_SIZE: Too small: expected number to be >=1. Fix: set BATCH_CHUNK_SIZE to a whole number from 1 to 100, or unset it for 100.',
       ].join('\n'),
     )
@@ -122,6 +124,67 @@ describe('a start that fails', () => {
     // And they work.
     assert.equal((await http(url, 'PUT', '/admin/v1/clients/after-port', { token, body: { name: 'After' } })).status, 201)
     assert.equal((await http(url, 'GET', '/v1/clients/demo/customers/cust-demo-1', { token: key })).status, 200)
+  })
+})
+
+/**
+ * Issue 20.11: in production stdout is a log collector's pipe, so nothing secret may be generated there to be shown
+ * once: no ADMIN_TOKEN refuses the start, and no demo (with its API key) is ever seeded.
+ */
+describe('production never prints a secret', () => {
+  test('without ADMIN_TOKEN: exit 1, one line saying how to set it', { timeout: 300_000 }, async () => {
+    const proc = service({ DATA_DIR: tempDir(), SERVICE_ENVIRONMENT: 'production', WEBHOOK_SECRET_KEY: 'ab'.repeat(32), SEED_DEMO: '1' })
+    assert.equal((await proc.exited).code, 1)
+    const out = proc.output()
+    noStackTrace(out)
+    const lines = out.trim().split('\n')
+    assert.equal(lines.length, 1, out)
+    assert.equal(
+      JSON.parse(lines[0] as string).msg,
+      [
+        'Invalid configuration; the service did not start:',
+        '  ADMIN_TOKEN: is required when SERVICE_ENVIRONMENT=production (a generated token would be printed into the logs). Fix: set ADMIN_TOKEN to a random string of at least 24 characters (for example the output of `openssl rand -hex 24`); it may be unset only in sandbox, where one is generated at first start and printed once.',
+      ].join('\n'),
+    )
+  })
+
+  test(`with ADMIN_TOKEN and SEED_DEMO=1 (${engineName}): nothing seeded, nothing shown once, no token or key printed`, {
+    timeout: 300_000,
+  }, async () => {
+    const db = onPostgres ? await createTestDatabase() : undefined
+    try {
+      const dataDir = tempDir()
+      const port = await freePort()
+      const url = `http://127.0.0.1:${port}`
+      const proc = service({
+        DATA_DIR: dataDir,
+        DATABASE_URL: db?.url,
+        PORT: String(port),
+        SERVICE_ENVIRONMENT: 'production',
+        ADMIN_TOKEN,
+        WEBHOOK_SECRET_KEY: 'ab'.repeat(32),
+        SEED_DEMO: '1',
+      })
+      await proc.waitReady(url)
+      await proc.waitForOutput(/Inbound Receivables Service listening on .* \(\w+ store, production\)/)
+      assert.equal((await http(url, 'GET', '/admin/v1/clients/demo', { token: ADMIN_TOKEN })).status, 404)
+      assert.equal((await http(url, 'GET', '/admin/v1/clients', { token: ADMIN_TOKEN })).json.data.length, 0)
+      proc.child.kill('SIGTERM')
+      assert.equal((await proc.exited).code, 0)
+      const out = proc.output()
+      const printed = out
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as { msg: string; shownOnce?: boolean })
+      assert.deepEqual(
+        printed.filter((l) => l.shownOnce !== undefined),
+        [],
+      )
+      assert.equal(/adm_|irk_|shown once|Try: curl/.test(out), false, out)
+      assert.ok(!out.includes(ADMIN_TOKEN))
+    } finally {
+      await db?.drop()
+    }
   })
 })
 

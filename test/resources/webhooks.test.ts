@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { ConfigError, loadConfig } from '../../src/config.ts'
+import { keyId } from '../../src/domain/key-ring.ts'
 import { SCOPES } from '../../src/domain/scopes.ts'
 import { encodeCursor } from '../../src/http/common-schemas.ts'
 import type { ResolvedAddress } from '../../src/http/destination.ts'
 import { LOG_REDACT_PATHS } from '../../src/http/server.ts'
-import { loadSecretKey } from '../../src/resources/webhooks/secrets.ts'
+import { loadKeyRing } from '../../src/store/secret-keys.ts'
 import { problemCode, startTestApp, type Tenant, type TestApp } from '../helpers/app.ts'
 import { engineName } from '../helpers/store.ts'
 
@@ -84,7 +85,9 @@ describe(`webhook endpoint routes (${engineName})`, () => {
       ['wh-a'],
     )
     assert.equal(rows.length, 1)
-    assert.match(rows[0]?.secret_ciphertext ?? '', /^v1\.[A-Za-z0-9_-]{16}\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]+$/)
+    // v2.<key id>.<iv>.<tag>.<ciphertext>, under the configured key (src/domain/key-ring.ts).
+    const id = keyId(Buffer.from('ab'.repeat(32), 'hex'))
+    assert.match(rows[0]?.secret_ciphertext ?? '', new RegExp(`^v2\\.${id}\\.[A-Za-z0-9_-]{16}\\.[A-Za-z0-9_-]{22}\\.[A-Za-z0-9_-]+$`))
     assert.ok(!rows[0]?.secret_ciphertext.includes(secret.slice(6)))
     const audit = await t.store.query<{ actor: string; action: string; details: unknown; change_digest: string }>(
       `SELECT actor, action, details, change_digest FROM audit_events WHERE target_type = 'webhook_endpoint' AND client_code = $1 ORDER BY seq`,
@@ -273,11 +276,18 @@ describe('configuration', () => {
       (err) => err instanceof ConfigError && err.problems.some((p) => p.variable === 'WEBHOOK_SECRET_KEY'),
     )
     assert.throws(
-      () => loadConfig({ SERVICE_ENVIRONMENT: 'production', WEBHOOK_SECRET_KEY: 'ab'.repeat(32), WEBHOOK_DEV_ALLOW_LOOPBACK: '1' }),
+      () =>
+        loadConfig({
+          SERVICE_ENVIRONMENT: 'production',
+          ADMIN_TOKEN: 'operator-token-of-24-chars',
+          WEBHOOK_SECRET_KEY: 'ab'.repeat(32),
+          WEBHOOK_DEV_ALLOW_LOOPBACK: '1',
+        }),
       (err) => err instanceof ConfigError && err.problems.map((p) => p.variable).join() === 'WEBHOOK_DEV_ALLOW_LOOPBACK',
     )
     assert.equal(
-      loadConfig({ SERVICE_ENVIRONMENT: 'production', WEBHOOK_SECRET_KEY: 'ab'.repeat(32) }).webhooks.secretKeyHex,
+      loadConfig({ SERVICE_ENVIRONMENT: 'production', ADMIN_TOKEN: 'operator-token-of-24-chars', WEBHOOK_SECRET_KEY: 'ab'.repeat(32) })
+        .webhooks.secretKeyHex,
       'ab'.repeat(32),
     )
   })
@@ -294,10 +304,11 @@ describe('configuration', () => {
       retryScheduleMs: [60_000, 300_000, 1_800_000, 7_200_000, 21_600_000, 43_200_000, 86_400_000],
       allowLoopback: false,
       secretKeyHex: undefined,
+      previousSecretKeysHex: [],
     })
-    const k1 = await loadSecretKey(t.store, undefined)
-    const k2 = await loadSecretKey(t.store, undefined)
-    assert.equal(k1.length, 32)
-    assert.deepEqual(k1, k2)
+    const r1 = await loadKeyRing(t.store, { currentHex: undefined, previousHex: [] })
+    const r2 = await loadKeyRing(t.store, { currentHex: undefined, previousHex: [] })
+    assert.equal(r1.current.key.length, 32)
+    assert.deepEqual(r1.current, r2.current)
   })
 })

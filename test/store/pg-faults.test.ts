@@ -130,6 +130,18 @@ async function servesAgain(svc: ServiceProcess, key: string, clientCode: string,
   assert.deepEqual((await call(svc, key, 'GET', `/v1/clients/${clientCode}/customers/${id}`)).json, put.json)
 }
 
+/**
+ * Issue 20.1: at production scale. 16 writers PUT Customers in parallel while every backend of the service is
+ * terminated every 100 ms for 30 s; 5 runs, each a new service process. With 2 writers this passed while 16 killed
+ * the process in 2 runs of 3 (an 'error' event on a client nobody listened to at that moment). After each run the
+ * process is alive, every acknowledged write reads back exactly and the service serves again.
+ */
+const SWEEP_RUNS = 5
+const SWEEP_WRITERS = 16
+const SWEEP_TENANTS = 4
+const SWEEP_FOR_MS = 30_000
+const SWEEP_EVERY_MS = 100
+
 describe('terminating the service’s backends under load', { skip: onPostgres ? false : 'needs PostgreSQL (DATABASE_URL)' }, () => {
   let db: TestDatabase
   let svc: ServiceProcess | undefined
@@ -141,58 +153,60 @@ describe('terminating the service’s backends under load', { skip: onPostgres ?
     await db.drop()
   })
 
-  test('the process survives; every answer is 2xx or 503; acknowledged writes read back; it serves again', async (t) => {
-    svc = await startService({ ...serviceEnv, DATABASE_URL: db.url as string })
-    const s = svc
-    const keys = [await seedTenant(s.url, 'flt-a', scopes), await seedTenant(s.url, 'flt-b', scopes)]
-    const dbName = new URL(db.url as string).pathname.slice(1)
-    const killer = new pg.Client({ connectionString: process.env.DATABASE_URL })
-    killer.on('error', () => {})
-    await killer.connect()
-    let terminated = 0
-    let killing = true
-    const killing$ = (async () => {
-      // At most 600 rounds (about a minute); the writers stop it much sooner.
-      for (let i = 0; i < 600 && killing; i++) {
-        const r = await killer.query<{ n: number }>(
-          `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))::int AS n
-             FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`,
-          [dbName],
-        )
-        terminated += r.rows[0]?.n ?? 0
-        await sleep(100)
+  for (let run = 1; run <= SWEEP_RUNS; run++) {
+    test(`run ${run} of ${SWEEP_RUNS}: ${SWEEP_WRITERS} writers, backends terminated every ${SWEEP_EVERY_MS} ms for ${SWEEP_FOR_MS / 1000} s: alive, nothing acknowledged is lost`, async (t) => {
+      await svc?.kill()
+      svc = await startService({ ...serviceEnv, DATABASE_URL: db.url as string })
+      const s = svc
+      const tenants: { code: string; key: string }[] = []
+      for (let i = 0; i < SWEEP_TENANTS; i++) {
+        const code = `sw${run}-${i}`
+        tenants.push({ code, key: await seedTenant(s.url, code, scopes) })
       }
-    })()
-    const writers = [writer(s, keys[0] as string, 'flt-a', 'a', 1500), writer(s, keys[1] as string, 'flt-b', 'b', 1500)]
-    const all = () => writers.flatMap((w) => w.answers)
-    try {
-      // Enough answers, and enough of them hit by a terminated connection, to mean something.
-      await waitFor(
-        'at least 150 answers of which 5 failed',
-        () => (all().length >= 150 && all().filter((a) => a.status !== 200 && a.status !== 201).length >= 5) || !alive(s),
-        3000,
+      const dbName = new URL(db.url as string).pathname.slice(1)
+      const killer = new pg.Client({ connectionString: process.env.DATABASE_URL })
+      killer.on('error', () => {})
+      await killer.connect()
+      const writers = Array.from({ length: SWEEP_WRITERS }, (_, i) => {
+        const tenant = tenants[i % SWEEP_TENANTS] as { code: string; key: string }
+        return { tenant, w: writer(s, tenant.key, tenant.code, `w${i}`, 1_000_000) }
+      })
+      let terminated = 0
+      let sweeps = 0
+      try {
+        const end = Date.now() + SWEEP_FOR_MS
+        while (Date.now() < end && alive(s)) {
+          const r = await killer.query<{ n: number }>(
+            `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))::int AS n
+               FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`,
+            [dbName],
+          )
+          terminated += r.rows[0]?.n ?? 0
+          sweeps++
+          await sleep(SWEEP_EVERY_MS)
+        }
+      } finally {
+        await killer.end()
+        await Promise.all(writers.map(({ w }) => w.stop()))
+      }
+      assert.ok(alive(s), `the service died after ${sweeps} sweeps:\n${s.output()}`)
+      assert.ok(terminated > 0)
+      // Let the pool notice the last terminations on its idle connections before reading back.
+      await sleep(300)
+      const results = await Promise.all(writers.map(({ tenant, w }) => verify(s, tenant.key, tenant.code, w.answers)))
+      const sum = (k: 'acknowledged' | 'nothingSaved' | 'unknown') => results.reduce((n, r) => n + r[k], 0)
+      t.diagnostic(
+        `${sweeps} sweeps, ${terminated} backends terminated; ${sum('acknowledged')} writes acknowledged, lost 0; ` +
+          `${sum('nothingSaved')} answered 503 nothing saved, ${sum('unknown')} 503 outcome unknown; process alive`,
       )
-    } finally {
-      killing = false
-      await killing$
-      await killer.end()
-      await Promise.all(writers.map((w) => w.stop()))
-    }
-    assert.ok(alive(s), `the service died:\n${s.output()}`)
-    assert.ok(terminated > 0)
-    // Let the pool notice the last terminations on its idle connections before reading back.
-    await sleep(300)
-    const a = await verify(s, keys[0] as string, 'flt-a', writers[0]?.answers ?? [])
-    const b = await verify(s, keys[1] as string, 'flt-b', writers[1]?.answers ?? [])
-    assert.ok(a.nothingSaved + a.unknown + b.nothingSaved + b.unknown >= 5)
-    t.diagnostic(
-      `${terminated} backends terminated; ${a.acknowledged + b.acknowledged} writes acknowledged, ` +
-        `${a.nothingSaved + b.nothingSaved} answered 503 nothing saved, ${a.unknown + b.unknown} 503 outcome unknown`,
-    )
-    assert.ok(a.acknowledged + b.acknowledged > 0)
-    await servesAgain(s, keys[0] as string, 'flt-a', 'after')
-    assert.ok(alive(s), `the service died:\n${s.output()}`)
-  })
+      assert.ok(sum('acknowledged') > 0)
+      assert.ok(sum('nothingSaved') + sum('unknown') > 0, 'no request was ever hit by a terminated connection')
+      await servesAgain(s, tenants[0]?.key as string, tenants[0]?.code as string, 'after')
+      assert.ok(alive(s), `the service died:\n${s.output()}`)
+      await s.kill('SIGTERM')
+      assert.equal(s.child.exitCode, 0, s.output())
+    })
+  }
 })
 
 /**

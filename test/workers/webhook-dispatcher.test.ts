@@ -398,7 +398,7 @@ describe(`webhook delivery (${engineName})`, () => {
       clock,
       resolver,
       allowLoopback: true,
-      secretKey: t.app.services.webhooks.secretKey,
+      keyRing: t.app.services.webhooks.keyRing,
       intervalMs: 1000,
       retryScheduleMs: [60_000],
     })

@@ -1,3 +1,4 @@
+import { leaseHolderGone } from '../../store/lease-holder.ts'
 import type { Queryable, Tx } from '../../store/store.ts'
 import type { BatchWrite } from './schema.ts'
 
@@ -79,8 +80,10 @@ export interface ClaimedBatch {
 }
 
 /**
- * Claims the oldest queued batch, or a running one whose lease expired (its worker died or gave it back
- * after a failed chunk), once its `next_attempt_at` (the backoff after a failed chunk) has passed.
+ * Claims the oldest queued batch, or a running one whose lease is free: expired (its worker gave it back after
+ * a failed chunk or on stop, or stopped renewing it), or held by a holder whose lock is gone (a killed process, a
+ * lost lock connection: src/store/lease-holder.ts), once its `next_attempt_at` (the backoff after a failed chunk)
+ * has passed. The lease is written with `holder`, this instance's key (null: no holder, the lease only expires).
  * SKIP LOCKED: a batch whose chunk transaction is open elsewhere is invisible here, so no two workers run
  * one batch.
  */
@@ -90,18 +93,19 @@ export async function claimBatch(
   leaseSeconds: number,
   runnerId: string,
   now: string,
+  holder: number | null = null,
 ): Promise<ClaimedBatch | undefined> {
   return (
     await db.query<ClaimedBatch>(
       `UPDATE batches b SET status = 'running', lease_token = $1, lease_expires_at = clock_timestamp() + make_interval(secs => $2),
-              started_at = COALESCE(b.started_at, $4), attempts = b.attempts + 1, runner_id = $3
+              lease_holder = $5, started_at = COALESCE(b.started_at, $4), attempts = b.attempts + 1, runner_id = $3
         WHERE (b.client_code, b.external_batch_id) = (
           SELECT client_code, external_batch_id FROM batches
-           WHERE (status = 'queued' OR (status = 'running' AND lease_expires_at < clock_timestamp()))
+           WHERE (status = 'queued' OR (status = 'running' AND (lease_expires_at < clock_timestamp() OR ${leaseHolderGone('lease_holder')})))
              AND (next_attempt_at IS NULL OR next_attempt_at <= clock_timestamp())
            ORDER BY submitted_at LIMIT 1 FOR UPDATE SKIP LOCKED)
         RETURNING b.client_code, b.external_batch_id, b.integration_id`,
-      [token, leaseSeconds, runnerId, now],
+      [token, leaseSeconds, runnerId, now, holder],
     )
   )[0]
 }

@@ -1,8 +1,7 @@
-import { z } from 'zod'
-import { fieldProblem, Problem } from '../../domain/problems.ts'
+import { Problem } from '../../domain/problems.ts'
 import type { Scope } from '../../domain/scopes.ts'
 import type { Grant } from '../../http/auth.ts'
-import { decodeCursor, encodeCursor } from '../../http/common-schemas.ts'
+import { encodeCursor, readCursor, seqCursor } from '../../http/common-schemas.ts'
 import type { Store } from '../../store/store.ts'
 import type { ResourceType } from './store.ts'
 
@@ -26,7 +25,8 @@ interface EventRow {
   occurred_at: string
 }
 
-const Cursor = z.object({ s: z.string().regex(/^\d{1,19}$/) })
+/** From 0: an empty feed's `nextCursor` is `{s: '0'}`, "from the start". */
+const Cursor = seqCursor(0n)
 
 export function createChangeService({ store }: { store: Store }) {
   return {
@@ -40,8 +40,7 @@ export function createChangeService({ store }: { store: Store }) {
       if (types.length === 0) {
         throw new Problem('client_scope_denied', 'Reading the change feed needs a read scope of at least one resource type.')
       }
-      const cursor = decodeCursor(q.after, Cursor)
-      if (q.after !== undefined && !cursor) throw fieldProblem('/query/after', 'invalid_format', 'is not a cursor this feed returned')
+      const cursor = readCursor(q.after, Cursor, '/query/after', 'is not a cursor this feed returned')
       const after = cursor?.s ?? '0'
       const head = await store.query<{ purged_through_seq: string }>('SELECT purged_through_seq FROM feed_heads WHERE client_code = $1', [
         clientCode,

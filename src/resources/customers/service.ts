@@ -1,11 +1,10 @@
 import mergePatch from 'json-merge-patch'
-import { z } from 'zod'
 import { canonicalJson } from '../../domain/canonical.ts'
-import { fieldProblem, isProblem, Problem } from '../../domain/problems.ts'
+import { isProblem, Problem } from '../../domain/problems.ts'
 import type { RestrictionT } from '../../domain/restrictions.ts'
 import { isoNow } from '../../domain/time.ts'
 import type { Grant } from '../../http/auth.ts'
-import { decodeCursor, encodeCursor } from '../../http/common-schemas.ts'
+import { encodeCursor, IdentifierCursor, readCursor } from '../../http/common-schemas.ts'
 import type { SlotRelease } from '../../http/route.ts'
 import { issuesToErrors, validationProblem } from '../../http/validation.ts'
 import { lockIdentity } from '../../store/locks.ts'
@@ -273,8 +272,7 @@ export function createCustomerService(deps: CustomerServiceDeps) {
     },
 
     async list(clientCode: string, cursor: string | undefined, limit: number) {
-      const after = decodeCursor(cursor, z.object({ after: z.string() }))
-      if (cursor !== undefined && !after) throw fieldProblem('/query/cursor', 'invalid_format', 'is not a cursor this list returned')
+      const after = readCursor(cursor, IdentifierCursor, '/query/cursor', 'is not a cursor this list returned')
       const rows = await listCustomers(store, clientCode, after?.after, limit + 1)
       const page = rows.slice(0, limit)
       const last = page.at(-1)

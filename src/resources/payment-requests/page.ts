@@ -1,5 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { UNSAFE_DISPLAY_CHARACTER } from '../../domain/display-text.ts'
 import { isProblem } from '../../domain/problems.ts'
+import type { AddressLimiter } from '../../http/limits.ts'
 import { PAGE_STYLE } from './page-style.ts'
 import type { HostedPageView, PaymentRequestService } from './service.ts'
 
@@ -32,6 +34,9 @@ export const PAGE_HEADERS: Readonly<Record<string, string>> = {
   'x-frame-options': 'DENY',
 }
 
+/** How long a request over the page's rate limit waits for its 429 (see registerPaymentPage). */
+export const REFUSAL_DELAY_MS = 1000
+
 /** The form holds one short field; anything larger is not the page's form. */
 export const FORM_BODY_LIMIT_BYTES = 1024
 
@@ -40,7 +45,12 @@ const HTML = 'text/html; charset=utf-8'
 // ---------------------------------------------------------------------------------------------------------
 // Rendering: pure functions from what the page shows to HTML. Every interpolated value is escaped.
 
-const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
+/**
+ * Escaped for HTML; a character no debtor may be shown (bidirectional and control characters, refused on input
+ * since issue 20: src/domain/display-text.ts) becomes U+FFFD, for text stored before that refusal.
+ */
+const escapeHtml = (s: string) =>
+  s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`).replace(new RegExp(UNSAFE_DISPLAY_CHARACTER.source, 'g'), '\uFFFD')
 
 const MONTHS = ['January', 'February', 'March', 'April', 'May', 'June', 'July', 'August', 'September', 'October', 'November', 'December']
 
@@ -170,6 +180,13 @@ export function renderMessagePage(heading: string, message: string, back?: { hre
   return htmlDocument(heading, `<h1>${escapeHtml(heading)}</h1>\n<p>${escapeHtml(message)}</p>${link}`)
 }
 
+/** Over PAY_RATE_LIMIT_PER_MINUTE from one address: a page for a person, sent with Retry-After. */
+export const tooManyRequestsPage = (method: string, retryAfterSeconds: number) =>
+  renderMessagePage(
+    'Too many requests',
+    `${method === 'POST' ? 'Your payment was not made: this' : 'This'} page was opened too often from your network in the last minute. Wait ${retryAfterSeconds === 1 ? '1 second' : `${retryAfterSeconds} seconds`}, then open the link again. Nothing has been charged.`,
+  )
+
 export const NOT_FOUND_PAGE = renderMessagePage(
   'Payment request not found',
   'There is no payment request at this address. Check that the link is complete, exactly as you received it.',
@@ -208,9 +225,28 @@ const badForm = (back: ReturnType<typeof backTo>, heading = 'The form was not se
  * encapsulated scope with its own body parser, error and not-found handlers, so nothing under /pay answers
  * problem+json and the API's JSON parsers never see the form.
  */
-export function registerPaymentPage(app: FastifyInstance, service: HostedPageService): void {
+export function registerPaymentPage(app: FastifyInstance, service: HostedPageService, opts: { limiter?: AddressLimiter } = {}): void {
+  const { limiter } = opts
   app.register(
     async (scope) => {
+      // First of all: over the address's budget (PAY_RATE_LIMIT_PER_MINUTE, GET and POST together) a request is
+      // answered from memory, before its token is looked at or its body read, so a flood never reaches the store.
+      // The stylesheet is not counted: it holds nothing and every page load fetches it.
+      if (limiter) {
+        scope.addHook('onRequest', async (request, reply) => {
+          if (request.routeOptions.url === PAGE_STYLESHEET_PATH) return
+          const rate = limiter.hit(request.ip)
+          if (rate.allowed) return
+          // Answered after a pause: a client flooding over N connections then sends at most N requests a
+          // REFUSAL_DELAY_MS, instead of as many as this process can refuse, which would keep its event loop
+          // (and so every other tenant's requests) waiting behind the refusals. Measured (bench/page-flood.ts):
+          // refused at once, 50 connections still raised another tenant's p50 5 to 11 times.
+          await new Promise((resolve) => setTimeout(resolve, REFUSAL_DELAY_MS))
+          reply.header('retry-after', String(rate.resetSeconds))
+          return sendPage(reply, 429, tooManyRequestsPage(request.method, rate.resetSeconds))
+        })
+      }
+
       // Only the form's media type, parsed as plain URL-encoded pairs and kept small; any other media type
       // is a 415 page (Fastify's FST_ERR_CTP_INVALID_MEDIA_TYPE, answered by the error handler below).
       scope.removeAllContentTypeParsers()
@@ -232,8 +268,11 @@ export function registerPaymentPage(app: FastifyInstance, service: HostedPageSer
         if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
           return sendPage(reply, 400, badForm(back))
         }
-        // Never the error's detail or parameters: they can hold customer data.
-        request.log.error({ errName: e.name, errCode: e.code, errMessage: e.message, stack: e.stack }, 'payment page error')
+        // Never the error's detail or parameters: they can hold customer data. Nor the token, should a message
+        // quote it: it opens the page (the request line itself is logged as /pay/[redacted], src/http/server.ts).
+        const token = tokenOf(request)
+        const scrub = (text?: string) => (text && token ? text.split(token).join('[redacted]') : text)
+        request.log.error({ errName: e.name, errCode: e.code, errMessage: scrub(e.message), stack: scrub(e.stack) }, 'payment page error')
         const what =
           request.method === 'POST'
             ? 'Your payment may not have been recorded. Open the payment page again in a moment to see where it stands.'

@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { refuseUnsafeDisplayText } from '../../domain/display-text.ts'
 import { detectSensitive, ExternalId } from '../../domain/identifiers.ts'
 import { Money, MoneyOut, toMinor } from '../../domain/money.ts'
 import { Timestamp } from '../../domain/time.ts'
@@ -15,6 +16,7 @@ export const PaymentRequestDescription = z
   .string()
   .min(1)
   .max(200)
+  .superRefine(refuseUnsafeDisplayText)
   .superRefine((value, ctx) => {
     const kind = detectSensitive(value)
     if (kind) {
@@ -28,7 +30,7 @@ export const PaymentRequestDescription = z
   .meta({
     id: 'PaymentRequestDescription',
     description:
-      'Shown to the debtor on the hosted page, 1 to 200 characters; checked like a sourceReference (no personal or account data).',
+      'Shown to the debtor on the hosted page, 1 to 200 characters; checked like a sourceReference (no personal or account data). No control characters (C0, DEL, C1), bidirectional controls (U+202A..U+202E, U+2066..U+2069) or line and paragraph separators (U+2028, U+2029).',
     examples: ['February instalment'],
   })
 

@@ -18,14 +18,7 @@ import type { PaymentRow, PaymentStore } from '../payments/store.ts'
 import type { ReceivableStore } from '../receivables/store.ts'
 import { inUnitOfWork, UnitOfWork } from '../unit-of-work.ts'
 import { PaymentRequestResponse, PaymentRequestWrite, type ReceiptDelivery } from './schema.ts'
-import {
-  creditorName,
-  findPaymentRequest,
-  findPaymentRequestByToken,
-  insertPaymentRequest,
-  lockPaymentRequest,
-  type PaymentRequestRow,
-} from './store.ts'
+import { findPageRow, findPaymentRequest, insertPaymentRequest, lockPaymentRequest, type PageRow, type PaymentRequestRow } from './store.ts'
 
 const MINUTE_MS = 60_000
 const DAY_MS = 86_400_000
@@ -54,7 +47,7 @@ export interface PaymentRequestServiceDeps {
   publicBaseUrl: string
   receivables: Pick<ReceivableStore, 'findReceivable'>
   payments: Pick<PaymentStore, 'deliveryAttempts' | 'findPayment' | 'hasHeldReconciliation' | 'matchedMinor'>
-  paymentRules: Pick<PaymentRules, 'paymentRequestNotFound' | 'recordExpiryIfDue' | 'recoveryHeld' | 'settleInSandbox'>
+  paymentRules: Pick<PaymentRules, 'payability' | 'paymentRequestNotFound' | 'recordExpiryIfDue' | 'recoveryHeld' | 'settleInSandbox'>
   /**
    * Sandbox clocks (src/resources/sandbox-clock): runs the hosted page's work at the time of the client its
    * token names. The API's routes get their client's time from the HTTP layer.
@@ -79,7 +72,7 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
   const atClientTime = deps.atClientTime ?? (<T>(_clientCode: string, fn: () => Promise<T>) => fn())
   const { findReceivable } = deps.receivables
   const { deliveryAttempts, findPayment, hasHeldReconciliation, matchedMinor } = deps.payments
-  const { paymentRequestNotFound, recordExpiryIfDue, recoveryHeld, settleInSandbox } = deps.paymentRules
+  const { payability, paymentRequestNotFound, recordExpiryIfDue, recoveryHeld, settleInSandbox } = deps.paymentRules
   /** `payment`: the request's Payment when the caller knows it (null: none yet); read when omitted. */
   async function view(
     db: Queryable,
@@ -191,10 +184,6 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
     run: (uow: UnitOfWork, { clientCode, id }: OperationContext, body: PaymentRequestWrite) => create(uow, clientCode, id, body),
   })
 
-  async function pageRequest(token: string) {
-    return findPaymentRequestByToken(store, token)
-  }
-
   return {
     /** PUT: 201 created, 200 identical retry (the current state). */
     putOperation,
@@ -277,45 +266,59 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
       }
     },
 
-    /** The hosted page's view, by its token only; undefined for an unknown token. Records a passed expiry first. */
+    /**
+     * The hosted page's view, by its token only; undefined for an unknown token. One statement, no transaction
+     * (findPageRow): a flood of page reads costs the store one indexed read each, and holds no lock. Whether the
+     * request may be paid now is payability(), the decision the page's POST and the operator's simulate make.
+     */
     async pageView(token: string): Promise<HostedPageView | undefined> {
-      const ref = await pageRequest(token)
-      if (!ref) return undefined
-      return atClientTime(ref.client_code, () =>
-        inUnitOfWork(store, async (uow) => {
-          const { tx } = uow
-          const row = (await current(uow, ref.client_code, ref.id)) as PaymentRequestRow
-          const payment = await findPayment(tx, ref.client_code, ref.id)
-          let state: HostedPageView['state'] = row.status === 'open' ? 'payable' : row.status
-          if (state === 'payable') {
-            const receivable = await findReceivable(tx, ref.client_code, row.external_receivable_id)
-            if (!receivable || holdsFromRow(receivable).length > 0) state = 'held'
-          }
-          return {
-            state,
-            creditorName: await creditorName(tx, ref.client_code),
-            description: row.description,
-            amount: money(BigInt(row.amount_minor), row.currency),
-            expiresAt: row.expires_at,
-            decidedAt: payment?.decided_at ?? null,
-            sandboxForm: state === 'payable' && provider.offersSandboxForm,
-          }
-        }),
-      )
+      const row = await findPageRow(store, token)
+      return row && pageViewOf(row)
     },
 
     /**
      * The hosted page's sandbox form. Throws a Problem: payment_request_not_found (unknown token),
      * recovery_held, payment_request_state_conflict; route_not_found when the provider offers no form.
+     * A request the page read finds not payable now is refused from that read alone, with no transaction; a
+     * payable one is settled in a transaction that judges it again under its locks (recordOutcome).
      */
     async settleFromPage(token: string, outcome: 'confirmed' | 'failed'): Promise<void> {
       if (!provider.offersSandboxForm) throw new Problem('route_not_found', 'No payment provider form is offered by this deployment.')
-      const ref = await pageRequest(token)
-      if (!ref) throw new Problem('payment_request_not_found', 'No Payment request at this address.')
-      await atClientTime(ref.client_code, () =>
-        inUnitOfWork(store, (uow) => settleInSandbox(uow, provider, ref.client_code, ref.id, outcome, isoNow(clock))),
+      const row = await findPageRow(store, token)
+      if (!row) throw new Problem('payment_request_not_found', 'No Payment request at this address.')
+      const verdict = payability(row, holdsFromRow(row), nowOf(row))
+      if (verdict.state === 'held') throw recoveryHeld(verdict.holds)
+      // The same outcome again is no refusal: the Payment it asks for exists (post/redirect/get shows it).
+      if (verdict.state === outcome) return
+      if (verdict.state !== 'payable') {
+        throw new Problem('payment_request_state_conflict', `The Payment request is ${verdict.state}; it takes no payment.`, {
+          extensions: { status: verdict.state },
+        })
+      }
+      await atClientTime(row.client_code, () =>
+        inUnitOfWork(store, (uow) =>
+          settleInSandbox(uow, provider, row.client_code, row.external_payment_request_id, outcome, isoNow(clock)),
+        ),
       )
     },
+  }
+
+  /** The client's time for the page: its sandbox clock's instant when stopped, else now (always in production). */
+  function nowOf(row: PageRow): number {
+    return row.frozen_at !== null ? Date.parse(row.frozen_at) : clock.now().getTime()
+  }
+
+  function pageViewOf(row: PageRow): HostedPageView {
+    const state = payability(row, holdsFromRow(row), nowOf(row)).state
+    return {
+      state,
+      creditorName: row.creditor_name,
+      description: row.description,
+      amount: money(BigInt(row.amount_minor), row.currency),
+      expiresAt: row.expires_at,
+      decidedAt: row.decided_at,
+      sandboxForm: state === 'payable' && provider.offersSandboxForm,
+    }
   }
 }
 

@@ -1,4 +1,5 @@
-import type { Queryable, Tx } from '../../store/store.ts'
+import { holdColumns } from '../../domain/holds.ts'
+import type { Queryable, QueryOptions, Tx } from '../../store/store.ts'
 import { onRealTime } from '../sandbox-clock/store.ts'
 import type { PaymentRequestWrite } from './schema.ts'
 
@@ -40,19 +41,6 @@ export async function lockPaymentRequest(tx: Tx, clientCode: string, id: string)
       [clientCode, id],
     )
   )[0]
-}
-
-/**
- * The one lookup not keyed by client code: the hosted page knows only its token (256 random bits, unique).
- * It answers the client code, and everything after it is keyed by client code again.
- */
-export async function findPaymentRequestByToken(db: Queryable, token: string): Promise<{ client_code: string; id: string } | undefined> {
-  const rows = await db.query<{ client_code: string; external_payment_request_id: string }>(
-    'SELECT client_code, external_payment_request_id FROM payment_requests WHERE page_token = $1',
-    [token],
-  )
-  const row = rows[0]
-  return row ? { client_code: row.client_code, id: row.external_payment_request_id } : undefined
 }
 
 export async function insertPaymentRequest(
@@ -136,8 +124,85 @@ export async function expireDue(
   return rows.map((r) => ({ client_code: r.client_code, id: r.external_payment_request_id, revision: Number(r.revision) }))
 }
 
-/** The creditor's name for the hosted page: the client's name, or its code when it has none. */
-export async function creditorName(db: Queryable, clientCode: string): Promise<string> {
-  const rows = await db.query<{ name: string | null }>('SELECT name FROM clients WHERE client_code = $1', [clientCode])
-  return rows[0]?.name ?? clientCode
+/**
+ * Holds as they are now, for one Receivable (LATERAL, over the outer row's `client_code` and
+ * `external_receivable_id`, alias `h`): the facts of receivable_hold_facts, with the client-wide two (collection
+ * enabled, Source stale) read live rather than as of the Receivable's last client fact. That is exactly what
+ * catchUpReceivable followed by the view gives, without the write: so a read (the hosted page's GET) judges a
+ * collection switched off a moment ago as the writes do (the page's POST, the operator's simulate, a Payment
+ * request PUT), instead of waiting for the background fan-out to reach the Receivable. The hold predicates are
+ * still the one definition (src/domain/holds.ts, holdColumns over alias `h`).
+ *
+ * `OFFSET 0` keeps the subquery from being flattened into the outer query: flattened, PostgreSQL 15 planned the
+ * view's grouped subqueries (restrictions per Receivable, per Customer) over the whole tables with hash joins,
+ * since the key comes from another table's row and not from a constant; kept apart, the key is a parameter of
+ * the subquery and every table of the view is read by index for that one Receivable (EXPLAIN, checked).
+ */
+function holdFactsNow(outer: string): string {
+  return `LATERAL (
+    SELECT v.client_code, v.external_receivable_id, v.instruction_state, c.collection_enabled, v.has_source_restriction,
+           v.has_dispute, COALESCE(sa.stale_recorded, true) AS source_stale, v.status, v.flagged, v.reconciliation_held
+      FROM receivable_hold_facts v
+      JOIN clients c ON c.client_code = v.client_code
+      LEFT JOIN source_activity sa ON sa.client_code = v.client_code
+     WHERE v.client_code = ${outer}.client_code AND v.external_receivable_id = ${outer}.external_receivable_id
+    OFFSET 0) h`
 }
+
+/** The holds of one Receivable as they are now (see holdFactsNow): `hold_<category>` booleans. */
+export async function receivableHoldsNow(
+  db: Queryable,
+  clientCode: string,
+  receivableId: string,
+): Promise<Record<string, unknown> | undefined> {
+  return (
+    await db.query<Record<string, unknown>>(
+      `SELECT ${holdColumns()} FROM (SELECT $1::text AS client_code, $2::text AS external_receivable_id) k JOIN ${holdFactsNow('k')} ON true`,
+      [clientCode, receivableId],
+      PREPARED,
+    )
+  )[0]
+}
+
+/** Everything the hosted page shows of the request its token names, with the holds as they are now. */
+export interface PageRow {
+  client_code: string
+  external_payment_request_id: string
+  status: PaymentRequestStatus
+  currency: string
+  amount_minor: string
+  description: string | null
+  expires_at: string
+  creditor_name: string
+  /** The client's sandbox clock (src/resources/sandbox-clock), null on real time (always in production). */
+  frozen_at: string | null
+  /** When the provider decided (the request's Payment), else null. */
+  decided_at: string | null
+  [hold: `hold_${string}`]: boolean
+}
+
+/**
+ * The hosted page's read: one statement, outside any transaction, by the token alone (256 random bits, unique;
+ * the only lookup not keyed by client code, and everything it joins is keyed by the client code it finds). It
+ * writes nothing: an expiry that has passed unrecorded is shown as expired (payable() judges it), and recorded by
+ * the next write or the expiry sweeper.
+ */
+export async function findPageRow(db: Queryable, token: string): Promise<PageRow | undefined> {
+  return (
+    await db.query<PageRow>(
+      `SELECT p.client_code, p.external_payment_request_id, p.status, p.currency, p.amount_minor, p.description, p.expires_at,
+              COALESCE(c.name, p.client_code) AS creditor_name, sc.frozen_at, pay.decided_at, ${holdColumns()}
+         FROM payment_requests p
+         JOIN clients c ON c.client_code = p.client_code
+         LEFT JOIN sandbox_clocks sc ON sc.client_code = p.client_code
+         LEFT JOIN payments pay ON pay.client_code = p.client_code AND pay.external_payment_request_id = p.external_payment_request_id
+         JOIN ${holdFactsNow('p')} ON true
+        WHERE p.page_token = $1`,
+      [token],
+      PREPARED,
+    )
+  )[0]
+}
+
+/** Statements whose text never varies: planned once per PostgreSQL connection. */
+const PREPARED: QueryOptions = { prepared: true }

@@ -1,9 +1,14 @@
-import { holdsFromRow } from '../../domain/holds.ts'
+import { type Hold, holdsFromRow } from '../../domain/holds.ts'
 import { Problem } from '../../domain/problems.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import { catchUpReceivable } from '../client-facts/store.ts'
-import { lockPaymentRequest, type PaymentRequestRow, setPaymentRequestStatus } from '../payment-requests/store.ts'
-import { findReceivable } from '../receivables/store.ts'
+import {
+  lockPaymentRequest,
+  type PaymentRequestRow,
+  type PaymentRequestStatus,
+  receivableHoldsNow,
+  setPaymentRequestStatus,
+} from '../payment-requests/store.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import type { PaymentProvider, ProviderOutcome } from './provider.ts'
 import { allocateToReceivable, findPayment, insertPayment, type PaymentRow } from './store.ts'
@@ -25,6 +30,27 @@ export const recoveryHeld = (holds: readonly string[]) =>
   new Problem('recovery_held', `The Receivable is held (${holds.join(', ')}); no payment can be asked for or taken through the sandbox.`, {
     extensions: { holds },
   })
+
+/** Where a Payment request stands for a debtor who would pay it now. */
+export type Payability = { state: 'payable' } | { state: 'held'; holds: Hold[] } | { state: 'expired' | 'confirmed' | 'failed' }
+
+/**
+ * May this request be paid now? The one decision of the hosted page's GET (whether it offers the form), its
+ * POST and the operator's simulate (whether they take the payment): payable while the request is open, its
+ * expiresAt has not passed, and its Receivable has no hold as it is now. `holds` are the Receivable's holds now:
+ * client-wide facts included at once, not when the background fan-out reaches it (payment-requests/store.ts,
+ * receivableHoldsNow and the page's read use the same facts).
+ */
+export function payability(
+  request: { status: PaymentRequestStatus; expires_at: string },
+  holds: readonly Hold[],
+  nowMs: number,
+): Payability {
+  if (request.status !== 'open') return { state: request.status }
+  if (Date.parse(request.expires_at) <= nowMs) return { state: 'expired' }
+  if (holds.length > 0) return { state: 'held', holds: [...holds] }
+  return { state: 'payable' }
+}
 
 /** Records the expiry of a locked open request whose expiresAt has passed; returns the row as it now is. */
 export async function recordExpiryIfDue(
@@ -84,11 +110,13 @@ export async function recordOutcome(
   await lockIdentity(tx, clientCode, 'receivable', receivableId)
   if (opts.refuseWhileHeld) {
     // Its holds as they are now, client-wide changes the fan-out has not brought to it yet included.
+    // (The catch-up gives the Receivable its revision and event; the judgement below needs no catch-up.)
     const caughtUp = await catchUpReceivable(tx, clientCode, receivableId, now)
     if (caughtUp) uow.appendChange(clientCode, caughtUp)
-    const receivable = await findReceivable(tx, clientCode, receivableId)
-    const holds = receivable ? holdsFromRow(receivable) : []
-    if (holds.length > 0) throw recoveryHeld(holds)
+    const verdict = payability(request, holdsFromRow((await receivableHoldsNow(tx, clientCode, receivableId)) ?? {}), Date.parse(now))
+    if (verdict.state === 'held') throw recoveryHeld(verdict.holds)
+    // Open and unexpired (both checked above): only a hold could refuse it here.
+    if (verdict.state !== 'payable') throw new Error(`an open request judged ${verdict.state}`)
   }
   const allocation =
     outcome.outcome === 'confirmed'
@@ -157,5 +185,5 @@ export async function settleInSandbox(
 }
 
 /** The payment rules, for the factories that receive them as a `Pick<>`. */
-export const paymentRules = { paymentRequestNotFound, recoveryHeld, recordExpiryIfDue, recordOutcome, settleInSandbox }
+export const paymentRules = { payability, paymentRequestNotFound, recoveryHeld, recordExpiryIfDue, recordOutcome, settleInSandbox }
 export type PaymentRules = typeof paymentRules

@@ -1,11 +1,10 @@
-import { z } from 'zod'
 import { canonicalJson } from '../../domain/canonical.ts'
 import { holdsFromRow } from '../../domain/holds.ts'
 import { money, toMinor } from '../../domain/money.ts'
 import { fieldProblem, Problem, unknownReferences } from '../../domain/problems.ts'
 import { isoNow } from '../../domain/time.ts'
 import type { Grant } from '../../http/auth.ts'
-import { decodeCursor, encodeCursor } from '../../http/common-schemas.ts'
+import { encodeCursor, IdentifierCursor, readCursor } from '../../http/common-schemas.ts'
 import type { SlotRelease } from '../../http/route.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
@@ -322,8 +321,7 @@ export function createReceivableService(deps: ReceivableServiceDeps) {
     },
 
     async list(clientCode: string, q: { cursor?: string | undefined; limit: number; status?: ReceivableStatus | undefined }) {
-      const after = decodeCursor(q.cursor, z.object({ after: z.string() }))
-      if (q.cursor !== undefined && !after) throw fieldProblem('/query/cursor', 'invalid_format', 'is not a cursor this list returned')
+      const after = readCursor(q.cursor, IdentifierCursor, '/query/cursor', 'is not a cursor this list returned')
       const rows = await listReceivables(store, clientCode, { after: after?.after, status: q.status, limit: q.limit + 1 })
       const page = rows.slice(0, q.limit)
       const last = page.at(-1)

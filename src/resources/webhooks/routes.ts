@@ -9,6 +9,7 @@ import {
   WebhookEndpoint,
   WebhookEndpointParams,
   WebhookEndpointPut,
+  WebhookEndpointReconfigured,
   WebhookEndpointWithSecret,
 } from './schema.ts'
 import type { WebhookService } from './service.ts'
@@ -25,14 +26,18 @@ export function webhookRoutes(webhooks: WebhookService): RouteDef[] {
       operationId: 'putWebhookEndpoint',
       summary: "Configure this Integration's webhook endpoint for the client",
       description:
-        'One endpoint per Integration per Client. The first call answers 201 with `signingSecret` (shown once); later calls change the URL and answer 200 without it. A PUT re-enables a disabled endpoint; notifications then cover changes committed after it. The URL must be `https` on port 443 with a public DNS name that resolves only to public addresses, with no credentials and no fragment.',
+        'One endpoint per Integration per Client. The first call answers 201 with `signingSecret` (shown once); later calls change the URL and answer 200 without it (unless the stored secret can no longer be decrypted: the PUT then issues a new one, `secretVersion` + 1, and answers it once). A PUT re-enables a disabled endpoint; notifications then cover changes committed after it. The URL must be `https` on port 443 with a public DNS name that resolves only to public addresses, with no credentials and no fragment.',
       tags,
       auth,
       params: WebhookEndpointParams,
       body: { schema: WebhookEndpointPut, mediaType: 'application/json' },
       responses: {
         201: { schema: WebhookEndpointWithSecret, description: 'Configured; the signing secret is shown this once' },
-        200: { schema: WebhookEndpoint, description: 'Reconfigured (and re-enabled if it was disabled)' },
+        200: {
+          schema: WebhookEndpointReconfigured,
+          description:
+            'Reconfigured (and re-enabled if it was disabled); with a new `signingSecret` only when the stored one could not be decrypted',
+        },
       },
       problems: ['webhook_destination_unsafe'],
       public: true,
@@ -57,7 +62,7 @@ export function webhookRoutes(webhooks: WebhookService): RouteDef[] {
       operationId: 'rotateWebhookSecret',
       summary: 'Issue a new signing secret',
       description:
-        'Returns the new secret once. For 24 hours every notification carries two `v1` signatures, one with the new secret and one with the previous.',
+        'Returns the new secret once. For 24 hours every notification carries two `v1` signatures, one with the new secret and one with the previous. When the previous secret can no longer be decrypted (`disabledReason` `signing_secret_unreadable`), the new one is issued without it and signs alone; a PUT then re-enables the endpoint.',
       tags,
       auth,
       params: WebhookEndpointParams,

@@ -15,9 +15,11 @@ const endpointFields = {
   url: z.string(),
   status: z.enum(['enabled', 'disabled']),
   disabledReason: z
-    .enum(['grant_revoked', 'destination_unsafe'])
+    .enum(['grant_revoked', 'destination_unsafe', 'signing_secret_unreadable'])
     .nullable()
-    .describe('Why the service disabled the endpoint; null while enabled, and after `POST .../disable`.'),
+    .describe(
+      "Why the service disabled the endpoint; null while enabled, and after `POST .../disable`. `signing_secret_unreadable`: the stored signing secret can no longer be decrypted (the service's encryption key changed without the old key being kept), so nothing can be signed; `rotate-secret` or a PUT issues a new secret, and a PUT re-enables the endpoint.",
+    ),
   secretVersion: z.number().int().min(1).describe('1 for the first secret, +1 on each rotation.'),
 }
 
@@ -39,6 +41,18 @@ export const WebhookEndpointWithSecret = z
     id: 'WebhookEndpointWithSecret',
     examples: [{ ...endpointExample, signingSecret: 'whsec_3q2-7wAbCdEfGhIjKlMnOpQrStUvWxYz0123456789A' }],
   })
+
+export const WebhookEndpointReconfigured = z
+  .object({
+    ...endpointFields,
+    signingSecret: z
+      .string()
+      .optional()
+      .describe(
+        'Present only when this PUT issued a new secret (shown once) because the stored one could not be decrypted any more (`disabledReason` `signing_secret_unreadable`).',
+      ),
+  })
+  .meta({ id: 'WebhookEndpointReconfigured', examples: [endpointExample] })
 
 export const DeliveryParams = ClientParams.extend({
   deliveryId: z.string().regex(/^[A-Za-z0-9_-]{1,128}$/, 'must be a deliveryId from the delivery log'),
@@ -93,7 +107,12 @@ export const WebhookDelivery = z
       .describe('`skipped`: the grant could no longer read the resource type, so nothing was sent.'),
     attemptCount: z.number().int().min(0),
     nextAttemptAt: Timestamp.nullable(),
-    lastError: z.string().nullable(),
+    lastError: z
+      .string()
+      .nullable()
+      .describe(
+        'Why the last attempt failed (the error class, with the HTTP status when one came), or why a pending delivery is not being sent: `signing_secret_unreadable` (the endpoint was disabled because its signing secret can no longer be decrypted).',
+      ),
     createdAt: Timestamp,
     completedAt: Timestamp.nullable(),
     attempts: z.array(AttemptView),

@@ -1,9 +1,9 @@
-import { z } from 'zod'
-import { fieldProblem, Problem } from '../../domain/problems.ts'
+import { type KeyRing, UnreadableSecretError } from '../../domain/key-ring.ts'
+import { Problem } from '../../domain/problems.ts'
 import type { Scope } from '../../domain/scopes.ts'
 import { type Clock, isoNow } from '../../domain/time.ts'
 import type { Grant } from '../../http/auth.ts'
-import { decodeCursor, encodeCursor } from '../../http/common-schemas.ts'
+import { encodeCursor, readCursor, seqCursor } from '../../http/common-schemas.ts'
 import { checkDestination, type Resolver, UnsafeDestinationError } from '../../http/destination.ts'
 import { inRequestTransaction, NO_SLOT, type SlotRelease } from '../../http/route.ts'
 import { lockIdentity } from '../../store/locks.ts'
@@ -11,7 +11,7 @@ import type { Queryable, Store, Tx } from '../../store/store.ts'
 import { FEED_READ_SCOPES } from '../changes/service.ts'
 import type { ResourceType } from '../changes/store.ts'
 import type { WebhookDelivery } from './schema.ts'
-import { decryptSecret, encryptSecret, loadSecretKey, newSigningSecret } from './secrets.ts'
+import { newSigningSecret, secretAad } from './secrets.ts'
 import {
   attemptsOf,
   auditEndpoint,
@@ -30,6 +30,13 @@ import {
   rotateEndpointSecret,
 } from './store.ts'
 
+/**
+ * Feed events a replay queues per transaction. Measured on PGlite (bench/replay-probe.ts; docs/decisions.md, "Leases
+ * tied to their holder; replay in chunks"): a chunk of 500 holds the store for about 30 ms, where one statement for
+ * 12,000 held it 0.45 to 0.7 s.
+ */
+export const REPLAY_CHUNK_SIZE = 500
+
 /** For 24 hours after a rotation notifications carry a signature with each secret. */
 export const ROTATION_OVERLAP_MS = 24 * 3600 * 1000
 
@@ -38,33 +45,35 @@ export function readableTypes(scopes: ReadonlySet<string>): ResourceType[] {
   return (Object.keys(FEED_READ_SCOPES) as ResourceType[]).filter((t) => scopes.has(FEED_READ_SCOPES[t] as Scope))
 }
 
-/** What AES-GCM binds each endpoint's ciphertexts to. */
-export const secretAad = (clientCode: string, integrationId: string) => `webhook/${clientCode}/${integrationId}`
+export { secretAad }
+
+/** The endpoint's current signing secret, or null when no key of the ring opens it. */
+export function openSecret(ring: KeyRing, row: Pick<EndpointRow, 'client_code' | 'integration_id' | 'secret_ciphertext'>) {
+  try {
+    return ring.decrypt(secretAad(row.client_code, row.integration_id), row.secret_ciphertext)
+  } catch (err) {
+    if (err instanceof UnreadableSecretError) return null
+    throw err
+  }
+}
 
 const notFound = () =>
   new Problem('webhook_endpoint_not_found', 'This Integration has no webhook endpoint for this client; configure one with PUT.')
 
-const Cursor = z.object({ s: z.string().regex(/^\d{1,19}$/) })
+/** The delivery log's cursor (a delivery's sequence number, from 1); replay takes a change-feed cursor (from 0). */
+const DeliveryCursor = seqCursor(1n)
+const FeedCursor = seqCursor(0n)
 
 export interface WebhookServiceDeps {
   store: Store
   clock: Clock
   resolver: Resolver
   allowLoopback: boolean
-  /** WEBHOOK_SECRET_KEY (64 hex digits), or undefined in a sandbox that generates its own. */
-  secretKeyHex: string | undefined
+  /** The key ring that encrypts signing secrets at rest (src/store/secret-keys.ts). */
+  keyRing: () => Promise<KeyRing>
 }
 
-export function createWebhookService({ store, clock, resolver, allowLoopback, secretKeyHex }: WebhookServiceDeps) {
-  let key: Promise<Buffer> | undefined
-  const secretKey = () => {
-    key ??= loadSecretKey(store, secretKeyHex).catch((err) => {
-      key = undefined
-      throw err
-    })
-    return key
-  }
-
+export function createWebhookService({ store, clock, resolver, allowLoopback, keyRing }: WebhookServiceDeps) {
   const view = (e: Pick<EndpointRow, 'url' | 'status' | 'disabled_reason' | 'secret_version'>) => ({
     url: e.url,
     status: e.status,
@@ -121,6 +130,24 @@ export function createWebhookService({ store, clock, resolver, allowLoopback, se
     }))
   }
 
+  /**
+   * Writes a new signing secret (returned, to be shown once). The old one, when it still opens, keeps signing for
+   * ROTATION_OVERLAP_MS (re-encrypted under the current key); one that no key opens is simply replaced.
+   */
+  async function replaceSecret(tx: Tx, ring: KeyRing, grant: Grant, now: string, old: string | null = null): Promise<string> {
+    const aad = secretAad(grant.clientCode, grant.integrationId)
+    const signingSecret = newSigningSecret()
+    await rotateEndpointSecret(tx, {
+      clientCode: grant.clientCode,
+      integrationId: grant.integrationId,
+      secretCiphertext: ring.encrypt(aad, signingSecret),
+      previousCiphertext: old === null ? null : ring.encrypt(aad, old),
+      previousExpiresAt: old === null ? null : new Date(clock.now().getTime() + ROTATION_OVERLAP_MS).toISOString(),
+      now,
+    })
+    return signingSecret
+  }
+
   async function enabledEndpoint(db: Queryable, grant: Grant): Promise<EndpointRow> {
     const row = await existing(db, grant)
     if (row.status !== 'enabled') {
@@ -147,7 +174,7 @@ export function createWebhookService({ store, clock, resolver, allowLoopback, se
         }
         throw err
       }
-      const k = await secretKey()
+      const ring = await keyRing()
       return inRequestTransaction(store, slot, async (tx) => {
         const now = isoNow(clock)
         await lockIdentity(tx, grant.clientCode, 'webhook-endpoint', grant.integrationId)
@@ -159,7 +186,7 @@ export function createWebhookService({ store, clock, resolver, allowLoopback, se
             clientCode: grant.clientCode,
             integrationId: grant.integrationId,
             url,
-            secretCiphertext: encryptSecret(k, signingSecret, secretAad(grant.clientCode, grant.integrationId)),
+            secretCiphertext: ring.encrypt(secretAad(grant.clientCode, grant.integrationId), signingSecret),
             seq: head,
             now,
           })
@@ -175,10 +202,18 @@ export function createWebhookService({ store, clock, resolver, allowLoopback, se
           reenableAtSeq: reenable ? head : null,
           now,
         })
-        const after = { url, status: 'enabled' as const, disabled_reason: null, secret_version: row.secret_version }
+        // A secret no key opens can never sign again: this PUT issues a new one (shown once), as rotate-secret would.
+        const replaced = openSecret(ring, row) === null ? await replaceSecret(tx, ring, grant, now) : null
+        const after = {
+          url,
+          status: 'enabled' as const,
+          disabled_reason: null,
+          secret_version: row.secret_version + (replaced ? 1 : 0),
+        }
+        if (replaced) await audit(tx, grant, 'webhook_endpoint.secret_rotated', { ...after, status: row.status }, now)
         if (reenable || row.url !== url)
           await audit(tx, grant, reenable ? 'webhook_endpoint.enabled' : 'webhook_endpoint.updated', after, now)
-        return { status: 200 as const, body: view(after) }
+        return { status: 200 as const, body: { ...view(after), ...(replaced ? { signingSecret: replaced } : {}) } }
       })
     },
 
@@ -187,21 +222,11 @@ export function createWebhookService({ store, clock, resolver, allowLoopback, se
     },
 
     async rotateSecret(grant: Grant, slot: SlotRelease = NO_SLOT) {
-      const k = await secretKey()
+      const ring = await keyRing()
       return inRequestTransaction(store, slot, async (tx) => {
         const now = isoNow(clock)
         const row = await existing(tx, grant, true)
-        const aad = secretAad(grant.clientCode, grant.integrationId)
-        const signingSecret = newSigningSecret()
-        await rotateEndpointSecret(tx, {
-          clientCode: grant.clientCode,
-          integrationId: grant.integrationId,
-          secretCiphertext: encryptSecret(k, signingSecret, aad),
-          // Re-encrypted under a fresh IV; checks that the stored secret still decrypts.
-          previousCiphertext: encryptSecret(k, decryptSecret(k, row.secret_ciphertext, aad), aad),
-          previousExpiresAt: new Date(clock.now().getTime() + ROTATION_OVERLAP_MS).toISOString(),
-          now,
-        })
+        const signingSecret = await replaceSecret(tx, ring, grant, now, openSecret(ring, row))
         const after = { ...row, secret_version: row.secret_version + 1 }
         await audit(tx, grant, 'webhook_endpoint.secret_rotated', after, now)
         return { ...view(after), signingSecret }
@@ -223,8 +248,7 @@ export function createWebhookService({ store, clock, resolver, allowLoopback, se
 
     async deliveries(grant: Grant, q: { cursor?: string | undefined; limit: number; eventId?: string | undefined }) {
       await existing(store, grant)
-      const cursor = decodeCursor(q.cursor, Cursor)
-      if (q.cursor !== undefined && !cursor) throw fieldProblem('/query/cursor', 'invalid_format', 'is not a cursor this list returned')
+      const cursor = readCursor(q.cursor, DeliveryCursor, '/query/cursor', 'is not a cursor this list returned')
       const rows = await listDeliveries(store, grant.clientCode, grant.integrationId, {
         beforeSeq: cursor?.s ?? null,
         eventId: q.eventId ?? null,
@@ -251,26 +275,61 @@ export function createWebhookService({ store, clock, resolver, allowLoopback, se
       })
     },
 
-    /** Queues again every notification after a change-feed cursor (of the types the grant may read). */
+    /**
+     * Queues again every notification after a change-feed cursor (of the types the grant may read), in chunks of
+     * REPLAY_CHUNK_SIZE feed events, each its own transaction, all before answering: the 202's `queued` is exact,
+     * and between chunks every other request gets the store (on PGlite one transaction excludes all others).
+     * The first chunk checks the endpoint and the cursor, and fixes the end (what the worker has scanned); the
+     * last frees the request's slot. A failure after a chunk committed leaves those deliveries queued (a replay
+     * asks for at-least-once re-delivery; repeating it queues them again), and says so.
+     */
     async replay(grant: Grant, after: string, slot: SlotRelease = NO_SLOT) {
-      const cursor = decodeCursor(after, Cursor)
-      if (!cursor) throw fieldProblem('/after', 'invalid_format', 'is not a cursor the change feed returned')
-      return inRequestTransaction(store, slot, async (tx) => {
-        const endpoint = await enabledEndpoint(tx, grant)
-        if (BigInt(cursor.s) < (await feedPurgedThrough(tx, grant.clientCode))) {
+      const cursor = readCursor(after, FeedCursor, '/after', 'is not a cursor the change feed returned') as { s: string }
+      const types = readableTypes(grant.scopes)
+      const now = isoNow(clock)
+      let afterSeq = cursor.s
+      let throughSeq = '0'
+      let queued = 0
+      for (let first = true; ; first = false) {
+        let released = () => {}
+        let chunk: { queued: number; lastSeq: string | null; last: boolean }
+        try {
+          chunk = await store.transaction(async (tx) => {
+            if (first) {
+              const endpoint = await enabledEndpoint(tx, grant)
+              if (BigInt(cursor.s) < (await feedPurgedThrough(tx, grant.clientCode))) {
+                throw new Problem(
+                  'cursor_expired',
+                  'Events after this cursor were purged (kept 30 days); replay from a newer cursor and re-read the resources.',
+                )
+              }
+              throughSeq = endpoint.scanned_seq
+            }
+            const c = await replayDeliveries(tx, grant.clientCode, grant.integrationId, {
+              afterSeq,
+              throughSeq,
+              types,
+              now,
+              limit: REPLAY_CHUNK_SIZE,
+            })
+            const last = c.lastSeq === null || c.queued < REPLAY_CHUNK_SIZE
+            if (last) released = await slot.releaseIn(tx)
+            return { ...c, last }
+          })
+        } catch (err) {
+          if (first || err instanceof Problem) throw err
           throw new Problem(
-            'cursor_expired',
-            'Events after this cursor were purged (kept 30 days); replay from a newer cursor and re-read the resources.',
+            'projection_unavailable',
+            `The replay stopped after queueing ${queued} deliveries: the store failed before the rest was queued. Those are queued and will be sent; repeat the replay to queue the rest (what is queued already is queued again, at least once).`,
           )
         }
-        const queued = await replayDeliveries(tx, grant.clientCode, grant.integrationId, {
-          afterSeq: cursor.s,
-          throughSeq: endpoint.scanned_seq,
-          types: readableTypes(grant.scopes),
-          now: isoNow(clock),
-        })
-        return { queued }
-      })
+        released()
+        queued += chunk.queued
+        if (chunk.last || chunk.lastSeq === null) return { queued }
+        afterSeq = chunk.lastSeq
+        // A turn of the event loop: requests waiting for the store (PGlite's one backend) run before the next chunk.
+        await new Promise<void>((resolve) => setImmediate(resolve))
+      }
     },
 
     /** The admin service's hook: revoking a grant disables its endpoint in the same transaction. */
@@ -290,7 +349,7 @@ export function createWebhookService({ store, clock, resolver, allowLoopback, se
       }
     },
 
-    secretKey,
+    keyRing,
   }
 }
 

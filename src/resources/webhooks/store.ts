@@ -1,6 +1,9 @@
 import { randomUUID } from 'node:crypto'
 import { canonicalDigest } from '../../domain/canonical.ts'
+import { leaseHolderGone } from '../../store/lease-holder.ts'
+import type { EncryptedColumns } from '../../store/secret-keys.ts'
 import type { Queryable, Tx } from '../../store/store.ts'
+import { secretAad } from './secrets.ts'
 
 /** SQL of the webhook family. Every function takes the queryable and the client code (and the Integration). */
 
@@ -9,7 +12,7 @@ export interface EndpointRow {
   integration_id: string
   url: string
   status: 'enabled' | 'disabled'
-  disabled_reason: 'grant_revoked' | 'destination_unsafe' | null
+  disabled_reason: 'grant_revoked' | 'destination_unsafe' | 'signing_secret_unreadable' | null
   secret_version: number
   secret_ciphertext: string
   previous_secret_ciphertext: string | null
@@ -67,14 +70,26 @@ export async function reconfigureEndpoint(
   )
 }
 
+/** The signing secrets of every endpoint, encrypted with the key ring: the rewrap walks them (src/store/secret-keys.ts). */
+export const webhookSecretColumns: EncryptedColumns = {
+  table: 'webhook_endpoints',
+  keyColumns: ['client_code', 'integration_id'],
+  ciphertextColumns: ['secret_ciphertext', 'previous_secret_ciphertext'],
+  aad: (row) => secretAad(row.client_code as string, row.integration_id as string),
+}
+
+/**
+ * A new signing secret, version + 1. The previous one keeps signing until `previousExpiresAt`; both null when
+ * there is none to keep (the old secret could not be opened).
+ */
 export async function rotateEndpointSecret(
   tx: Tx,
   e: {
     clientCode: string
     integrationId: string
     secretCiphertext: string
-    previousCiphertext: string
-    previousExpiresAt: string
+    previousCiphertext: string | null
+    previousExpiresAt: string | null
     now: string
   },
 ): Promise<void> {
@@ -206,29 +221,36 @@ export async function requeueDelivery(db: Queryable, clientCode: string, integra
 }
 
 /**
- * Replay: every feed event after `afterSeq` (up to what the worker has scanned) of the given resource types
- * gets a delivery in a new round, due now: existing deliveries are queued again, missing ones created.
- * One statement, bounded by the feed's 30-day retention. Returns how many were queued.
+ * Replay, one chunk: the first `limit` feed events after `afterSeq` (up to `throughSeq`, what the worker has
+ * scanned) of the given resource types each get a delivery in a new round, due now: existing deliveries are
+ * queued again, missing ones created. Returns how many were queued and the last sequence queued (null when
+ * none was left: the replay is complete). Keyset on the feed's primary key, so a chunk costs its own rows only.
  */
 export async function replayDeliveries(
   db: Queryable,
   clientCode: string,
   integrationId: string,
-  q: { afterSeq: string; throughSeq: string; types: string[]; now: string },
-): Promise<number> {
-  const rows = await db.query(
-    `INSERT INTO webhook_deliveries (client_code, integration_id, delivery_id, seq, event_id, type, resource_type, resource_id,
-                                     revision, occurred_at, status, next_attempt_at, created_at)
-     SELECT c.client_code, $2, 'dlv_' || replace(gen_random_uuid()::text, '-', ''), c.seq, c.event_id, c.type, c.resource_type,
-            c.resource_id, c.revision, c.occurred_at, 'pending', $6, $6
-       FROM change_events c
-      WHERE c.client_code = $1 AND c.seq > $3 AND c.seq <= $4 AND c.resource_type = ANY($5::text[])
-     ON CONFLICT (client_code, integration_id, seq) DO UPDATE
-        SET status = 'pending', round_attempts = 0, next_attempt_at = $6, completed_at = NULL
-     RETURNING 1`,
-    [clientCode, integrationId, q.afterSeq, q.throughSeq, q.types, q.now],
+  q: { afterSeq: string; throughSeq: string; types: string[]; now: string; limit: number },
+): Promise<{ queued: number; lastSeq: string | null }> {
+  const rows = await db.query<{ n: string; last: string | null }>(
+    `WITH chunk AS (
+       SELECT seq, event_id, type, resource_type, resource_id, revision, occurred_at FROM change_events
+        WHERE client_code = $1 AND seq > $3 AND seq <= $4 AND resource_type = ANY($5::text[])
+        ORDER BY seq LIMIT $7),
+     ins AS (
+       INSERT INTO webhook_deliveries (client_code, integration_id, delivery_id, seq, event_id, type, resource_type, resource_id,
+                                       revision, occurred_at, status, next_attempt_at, created_at)
+       SELECT $1, $2, 'dlv_' || replace(gen_random_uuid()::text, '-', ''), seq, event_id, type, resource_type, resource_id,
+              revision, occurred_at, 'pending', $6, $6
+         FROM chunk
+       ON CONFLICT (client_code, integration_id, seq) DO UPDATE
+          SET status = 'pending', round_attempts = 0, next_attempt_at = $6, completed_at = NULL
+       RETURNING 1)
+     SELECT (SELECT count(*) FROM ins) AS n, (SELECT max(seq) FROM chunk) AS last`,
+    [clientCode, integrationId, q.afterSeq, q.throughSeq, q.types, q.now, q.limit],
   )
-  return rows.length
+  const row = rows[0]
+  return { queued: Number(row?.n ?? 0), lastSeq: row?.last ?? null }
 }
 
 // ---- the dispatcher's statements ----------------------------------------------------------------------
@@ -302,7 +324,8 @@ export async function dueEndpoints(db: Queryable, now: string, limit: number, op
       WHERE e.status = 'enabled' AND EXISTS (
         SELECT 1 FROM webhook_deliveries d
          WHERE d.client_code = e.client_code AND d.integration_id = e.integration_id AND d.status = 'pending'
-           AND d.next_attempt_at <= ${dueAt} AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= $3))
+           AND d.next_attempt_at <= ${dueAt}
+           AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= $3 OR ${leaseHolderGone('d.lease_holder')}))
       LIMIT $2`,
     [now, limit, opts.leaseNow ?? now],
   )
@@ -310,25 +333,37 @@ export async function dueEndpoints(db: Queryable, now: string, limit: number, op
 
 /**
  * Claims up to `limit` due deliveries of one endpoint as a lease: one UPDATE over rows picked with
- * FOR UPDATE SKIP LOCKED, so two instances never claim the same row; a dead worker's lease expires and
- * another instance takes the delivery again (at least once).
+ * FOR UPDATE SKIP LOCKED, so two instances never claim the same row. A dead worker's lease is taken again at
+ * once when its holder's lock is gone (src/store/lease-holder.ts), else when it expires (at least once).
  */
 export async function claimDeliveries(
   db: Queryable,
-  /** `now`: the client's time (due deliveries); `leaseNow`: real time (expired leases), `now` when omitted. */
-  c: { clientCode: string; integrationId: string; token: string; now: string; leaseNow?: string; leaseUntil: string; limit: number },
+  /**
+   * `now`: the client's time (due deliveries); `leaseNow`: real time (expired leases), `now` when omitted;
+   * `holder`: this instance's lease key (null: none, the lease only expires).
+   */
+  c: {
+    clientCode: string
+    integrationId: string
+    token: string
+    now: string
+    leaseNow?: string
+    leaseUntil: string
+    limit: number
+    holder?: number | null
+  },
 ): Promise<DeliveryRow[]> {
   return db.query<DeliveryRow>(
     `WITH picked AS (
        SELECT delivery_id FROM webhook_deliveries
         WHERE client_code = $1 AND integration_id = $2 AND status = 'pending' AND next_attempt_at <= $4
-          AND (lease_expires_at IS NULL OR lease_expires_at <= $7)
+          AND (lease_expires_at IS NULL OR lease_expires_at <= $7 OR ${leaseHolderGone('lease_holder')})
         ORDER BY next_attempt_at, seq LIMIT $6
         FOR UPDATE SKIP LOCKED)
-     UPDATE webhook_deliveries d SET lease_token = $3, lease_expires_at = $5
+     UPDATE webhook_deliveries d SET lease_token = $3, lease_expires_at = $5, lease_holder = $8
        FROM picked WHERE d.client_code = $1 AND d.integration_id = $2 AND d.delivery_id = picked.delivery_id
      RETURNING ${DELIVERY_COLUMNS.replace(/(\w+)/g, 'd.$1')}`,
-    [c.clientCode, c.integrationId, c.token, c.now, c.leaseUntil, c.limit, c.leaseNow ?? c.now],
+    [c.clientCode, c.integrationId, c.token, c.now, c.leaseUntil, c.limit, c.leaseNow ?? c.now, c.holder ?? null],
   )
 }
 
@@ -340,6 +375,18 @@ export async function releaseDeliveries(db: Queryable, clientCode: string, integ
       WHERE client_code = $1 AND integration_id = $2 AND lease_token = $3 AND delivery_id = ANY($4::text[])`,
     [clientCode, integrationId, token, ids],
   )
+}
+
+/**
+ * Says on every pending delivery of the endpoint why it is not being sent (the delivery log's `lastError`), when
+ * the endpoint was disabled for a reason the integrator has to act on. A later attempt overwrites it.
+ */
+export async function notePendingDeliveries(db: Queryable, clientCode: string, integrationId: string, lastError: string) {
+  await db.query(`UPDATE webhook_deliveries SET last_error = $3 WHERE client_code = $1 AND integration_id = $2 AND status = 'pending'`, [
+    clientCode,
+    integrationId,
+    lastError,
+  ])
 }
 
 /** Claimed deliveries the grant may no longer read: nothing is sent, ever (a replay can queue them again). */

@@ -461,7 +461,7 @@ export interface paths {
         get: operations["getWebhookEndpoint"];
         /**
          * Configure this Integration's webhook endpoint for the client
-         * @description One endpoint per Integration per Client. The first call answers 201 with `signingSecret` (shown once); later calls change the URL and answer 200 without it. A PUT re-enables a disabled endpoint; notifications then cover changes committed after it. The URL must be `https` on port 443 with a public DNS name that resolves only to public addresses, with no credentials and no fragment.
+         * @description One endpoint per Integration per Client. The first call answers 201 with `signingSecret` (shown once); later calls change the URL and answer 200 without it (unless the stored secret can no longer be decrypted: the PUT then issues a new one, `secretVersion` + 1, and answers it once). A PUT re-enables a disabled endpoint; notifications then cover changes committed after it. The URL must be `https` on port 443 with a public DNS name that resolves only to public addresses, with no credentials and no fragment.
          */
         put: operations["putWebhookEndpoint"];
         post?: never;
@@ -482,7 +482,7 @@ export interface paths {
         put?: never;
         /**
          * Issue a new signing secret
-         * @description Returns the new secret once. For 24 hours every notification carries two `v1` signatures, one with the new secret and one with the previous.
+         * @description Returns the new secret once. For 24 hours every notification carries two `v1` signatures, one with the new secret and one with the previous. When the previous secret can no longer be decrypted (`disabledReason` `signing_secret_unreadable`), the new one is issued without it and signs alone; a PUT then re-enables the endpoint.
          */
         post: operations["rotateWebhookSecret"];
         delete?: never;
@@ -1799,7 +1799,7 @@ export interface components {
             payment: components["schemas"]["Payment"] | null;
         };
         /**
-         * @description Shown to the debtor on the hosted page, 1 to 200 characters; checked like a sourceReference (no personal or account data).
+         * @description Shown to the debtor on the hosted page, 1 to 200 characters; checked like a sourceReference (no personal or account data). No control characters (C0, DEL, C1), bidirectional controls (U+202A..U+202E, U+2066..U+2069) or line and paragraph separators (U+2028, U+2029).
          * @example February instalment
          */
         PaymentRequestDescription: string;
@@ -2451,6 +2451,7 @@ export interface components {
             status: "pending" | "delivered" | "abandoned" | "skipped";
             attemptCount: number;
             nextAttemptAt: components["schemas"]["Timestamp"] | null;
+            /** @description Why the last attempt failed (the error class, with the HTTP status when one came), or why a pending delivery is not being sent: `signing_secret_unreadable` (the endpoint was disabled because its signing secret can no longer be decrypted). */
             lastError: string | null;
             createdAt: components["schemas"]["Timestamp"];
             completedAt: components["schemas"]["Timestamp"] | null;
@@ -2512,8 +2513,8 @@ export interface components {
             url: string;
             /** @enum {string} */
             status: "enabled" | "disabled";
-            /** @description Why the service disabled the endpoint; null while enabled, and after `POST .../disable`. */
-            disabledReason: ("grant_revoked" | "destination_unsafe") | null;
+            /** @description Why the service disabled the endpoint; null while enabled, and after `POST .../disable`. `signing_secret_unreadable`: the stored signing secret can no longer be decrypted (the service's encryption key changed without the old key being kept), so nothing can be signed; `rotate-secret` or a PUT issues a new secret, and a PUT re-enables the endpoint. */
+            disabledReason: ("grant_revoked" | "destination_unsafe" | "signing_secret_unreadable") | null;
             /** @description 1 for the first secret, +1 on each rotation. */
             secretVersion: number;
         };
@@ -2531,6 +2532,25 @@ export interface components {
          *       "url": "https://hooks.acme-lending.com/irs",
          *       "status": "enabled",
          *       "disabledReason": null,
+         *       "secretVersion": 1
+         *     }
+         */
+        WebhookEndpointReconfigured: {
+            url: string;
+            /** @enum {string} */
+            status: "enabled" | "disabled";
+            /** @description Why the service disabled the endpoint; null while enabled, and after `POST .../disable`. `signing_secret_unreadable`: the stored signing secret can no longer be decrypted (the service's encryption key changed without the old key being kept), so nothing can be signed; `rotate-secret` or a PUT issues a new secret, and a PUT re-enables the endpoint. */
+            disabledReason: ("grant_revoked" | "destination_unsafe" | "signing_secret_unreadable") | null;
+            /** @description 1 for the first secret, +1 on each rotation. */
+            secretVersion: number;
+            /** @description Present only when this PUT issued a new secret (shown once) because the stored one could not be decrypted any more (`disabledReason` `signing_secret_unreadable`). */
+            signingSecret?: string;
+        };
+        /**
+         * @example {
+         *       "url": "https://hooks.acme-lending.com/irs",
+         *       "status": "enabled",
+         *       "disabledReason": null,
          *       "secretVersion": 1,
          *       "signingSecret": "whsec_3q2-7wAbCdEfGhIjKlMnOpQrStUvWxYz0123456789A"
          *     }
@@ -2539,8 +2559,8 @@ export interface components {
             url: string;
             /** @enum {string} */
             status: "enabled" | "disabled";
-            /** @description Why the service disabled the endpoint; null while enabled, and after `POST .../disable`. */
-            disabledReason: ("grant_revoked" | "destination_unsafe") | null;
+            /** @description Why the service disabled the endpoint; null while enabled, and after `POST .../disable`. `signing_secret_unreadable`: the stored signing secret can no longer be decrypted (the service's encryption key changed without the old key being kept), so nothing can be signed; `rotate-secret` or a PUT issues a new secret, and a PUT re-enables the endpoint. */
+            disabledReason: ("grant_revoked" | "destination_unsafe" | "signing_secret_unreadable") | null;
             /** @description 1 for the first secret, +1 on each rotation. */
             secretVersion: number;
             /** @description Shown once: store it now. Sign-checks use the whole string as the HMAC key. */
@@ -6263,13 +6283,13 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Reconfigured (and re-enabled if it was disabled) */
+            /** @description Reconfigured (and re-enabled if it was disabled); with a new `signingSecret` only when the stored one could not be decrypted */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["WebhookEndpoint"];
+                    "application/json": components["schemas"]["WebhookEndpointReconfigured"];
                 };
             };
             /** @description Configured; the signing secret is shown this once */
@@ -6377,6 +6397,15 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookEndpointWithSecret"];
                 };
             };
+            /** @description `malformed_json`: Malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `invalid_api_key`: Invalid API key */
             401: {
                 headers: {
@@ -6397,6 +6426,24 @@ export interface operations {
             };
             /** @description `webhook_endpoint_not_found`: Webhook endpoint not found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `request_too_large`: Request too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: Unsupported media type */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6455,6 +6502,15 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookEndpoint"];
                 };
             };
+            /** @description `malformed_json`: Malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `invalid_api_key`: Invalid API key */
             401: {
                 headers: {
@@ -6475,6 +6531,24 @@ export interface operations {
             };
             /** @description `webhook_endpoint_not_found`: Webhook endpoint not found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `request_too_large`: Request too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: Unsupported media type */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6616,6 +6690,15 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookDelivery"];
                 };
             };
+            /** @description `malformed_json`: Malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `invalid_api_key`: Invalid API key */
             401: {
                 headers: {
@@ -6645,6 +6728,24 @@ export interface operations {
             };
             /** @description `webhook_endpoint_disabled`: Webhook endpoint disabled */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `request_too_large`: Request too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: Unsupported media type */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
