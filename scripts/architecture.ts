@@ -1,0 +1,197 @@
+/**
+ * The shape of src/, measured: the folder-level import graph with its cycles, the imports that run back up the
+ * layers, SQL call sites outside store modules, files per folder and the largest functions. `npm run
+ * architecture` prints the report; test/architecture.test.ts holds the tree to the rules it checks.
+ *
+ * A "unit" is a folder of src/ (a resource family counts as its own unit: `resources/receivables`); files at
+ * src/'s top are the wiring roots. Layers, bottom first: what a unit may import is its own layer or below.
+ */
+import { readdirSync, readFileSync, statSync } from 'node:fs'
+import { dirname, join, relative, resolve } from 'node:path'
+import ts from 'typescript'
+
+export interface SourceFile {
+  path: string
+  text: string
+}
+
+export function readSources(root = 'src'): SourceFile[] {
+  const out: SourceFile[] = []
+  const walk = (d: string) => {
+    for (const f of readdirSync(d).sort()) {
+      const p = join(d, f)
+      if (statSync(p).isDirectory()) walk(p)
+      else if (p.endsWith('.ts')) out.push({ path: p, text: readFileSync(p, 'utf8') })
+    }
+  }
+  walk(root)
+  return out
+}
+
+/** The unit a file belongs to: `resources/<family>` for a family's files, else its top folder, `root` at the top. */
+export function unitOf(path: string, root = 'src'): string {
+  const parts = relative(root, path).split('/')
+  if (parts.length === 1) return parts[0] === 'config.ts' ? 'config' : 'root'
+  if (parts[0] === 'resources' && parts.length > 2) return `resources/${parts[1]}`
+  return parts[0] as string
+}
+
+export interface ImportEdge {
+  from: string
+  to: string
+  fromUnit: string
+  toUnit: string
+  typeOnly: boolean
+}
+
+export function importEdges(files: readonly SourceFile[], root = 'src'): ImportEdge[] {
+  const edges: ImportEdge[] = []
+  for (const f of files) {
+    const sf = ts.createSourceFile(f.path, f.text, ts.ScriptTarget.Latest, false)
+    for (const st of sf.statements) {
+      if (!(ts.isImportDeclaration(st) || ts.isExportDeclaration(st)) || !st.moduleSpecifier) continue
+      const spec = (st.moduleSpecifier as ts.StringLiteral).text
+      if (!spec.startsWith('.')) continue
+      const to = relative(process.cwd(), resolve(dirname(f.path), spec))
+      const typeOnly = ts.isImportDeclaration(st) ? Boolean(st.importClause?.isTypeOnly) : st.isTypeOnly
+      edges.push({ from: f.path, to, fromUnit: unitOf(f.path, root), toUnit: unitOf(to, root), typeOnly })
+    }
+  }
+  return edges
+}
+
+/** Strongly connected components of more than one unit: the folder-level cycles (Tarjan). */
+export function unitCycles(edges: readonly ImportEdge[]): string[][] {
+  const graph = new Map<string, Set<string>>()
+  for (const e of edges) {
+    if (e.fromUnit === e.toUnit) continue
+    if (!graph.has(e.fromUnit)) graph.set(e.fromUnit, new Set())
+    if (!graph.has(e.toUnit)) graph.set(e.toUnit, new Set())
+    graph.get(e.fromUnit)?.add(e.toUnit)
+  }
+  let index = 0
+  const idx = new Map<string, number>()
+  const low = new Map<string, number>()
+  const stack: string[] = []
+  const on = new Set<string>()
+  const out: string[][] = []
+  const visit = (v: string) => {
+    idx.set(v, index)
+    low.set(v, index++)
+    stack.push(v)
+    on.add(v)
+    for (const w of graph.get(v) ?? []) {
+      if (!idx.has(w)) {
+        visit(w)
+        low.set(v, Math.min(low.get(v) as number, low.get(w) as number))
+      } else if (on.has(w)) low.set(v, Math.min(low.get(v) as number, idx.get(w) as number))
+    }
+    if (low.get(v) === idx.get(v)) {
+      const scc: string[] = []
+      let w: string | undefined
+      do {
+        w = stack.pop() as string
+        on.delete(w)
+        scc.push(w)
+      } while (w !== v)
+      if (scc.length > 1) out.push(scc.sort())
+    }
+  }
+  for (const v of [...graph.keys()].sort()) if (!idx.has(v)) visit(v)
+  return out
+}
+
+/**
+ * The layers, bottom first. A unit not named here is a resource family (`resources/<family>`), between the
+ * shared resource modules and the layers above them.
+ */
+export const LAYERS: readonly (readonly string[])[] = [
+  ['config', 'domain'],
+  ['store'],
+  ['http'],
+  ['resources', 'resources/access', 'resources/audit', 'resources/holds'],
+  ['<family>'],
+  ['sandbox', 'admin', 'workers'],
+  ['root', 'cli'],
+]
+
+export function layerOf(unit: string): number {
+  const i = LAYERS.findIndex((l) => l.includes(unit))
+  if (i >= 0) return i
+  return LAYERS.findIndex((l) => l.includes('<family>'))
+}
+
+/** Imports from a lower layer into a higher one (type-only imports count too: they are dependencies). */
+export function upwardImports(edges: readonly ImportEdge[]): ImportEdge[] {
+  return edges.filter((e) => e.fromUnit !== e.toUnit && layerOf(e.toUnit) > layerOf(e.fromUnit))
+}
+
+/** `.query(` call sites, and `.exec(` on a store or transaction, outside store modules (`store.ts` files and src/store/). */
+export function querySitesOutsideStores(files: readonly SourceFile[]): { path: string; line: number }[] {
+  const out: { path: string; line: number }[] = []
+  for (const f of files) {
+    if (f.path.endsWith('/store.ts') || f.path.includes('/store/') || /-store\.ts$/.test(f.path)) continue
+    f.text.split('\n').forEach((l, i) => {
+      if (/\.query\(|\b(?:tx|db|store|client)\.exec\(/.test(l) && !/^\s*(\*|\/\/)/.test(l)) out.push({ path: f.path, line: i + 1 })
+    })
+  }
+  return out
+}
+
+export interface FunctionSize {
+  path: string
+  name: string
+  lines: number
+}
+
+/** Every function-like node with its line count, largest first (a nested function counts inside its parent too). */
+export function functionSizes(files: readonly SourceFile[]): FunctionSize[] {
+  const out: FunctionSize[] = []
+  for (const f of files) {
+    const sf = ts.createSourceFile(f.path, f.text, ts.ScriptTarget.Latest, true)
+    const visit = (n: ts.Node) => {
+      if (ts.isFunctionLike(n) && 'body' in n && n.body) {
+        const start = sf.getLineAndCharacterOfPosition(n.getStart(sf)).line
+        const end = sf.getLineAndCharacterOfPosition(n.getEnd()).line
+        const named = (n as { name?: ts.Node }).name
+        let name = named ? named.getText(sf) : ''
+        if (!name && ts.isVariableDeclaration(n.parent)) name = n.parent.name.getText(sf)
+        if (!name && ts.isPropertyAssignment(n.parent)) name = n.parent.name.getText(sf)
+        out.push({ path: f.path, name: name || '(anonymous)', lines: end - start + 1 })
+      }
+      ts.forEachChild(n, visit)
+    }
+    visit(sf)
+  }
+  return out.sort((a, b) => b.lines - a.lines)
+}
+
+export function filesPerFolder(files: readonly SourceFile[]): Map<string, number> {
+  const m = new Map<string, number>()
+  for (const f of files) m.set(dirname(f.path), (m.get(dirname(f.path)) ?? 0) + 1)
+  return new Map([...m].sort((a, b) => b[1] - a[1]))
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === resolve(import.meta.dirname ?? '', 'architecture.ts')) {
+  const root = process.argv[2] ?? 'src'
+  const files = readSources(root)
+  const edges = importEdges(files, root)
+  const cycles = unitCycles(edges)
+  const up = upwardImports(edges)
+  const sites = querySitesOutsideStores(files)
+  const fns = functionSizes(files)
+  const folders = filesPerFolder(files)
+  console.log(`files: ${files.length}, folders: ${folders.size}, most files in one folder: ${[...folders][0]?.join(' ')}`)
+  console.log(
+    `largest functions: ${fns
+      .slice(0, 5)
+      .map((f) => `${f.path}:${f.name} ${f.lines}`)
+      .join('; ')}`,
+  )
+  console.log(`folder-level cycles: ${cycles.length}${cycles.map((c) => `\n  ${c.join(' <-> ')}`).join('')}`)
+  const upUnits = [...new Set(up.map((e) => `${e.fromUnit} -> ${e.toUnit}`))].sort()
+  console.log(`upward imports: ${up.length} (${upUnits.length} unit pairs)${upUnits.map((u) => `\n  ${u}`).join('')}`)
+  const byFile = new Map<string, number>()
+  for (const s of sites) byFile.set(s.path, (byFile.get(s.path) ?? 0) + 1)
+  console.log(`query sites outside stores: ${sites.length} in ${byFile.size} files${[...byFile].map(([p, n]) => `\n  ${p} ${n}`).join('')}`)
+}
