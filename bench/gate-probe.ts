@@ -7,9 +7,10 @@
  * A measurement, not a test: nothing here asserts a time. PostgreSQL only (PGlite's limits are in memory).
  */
 import { randomUUID } from 'node:crypto'
+import { digestSecret } from '../src/access/keys.ts'
 import { systemClock } from '../src/domain/time.ts'
-import { digestSecret } from '../src/http/auth.ts'
-import { createGate, gatedReadSql } from '../src/http/limits.ts'
+import { createGate } from '../src/http/limits.ts'
+import { gatedReadSql } from '../src/store/gate-store.ts'
 import { startTestApp } from '../test/helpers/app.ts'
 import { createTestDatabase } from '../test/helpers/store.ts'
 

@@ -4,18 +4,13 @@
  * and no slot. Measured beside the real service in the same run, it shows what the limits cost. Never a way
  * to run the service: there is no configuration that turns the limits off.
  */
+
+import { digestSecret } from '../src/access/keys.ts'
+import { lookupKey } from '../src/access/store.ts'
 import { createApp } from '../src/app.ts'
 import { loadConfig } from '../src/config.ts'
-import { digestSecret, lookupKey } from '../src/http/auth.ts'
-import {
-  callerOfGateRow,
-  type Gate,
-  type GatedRead,
-  type GateRequest,
-  type GateRow,
-  gatedReadSql,
-  splitGatedRows,
-} from '../src/http/limits.ts'
+import { callerOfGateRow, type Gate, type GatedRead, type GateRequest } from '../src/http/limits.ts'
+import { type GateRow, gatedReadSql, splitGatedRows } from '../src/store/gate-store.ts'
 import { openStore } from '../src/store/open.ts'
 
 const config = loadConfig()

@@ -108,8 +108,15 @@ export function unitCycles(edges: readonly ImportEdge[]): string[][] {
 export const LAYERS: readonly (readonly string[])[] = [
   ['config', 'domain'],
   ['store'],
+  // Access (keys, grants, authorization) sits below http/: the HTTP edge authenticates through it, and families
+  // and workers that recheck a grant use it without reaching into http/.
+  ['access'],
   ['http'],
-  ['resources', 'resources/access', 'resources/audit', 'resources/holds'],
+  // The write kernel (src/resources/*.ts) and what every write flushes through its unit of work: the feed's
+  // append, holds (snapshots, revision bumps, client facts, source activity), the operator audit trail.
+  ['resources/feed'],
+  ['resources/holds', 'resources/audit'],
+  ['resources'],
   ['<family>'],
   ['sandbox', 'admin', 'workers'],
   ['root', 'cli'],
@@ -126,13 +133,16 @@ export function upwardImports(edges: readonly ImportEdge[]): ImportEdge[] {
   return edges.filter((e) => e.fromUnit !== e.toUnit && layerOf(e.toUnit) > layerOf(e.fromUnit))
 }
 
-/** `.query(` call sites, and `.exec(` on a store or transaction, outside store modules (`store.ts` files and src/store/). */
+/** A statement sent: `.query(` or `.query<Row>(` (a typed call counts too), or `.exec(` on a store or transaction. */
+const QUERY_CALL = /\.query\s*[<(]|\b(?:tx|db|store|client)\.exec\(/
+
+/** Statement call sites outside store modules (`store.ts` and `*-store.ts` files, and src/store/). */
 export function querySitesOutsideStores(files: readonly SourceFile[]): { path: string; line: number }[] {
   const out: { path: string; line: number }[] = []
   for (const f of files) {
     if (f.path.endsWith('/store.ts') || f.path.includes('/store/') || /-store\.ts$/.test(f.path)) continue
     f.text.split('\n').forEach((l, i) => {
-      if (/\.query\(|\b(?:tx|db|store|client)\.exec\(/.test(l) && !/^\s*(\*|\/\/)/.test(l)) out.push({ path: f.path, line: i + 1 })
+      if (QUERY_CALL.test(l) && !/^\s*(\*|\/\/)/.test(l)) out.push({ path: f.path, line: i + 1 })
     })
   }
   return out

@@ -20,7 +20,6 @@ import { createBookService } from './resources/book/service.ts'
 import { bookStore } from './resources/book/store.ts'
 import { changeRoutes } from './resources/changes/routes.ts'
 import { createChangeService } from './resources/changes/service.ts'
-import { clientFactStore } from './resources/client-facts/store.ts'
 import { collectionRoutes } from './resources/collection/routes.ts'
 import { createCollectionSummary } from './resources/collection/service.ts'
 import { customerRoutes } from './resources/customers/routes.ts'
@@ -30,35 +29,39 @@ import { financialEventRoutes } from './resources/financial-events/routes.ts'
 import { createFinancialEventService } from './resources/financial-events/service.ts'
 import { freshnessRoutes } from './resources/freshness/routes.ts'
 import { createFreshness } from './resources/freshness/service.ts'
+import { clientFactStore } from './resources/holds/client-facts-store.ts'
+import { restrictionRules } from './resources/holds/restrictions.ts'
 import { paymentObservationRoutes } from './resources/payment-observations/routes.ts'
 import { createPaymentObservationService } from './resources/payment-observations/service.ts'
 import { NOT_FOUND_PAGE, PAGE_HEADERS, registerPaymentPage } from './resources/payment-requests/page.ts'
+import { paymentRules } from './resources/payment-requests/payment-rules.ts'
 import { paymentRequestRoutes, paymentSimulateRoutes } from './resources/payment-requests/routes.ts'
 import { createPaymentRequestService } from './resources/payment-requests/service.ts'
 import { providerFor } from './resources/payments/provider.ts'
-import { paymentRules } from './resources/payments/service.ts'
 import { paymentStore } from './resources/payments/store.ts'
 import { receivableRoutes } from './resources/receivables/routes.ts'
 import { createReceivableService } from './resources/receivables/service.ts'
 import { receivableStore } from './resources/receivables/store.ts'
 import { reconciliationRoutes } from './resources/reconciliations/routes.ts'
 import { createReconciliationService } from './resources/reconciliations/service.ts'
-import { restrictionRules } from './resources/recovery/restrictions.ts'
 import { recoveryRoutes } from './resources/recovery/routes.ts'
 import { createRecoveryService } from './resources/recovery/service.ts'
-import { createSandboxClock } from './resources/sandbox-clock/clock.ts'
-import { sandboxClockRoutes } from './resources/sandbox-clock/routes.ts'
-import { createSandboxClockService, sweepFreshnessAtClientTimes } from './resources/sandbox-clock/service.ts'
 import { snapshotRoutes } from './resources/snapshots/routes.ts'
 import { createSnapshotService } from './resources/snapshots/service.ts'
 import { webhookRoutes } from './resources/webhooks/routes.ts'
 import { createWebhookService } from './resources/webhooks/service.ts'
 import { webhookSecretColumns } from './resources/webhooks/store.ts'
+import { createSandboxClock } from './sandbox/clock.ts'
+import { sandboxClockRoutes } from './sandbox/routes.ts'
+import { createSandboxClockService, sweepFreshnessAtClientTimes } from './sandbox/service.ts'
 import { type EncryptedColumns, keyRingLoader } from './store/secret-keys.ts'
 import type { Store } from './store/store.ts'
 import { createBatchRunner } from './workers/batch-runner.ts'
 import { createClientFanout } from './workers/client-fanout.ts'
+import { createPaymentExpiryWorker } from './workers/payment-expiry.ts'
+import { createRetentionWorker } from './workers/retention.ts'
 import { createWebhookDispatcher } from './workers/webhook-dispatcher.ts'
+import { createWorker, type Worker } from './workers/worker.ts'
 
 export interface AppOptions {
   store: Store
@@ -94,7 +97,7 @@ export function createApp({
   gate,
   isReady,
 }: AppOptions) {
-  // Sandbox: every service reads the time of the client it works for (src/resources/sandbox-clock/clock.ts says
+  // Sandbox: every service reads the time of the client it works for (src/sandbox/clock.ts says
   // where that client's scope is entered). Production: the base clock itself, no scope, no cost.
   const sandbox = config.environment === 'sandbox' ? createSandboxClock(baseClock) : undefined
   const clock = sandbox?.clock ?? baseClock
@@ -115,11 +118,21 @@ export function createApp({
     keyRing,
   })
   // Each factory receives the other families' store functions and rules it uses (a Pick<> in its deps type).
-  const db = { store, clock }
+  // Every commit that appended change-feed events wakes the webhook dispatcher (src/workers/worker.ts coalesces the
+  // wake-ups; the dispatcher's per-run budget still holds). After COMMIT: a failing wake-up is logged, nothing more.
+  const onFeedAppended = () => {
+    try {
+      webhookDispatcher.wake()
+    } catch (err) {
+      app.log.error({ errMessage: (err as Error).message }, 'webhook dispatcher wake-up failed')
+    }
+  }
+  const db = { store, clock, onFeedAppended }
   // Client-wide changes (collection toggles, freshness flips) record one fact; this worker gives each Receivable
   // its new revision and event in the background (src/workers/client-fanout.ts).
   const clientFanout = createClientFanout({
     store,
+    onFeedAppended,
     onError: (err) => app.log.error({ errMessage: (err as Error).message, stack: (err as Error).stack }, 'client fan-out error'),
   })
   const freshness = createFreshness({
@@ -130,7 +143,7 @@ export function createApp({
   })
   const services = {
     customers: createCustomerService({ ...db, restrictions: restrictionRules }),
-    receivables: createReceivableService({ ...db, customers: customerStore, book: bookStore, restrictions: restrictionRules }),
+    receivables: createReceivableService({ ...db, book: bookStore, restrictions: restrictionRules }),
     book: createBookService({ ...db, receivables: receivableStore }),
     snapshots: createSnapshotService({ ...db, book: bookStore }),
     freshness,
@@ -146,6 +159,7 @@ export function createApp({
       payments: paymentStore,
       paymentRules,
       ...(atClientTime ? { atClientTime } : {}),
+      onFeedAppended,
     }),
     changes: createChangeService({ store }),
     webhooks,
@@ -175,6 +189,7 @@ export function createApp({
     pollMs: config.batches.pollMs,
     concurrency: config.batches.concurrency,
     onRecordsProcessed: (n) => metrics.recordsProcessed(n),
+    onFeedAppended,
     ...(atClientTime ? { atClientTime } : {}),
     onError: (err) => app.log.error({ errMessage: (err as Error).message, stack: (err as Error).stack }, 'batch runner error'),
   })
@@ -183,7 +198,7 @@ export function createApp({
   const sandboxClock = sandbox
     ? createSandboxClockService({ store, sandbox, freshness, drainClientFacts: (c) => clientFanout.runClientUntilIdle(c) })
     : undefined
-  const routeDeps = { store, clock }
+  const routeDeps = { store, clock, onFeedAppended }
   const routes: RouteDef[] = [
     ...customerRoutes(routeDeps, services.customers),
     ...receivableRoutes(routeDeps, services.receivables),
@@ -290,6 +305,25 @@ export function createApp({
   })
   /** The periodic freshness sweep (src/main.ts): in sandbox, each client at its own time. */
   const sweepFreshness = () => (sandbox ? sweepFreshnessAtClientTimes(store, sandbox, freshness) : freshness.sweep(store))
+  const logged = (message: string) => (err: unknown) => app.log.error({ errMessage: (err as Error).message }, message)
+  // Every background worker of the process, in one list: src/main.ts starts and stops them together.
+  const workers: Worker[] = [
+    batchRunner,
+    webhookDispatcher,
+    clientFanout,
+    // Records the expiry of open Payment requests nobody reads, so the change feed hears of each.
+    createPaymentExpiryWorker({ store, clock: baseClock, sandbox, onFeedAppended, onError: logged('payment request expiry sweep failed') }),
+    createRetentionWorker({ db: store, sandbox, onError: logged('retention failed') }),
+    // Flips the recorded freshness of Sources that went quiet (hold source_stale): one client fact each, whose
+    // Receivable revisions the client fan-out gives in the background.
+    createWorker({
+      name: 'freshness-sweep',
+      intervalMs: config.freshness.sweepMs,
+      firstTurnAfterMs: config.freshness.sweepMs,
+      runOnce: async () => (await sweepFreshness()) > 0,
+      onError: logged('freshness sweep failed'),
+    }),
+  ]
   return {
     app,
     services: { ...services, batches },
@@ -302,6 +336,7 @@ export function createApp({
     sandbox,
     sandboxClock,
     sweepFreshness,
+    workers,
     secretRewrap,
     rewrapAtStart,
   }

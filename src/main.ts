@@ -1,16 +1,14 @@
 import pino from 'pino'
-import { randomBase62 } from './admin/service.ts'
+import { digestSecret, randomBase62 } from './access/keys.ts'
 import { createApp } from './app.ts'
 import { type Config, ConfigError, loadConfig } from './config.ts'
-import { systemClock } from './domain/time.ts'
-import { digestSecret } from './http/auth.ts'
 import { logOptions } from './http/server.ts'
 import { seedDemo } from './seed.ts'
 import { DataDirLockedError } from './store/data-dir-lock.ts'
 import { DatabaseUnreachableError, databaseLocation, openStore, pendingStore } from './store/open.ts'
+import { claimSetting, readSetting } from './store/settings.ts'
 import type { Store } from './store/store.ts'
-import { startPaymentExpiryWorker } from './workers/payment-expiry.ts'
-import { startRetentionWorker } from './workers/retention.ts'
+import { startWorkers, stopWorkers } from './workers/worker.ts'
 
 /**
  * The service process: configuration, store and migrations, HTTP, background workers.
@@ -85,12 +83,6 @@ try {
   startFailed(listenFailure(err as NodeJS.ErrnoException, config))
 }
 
-let stopRetention: (() => void) | undefined
-let stopPaymentExpiry: (() => void) | undefined
-let sweepTimer: NodeJS.Timeout | undefined
-/** The freshness sweep in progress, awaited on stop so that the store is closed under no sweep. */
-let sweeping: Promise<unknown> | undefined
-
 if (config.databaseUrl && !opening.isReady()) await reachPostgres(config.databaseUrl)
 const adminToken = await planAdminToken(store, config.adminToken)
 adminTokenDigest = adminToken.digest
@@ -101,11 +93,7 @@ await app.rewrapAtStart()
 // Listening: only now is anything shown once generated into the store.
 const shown: string[] = []
 if (adminToken.generated) {
-  const stored = await store.query(
-    `INSERT INTO settings (key, value) VALUES ('admin_token_digest', $1) ON CONFLICT (key) DO NOTHING RETURNING value`,
-    [adminToken.digest],
-  )
-  if (stored.length === 0) {
+  if (!(await claimSetting(store, 'admin_token_digest', adminToken.digest))) {
     log.fatal('another instance generated the operator token at the same moment; start this one again to use it')
     await stop(1)
   }
@@ -119,36 +107,9 @@ if (config.seedDemo && config.environment === 'sandbox') {
   }
 }
 
-// In sandbox the time workers read each client's sandbox clock (src/resources/sandbox-clock/clock.ts).
-stopRetention = startRetentionWorker(
-  store,
-  (err) => log.error({ errMessage: (err as Error).message }, 'retention failed'),
-  undefined,
-  app.sandbox,
-)
-// Flips the recorded freshness of Sources that went quiet (hold source_stale): one client fact each, whose
-// Receivable revisions the client fan-out gives in the background.
-sweepTimer = setInterval(() => {
-  // One sweep at a time: a slow one is not overlapped by the next tick.
-  sweeping ??= app
-    .sweepFreshness()
-    .catch((err) => log.error({ errMessage: (err as Error).message }, 'freshness sweep failed'))
-    .finally(() => {
-      sweeping = undefined
-    })
-}, config.freshness.sweepMs)
-sweepTimer.unref()
-// Records the expiry of open Payment requests nobody reads, so the change feed hears of each.
-stopPaymentExpiry = startPaymentExpiryWorker(
-  store,
-  systemClock,
-  (err) => log.error({ errMessage: (err as Error).message }, 'payment request expiry sweep failed'),
-  undefined,
-  app.sandbox,
-)
-app.batchRunner.start()
-app.webhookDispatcher.start()
-app.clientFanout.start()
+// Every background worker, from the app's one list (src/app.ts `workers`); in sandbox the time workers read each
+// client's sandbox clock (src/sandbox/clock.ts).
+startWorkers(app.workers)
 
 log.info(
   { url: config.publicBaseUrl, store: store.kind, environment: config.environment },
@@ -169,12 +130,10 @@ async function stop(code: number): Promise<never> {
   }, STOP_DEADLINE_MS)
   deadline.unref()
   try {
-    stopRetention?.()
-    stopPaymentExpiry?.()
-    clearInterval(sweepTimer)
-    // No new connections (and 503 on kept-alive ones) while requests in flight are answered; the batch runner
-    // finishes its chunk and hands its lease back; the webhook dispatcher finishes the deliveries it is sending.
-    await Promise.all([app.app.close(), app.batchRunner.stop(), app.webhookDispatcher.stop(), app.clientFanout.stop(), sweeping])
+    // No new connections (and 503 on kept-alive ones) while requests in flight are answered; every worker finishes
+    // its turn (the batch runner its chunk, handing its lease back; the webhook dispatcher the deliveries it is
+    // sending), so that the store is closed under no work.
+    await Promise.all([app.app.close(), stopWorkers(app.workers)])
     await store.close()
     log.info('stopped')
   } catch (err) {
@@ -225,8 +184,8 @@ async function reachPostgres(url: string): Promise<void> {
 /** The operator token's digest; a new token is only planned here and stored once the port is bound. */
 async function planAdminToken(db: Store, configured: string | undefined): Promise<{ digest: string; generated?: string }> {
   if (configured) return { digest: digestSecret(configured) }
-  const rows = await db.query<{ value: string }>(`SELECT value FROM settings WHERE key = 'admin_token_digest'`)
-  if (rows[0]) return { digest: rows[0].value }
+  const stored = await readSetting(db, 'admin_token_digest')
+  if (stored !== undefined) return { digest: stored }
   const generated = `adm_${randomBase62(40)}`
   return { digest: digestSecret(generated), generated }
 }

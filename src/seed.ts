@@ -1,13 +1,14 @@
+import { loadActiveGrant } from './access/store.ts'
 import type { App } from './app.ts'
 import { SCOPES } from './domain/scopes.ts'
 import { type Clock, isoNow, systemClock } from './domain/time.ts'
-import { loadActiveGrant } from './http/auth.ts'
 import { CUSTOMER_EXAMPLE_ID, customerWriteExample } from './resources/customers/schema.ts'
 import { existingCustomerIds } from './resources/customers/store.ts'
 import { executeWrite, runOperation } from './resources/operations.ts'
 import { RECEIVABLE_EXAMPLE_ID, ReceivableWrite, receivableWriteExample } from './resources/receivables/schema.ts'
 import { findReceivableCore } from './resources/receivables/store.ts'
 import { UnitOfWork } from './resources/unit-of-work.ts'
+import { claimSetting } from './store/settings.ts'
 import type { Store } from './store/store.ts'
 
 export const DEMO_CLIENT = 'demo'
@@ -29,10 +30,7 @@ export async function seedDemo(store: Store, app: App, clock: Clock = systemCloc
 }
 
 async function seedAccess(store: Store, app: App, clock: Clock): Promise<{ apiKey: string } | null> {
-  const claimed = await store.query(
-    `INSERT INTO settings (key, value) VALUES ('demo_seeded', 'true') ON CONFLICT (key) DO NOTHING RETURNING key`,
-  )
-  if (claimed.length === 0) return null
+  if (!(await claimSetting(store, 'demo_seeded', 'true'))) return null
   const { admin, customers } = app.services
   await admin.putClient(DEMO_CLIENT, { name: 'Demo Credit Union', collectionEnabled: false })
   await admin.putIntegration(DEMO_INTEGRATION, { name: 'Demo accounting Source' })
@@ -57,10 +55,7 @@ async function seedAccess(store: Store, app: App, clock: Clock): Promise<{ apiKe
 async function seedReceivable(store: Store, app: App, clock: Clock): Promise<void> {
   await store.transaction(async (tx) => {
     const uow = new UnitOfWork(tx)
-    const claimed = await tx.query(
-      `INSERT INTO settings (key, value) VALUES ('demo_receivable_seeded', 'true') ON CONFLICT (key) DO NOTHING RETURNING key`,
-    )
-    if (claimed.length === 0) return
+    if (!(await claimSetting(tx, 'demo_receivable_seeded', 'true'))) return
     const grant = await loadActiveGrant(tx, DEMO_INTEGRATION, DEMO_CLIENT)
     if (!grant?.scopes.has('receivables:write')) return
     if ((await existingCustomerIds(tx, DEMO_CLIENT, [CUSTOMER_EXAMPLE_ID])).size === 0) return

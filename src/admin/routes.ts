@@ -1,7 +1,6 @@
 import { ListQuery } from '../http/common-schemas.ts'
 import { buildOpenApi } from '../http/openapi.ts'
 import { defineRoute, type RouteDef } from '../http/route.ts'
-import { SandboxResetView } from '../resources/sandbox-clock/schema.ts'
 import type { Store } from '../store/store.ts'
 import {
   ApiKeyCreated,
@@ -24,6 +23,7 @@ import {
   IntegrationPut,
   IntegrationView,
   OperatorOpenApiDocument,
+  SandboxResetView,
 } from './schema.ts'
 import type { AdminService } from './service.ts'
 

@@ -1,10 +1,11 @@
 import { z } from 'zod'
+import { isValidCidr } from '../access/grants.ts'
+import { sequenceNumber } from '../domain/cursor.ts'
 import { refuseUnsafeDisplayText } from '../domain/display-text.ts'
 import { ExternalId, Text200 } from '../domain/identifiers.ts'
 import { SCOPES } from '../domain/scopes.ts'
 import { Timestamp } from '../domain/time.ts'
-import { isValidCidr } from '../http/auth.ts'
-import { listResponse, sequenceNumber } from '../http/common-schemas.ts'
+import { listResponse } from '../http/common-schemas.ts'
 
 /*
  * Schemas of the operator API (docs/operator-api.md). Every request and response schema carries an id so
@@ -195,3 +196,17 @@ export const AuditEventView = z
 export const AuditList = listResponse(AuditEventView, 'OperatorAuditEventList')
 
 export const OperatorOpenApiDocument = z.record(z.string(), z.unknown()).meta({ id: 'OperatorOpenApiDocument' })
+
+/** What a sandbox client reset deleted (service.ts, resetClient). */
+export const SandboxResetView = z
+  .object({
+    clientCode: z.string(),
+    deleted: z.record(z.string(), z.number().int()).describe('Rows deleted, by kind of record (table); kinds with none are left out.'),
+    resetAt: Timestamp,
+  })
+  .meta({
+    id: 'OperatorSandboxReset',
+    examples: [
+      { clientCode: 'acme-cu', deleted: { receivables: 12, customers: 4, change_events: 31 }, resetAt: '2026-01-31T09:30:00.000Z' },
+    ],
+  })

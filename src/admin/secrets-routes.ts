@@ -3,10 +3,10 @@ import type { KeyRing } from '../domain/key-ring.ts'
 import type { Clock } from '../domain/time.ts'
 import { isoNow } from '../domain/time.ts'
 import { defineRoute, type RouteDef } from '../http/route.ts'
+import { recordAudit } from '../resources/audit/store.ts'
 import { type EncryptedColumns, type RewrapResult, rewrapAll } from '../store/secret-keys.ts'
 import type { Store } from '../store/store.ts'
 import { EmptyBody } from './schema.ts'
-import { recordAudit } from './store.ts'
 
 export const SecretRewrapResult = z
   .object({

@@ -1,49 +1,37 @@
-import { randomBytes } from 'node:crypto'
 import { z } from 'zod'
+import { digestSecret, newApiKey, randomBase62 } from '../access/keys.ts'
+import {
+  type ApiKeyRow,
+  findApiKey,
+  findGrant,
+  type GrantRow,
+  insertApiKey,
+  listApiKeys,
+  listGrantsOfClient,
+  listGrantsOfIntegration,
+  revokeApiKey,
+  revokeGrant,
+  upsertGrant,
+} from '../access/store.ts'
 import type { Environment } from '../config.ts'
+import { encodeCursor, IdentifierCursor, readCursor } from '../domain/cursor.ts'
 import { Problem } from '../domain/problems.ts'
 import { type Clock, isoNow, Timestamp } from '../domain/time.ts'
-import { digestSecret } from '../http/auth.ts'
-import { encodeCursor, IdentifierCursor, readCursor } from '../http/common-schemas.ts'
-import { recordClientFact } from '../resources/client-facts/store.ts'
+import { listAuditEvents, recordAudit } from '../resources/audit/store.ts'
+import { recordClientFact } from '../resources/holds/client-facts-store.ts'
 import type { Queryable, Store, Tx } from '../store/store.ts'
 import { ApiKeyParams, type GrantPut } from './schema.ts'
 import {
-  API_KEY_COLUMNS,
-  type ApiKeyRow,
   type ClientRow,
   deleteClientData,
-  findApiKey,
   findClient,
-  findGrant,
   findIntegration,
-  type GrantRow,
   type IntegrationRow,
-  listApiKeys,
-  listAuditEvents,
   listClients,
-  listGrantsOfClient,
-  listGrantsOfIntegration,
   listIntegrations,
-  recordAudit,
+  upsertClient,
+  upsertIntegration,
 } from './store.ts'
-
-const BASE62 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789'
-
-/** Uniform base62 from a CSPRNG (rejection sampling: bytes >= 248 are dropped, so no character is favoured). */
-export function randomBase62(length: number): string {
-  let out = ''
-  while (out.length < length) {
-    for (const b of randomBytes(length * 2)) {
-      if (b < 248 && out.length < length) out += BASE62[b % 62]
-    }
-  }
-  return out
-}
-
-export function newApiKey(environment: Environment): string {
-  return `irk_${environment}_${randomBase62(40)}`
-}
 
 export const clientView = (r: ClientRow) => ({
   clientCode: r.client_code,
@@ -123,15 +111,8 @@ export function createAdminService({ store, clock, environment, onGrantRevoked, 
       const result = await store.transaction(async (tx) => {
         const now = isoNow(clock)
         // Locked: two concurrent toggles must see each other, or both would record a fact for one change.
-        const existing = (await tx.query<ClientRow>('SELECT * FROM clients WHERE client_code = $1 FOR UPDATE', [clientCode]))[0]
-        const rows = await tx.query<ClientRow>(
-          `INSERT INTO clients (client_code, name, collection_enabled, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)
-           ON CONFLICT (client_code) DO UPDATE SET name = COALESCE($2, clients.name),
-             collection_enabled = COALESCE($5, clients.collection_enabled), updated_at = $4
-           RETURNING *`,
-          [clientCode, body.name ?? null, body.collectionEnabled ?? false, now, body.collectionEnabled ?? null],
-        )
-        const row = rows[0] as ClientRow
+        const existing = await findClient(tx, clientCode, true)
+        const row = await upsertClient(tx, clientCode, body, now)
         if (existing && existing.collection_enabled !== row.collection_enabled) {
           // collection_not_enabled is a hold of every Receivable of the client: one client fact here; each
           // Receivable's new revision and event follow in the background (src/workers/client-fanout.ts).
@@ -165,11 +146,7 @@ export function createAdminService({ store, clock, environment, onGrantRevoked, 
       return store.transaction(async (tx) => {
         const now = isoNow(clock)
         const existing = await findIntegration(tx, integrationId)
-        const rows = await tx.query<IntegrationRow>(
-          `INSERT INTO integrations (integration_id, name, created_at, updated_at) VALUES ($1, $2, $3, $3)
-           ON CONFLICT (integration_id) DO UPDATE SET name = $2, updated_at = $3 RETURNING *`,
-          [integrationId, body.name, now],
-        )
+        const row = await upsertIntegration(tx, integrationId, body.name, now)
         await recordAudit(tx, {
           action: existing ? 'integration.updated' : 'integration.created',
           clientCode: null,
@@ -179,7 +156,7 @@ export function createAdminService({ store, clock, environment, onGrantRevoked, 
           change: body,
           occurredAt: now,
         })
-        return { status: existing ? 200 : 201, body: integrationView(rows[0] as IntegrationRow) }
+        return { status: existing ? 200 : 201, body: integrationView(row) }
       })
     },
 
@@ -192,10 +169,14 @@ export function createAdminService({ store, clock, environment, onGrantRevoked, 
         const now = isoNow(clock)
         const apiKey = newApiKey(environment)
         const apiKeyId = `ak_${randomBase62(24)}`
-        await tx.query(
-          'INSERT INTO api_keys (api_key_id, integration_id, environment, digest, last4, created_at) VALUES ($1, $2, $3, $4, $5, $6)',
-          [apiKeyId, integrationId, environment, digestSecret(apiKey), apiKey.slice(-4), now],
-        )
+        await insertApiKey(tx, {
+          apiKeyId,
+          integrationId,
+          environment,
+          digest: digestSecret(apiKey),
+          last4: apiKey.slice(-4),
+          createdAt: now,
+        })
         await recordAudit(tx, {
           action: 'api_key.created',
           clientCode: null,
@@ -213,14 +194,7 @@ export function createAdminService({ store, clock, environment, onGrantRevoked, 
     revokeApiKey(apiKeyId: string) {
       return store.transaction(async (tx) => {
         const now = isoNow(clock)
-        // Only a key not yet revoked is updated; of two concurrent revocations the second waits for the first's
-        // row lock, then finds the key revoked and updates nothing: one `api_key.revoked` event, ever.
-        const rows = await tx.query<ApiKeyRow>(
-          `UPDATE api_keys SET revoked_at = $2 WHERE api_key_id = $1 AND revoked_at IS NULL
-           RETURNING ${API_KEY_COLUMNS}`,
-          [apiKeyId, now],
-        )
-        const row = rows[0]
+        const row = await revokeApiKey(tx, apiKeyId, now)
         if (!row) {
           const existing = await findApiKey(tx, apiKeyId)
           if (!existing) throw new Problem('api_key_not_found', `No API key ${apiKeyId}.`)
@@ -254,25 +228,7 @@ export function createAdminService({ store, clock, environment, onGrantRevoked, 
           industryProfile: body.industryProfile ?? 'credit_union',
           receiptDeliveryOwner: body.receiptDeliveryOwner ?? 'partner',
         }
-        const rows = await tx.query<GrantRow>(
-          `INSERT INTO grants (client_code, integration_id, scopes, ip_allowlist, status, recovery_entry_mode, feed_mode,
-                               industry_profile, receipt_delivery_owner, created_at, updated_at)
-           VALUES ($1, $2, $3, $4, 'active', $5, $6, $7, $8, $9, $9)
-           ON CONFLICT (client_code, integration_id) DO UPDATE SET scopes = $3, ip_allowlist = $4, status = 'active',
-             recovery_entry_mode = $5, feed_mode = $6, industry_profile = $7, receipt_delivery_owner = $8, updated_at = $9
-           RETURNING *`,
-          [
-            clientCode,
-            integrationId,
-            settings.scopes,
-            settings.ipAllowlist,
-            settings.recoveryEntryMode,
-            settings.feedMode,
-            settings.industryProfile,
-            settings.receiptDeliveryOwner,
-            now,
-          ],
-        )
+        const row = await upsertGrant(tx, integrationId, clientCode, settings, now)
         await recordAudit(tx, {
           action: existing ? 'grant.updated' : 'grant.created',
           clientCode,
@@ -282,7 +238,7 @@ export function createAdminService({ store, clock, environment, onGrantRevoked, 
           change: settings,
           occurredAt: now,
         })
-        return { status: existing ? 200 : 201, body: grantView(rows[0] as GrantRow) }
+        return { status: existing ? 200 : 201, body: grantView(row) }
       })
     },
 
@@ -290,14 +246,7 @@ export function createAdminService({ store, clock, environment, onGrantRevoked, 
     revokeGrant(integrationId: string, clientCode: string) {
       return store.transaction(async (tx) => {
         const now = isoNow(clock)
-        // Only an active grant is updated; a concurrent second revocation waits for the first's row lock, then
-        // finds the grant revoked: one `grant.revoked` event per revocation.
-        const rows = await tx.query<GrantRow>(
-          `UPDATE grants SET status = 'revoked', updated_at = $3
-            WHERE client_code = $1 AND integration_id = $2 AND status <> 'revoked' RETURNING *`,
-          [clientCode, integrationId, now],
-        )
-        const row = rows[0]
+        const row = await revokeGrant(tx, integrationId, clientCode, now)
         if (!row) {
           const existing = await findGrant(tx, integrationId, clientCode)
           if (!existing) throw new Problem('grant_not_found', `No grant of integration ${integrationId} for client ${clientCode}.`)
@@ -403,8 +352,7 @@ export function createAdminService({ store, clock, environment, onGrantRevoked, 
     resetClient(clientCode: string) {
       if (environment !== 'sandbox') throw new Problem('route_not_found', 'A client reset exists only in sandbox.')
       return store.transaction(async (tx) => {
-        const client = (await tx.query('SELECT client_code FROM clients WHERE client_code = $1 FOR UPDATE', [clientCode]))[0]
-        if (!client) throw new Problem('client_not_found', `No client ${clientCode}.`)
+        if (!(await findClient(tx, clientCode, true))) throw new Problem('client_not_found', `No client ${clientCode}.`)
         const deleted = await deleteClientData(tx, clientCode)
         const now = isoNow(baseClock)
         await recordAudit(tx, {

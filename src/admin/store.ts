@@ -1,61 +1,4 @@
-import { randomUUID } from 'node:crypto'
-import { canonicalDigest } from '../domain/canonical.ts'
 import type { Queryable, Tx } from '../store/store.ts'
-
-export interface AuditInput {
-  action: string
-  clientCode: string | null
-  targetType: string
-  targetId: string
-  /** Identifiers and non-secret settings only: never a key, secret or URL. */
-  details: Record<string, unknown>
-  /** What changed; only its SHA-256 digest is kept. */
-  change: unknown
-  occurredAt: string
-}
-
-export async function recordAudit(tx: Tx, a: AuditInput): Promise<void> {
-  await tx.query(
-    `INSERT INTO audit_events (audit_event_id, client_code, actor, action, target_type, target_id, details, change_digest, occurred_at)
-     VALUES ($1, $2, 'operator', $3, $4, $5, $6, $7, $8)`,
-    [randomUUID(), a.clientCode, a.action, a.targetType, a.targetId, JSON.stringify(a.details), canonicalDigest(a.change), a.occurredAt],
-  )
-}
-
-export interface AuditRow {
-  seq: string
-  audit_event_id: string
-  occurred_at: string
-  actor: string
-  action: string
-  client_code: string | null
-  target_type: string
-  target_id: string
-  details: Record<string, unknown>
-  change_digest: string
-}
-
-/**
- * Audit events in sequence order. With a client code: that client's events, and also the creation and revocation
- * of the API keys of every integration holding a grant for it, active or revoked, whenever the key event happened
- * (such a key can reach, or could reach, the client's data; its events are recorded with no client code). The
- * audit trail grows with operator actions (thousands of rows, not millions): the primary key's order, filtered.
- */
-export async function listAuditEvents(
-  db: Queryable,
-  q: { clientCode: string | null; afterSeq: string | null; limit: number },
-): Promise<AuditRow[]> {
-  return db.query<AuditRow>(
-    `SELECT a.* FROM audit_events a
-      WHERE ($2::bigint IS NULL OR a.seq > $2)
-        AND ($1::text IS NULL OR a.client_code = $1
-             OR (a.client_code IS NULL AND a.target_type = 'api_key' AND EXISTS (
-                   SELECT 1 FROM api_keys k JOIN grants g ON g.integration_id = k.integration_id
-                    WHERE k.api_key_id = a.target_id AND g.client_code = $1)))
-      ORDER BY a.seq LIMIT $3`,
-    [q.clientCode, q.afterSeq, q.limit],
-  )
-}
 
 export interface ClientRow {
   client_code: string
@@ -65,8 +8,25 @@ export interface ClientRow {
   updated_at: string
 }
 
-export async function findClient(db: Queryable, clientCode: string): Promise<ClientRow | undefined> {
-  return (await db.query<ClientRow>('SELECT * FROM clients WHERE client_code = $1', [clientCode]))[0]
+/** The client; `forUpdate` locks its row, which serializes the operator actions on one client across instances. */
+export async function findClient(db: Queryable, clientCode: string, forUpdate = false): Promise<ClientRow | undefined> {
+  return (await db.query<ClientRow>(`SELECT * FROM clients WHERE client_code = $1${forUpdate ? ' FOR UPDATE' : ''}`, [clientCode]))[0]
+}
+
+export async function upsertClient(
+  tx: Tx,
+  clientCode: string,
+  body: { name?: string | undefined; collectionEnabled?: boolean | undefined },
+  now: string,
+): Promise<ClientRow> {
+  const rows = await tx.query<ClientRow>(
+    `INSERT INTO clients (client_code, name, collection_enabled, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)
+     ON CONFLICT (client_code) DO UPDATE SET name = COALESCE($2, clients.name),
+       collection_enabled = COALESCE($5, clients.collection_enabled), updated_at = $4
+     RETURNING *`,
+    [clientCode, body.name ?? null, body.collectionEnabled ?? false, now, body.collectionEnabled ?? null],
+  )
+  return rows[0] as ClientRow
 }
 
 export interface IntegrationRow {
@@ -80,39 +40,13 @@ export async function findIntegration(db: Queryable, id: string): Promise<Integr
   return (await db.query<IntegrationRow>('SELECT * FROM integrations WHERE integration_id = $1', [id]))[0]
 }
 
-export interface GrantRow {
-  client_code: string
-  integration_id: string
-  scopes: string[]
-  ip_allowlist: string[]
-  status: 'active' | 'revoked'
-  recovery_entry_mode: string
-  feed_mode: string
-  industry_profile: string
-  receipt_delivery_owner: string
-  created_at: string
-  updated_at: string
-}
-
-export async function findGrant(db: Queryable, integrationId: string, clientCode: string): Promise<GrantRow | undefined> {
-  return (await db.query<GrantRow>('SELECT * FROM grants WHERE client_code = $1 AND integration_id = $2', [clientCode, integrationId]))[0]
-}
-
-export interface ApiKeyRow {
-  api_key_id: string
-  integration_id: string
-  environment: 'sandbox' | 'production'
-  /** The key's last 4 characters (null for keys issued before migration 0008). Never the key or its digest. */
-  last4: string | null
-  created_at: string
-  revoked_at: string | null
-}
-
-/** The api_keys columns an operator may see: every column but `digest`. */
-export const API_KEY_COLUMNS = 'api_key_id, integration_id, environment, last4, created_at, revoked_at'
-
-export async function findApiKey(db: Queryable, id: string): Promise<ApiKeyRow | undefined> {
-  return (await db.query<ApiKeyRow>(`SELECT ${API_KEY_COLUMNS} FROM api_keys WHERE api_key_id = $1`, [id]))[0]
+export async function upsertIntegration(tx: Tx, integrationId: string, name: string, now: string): Promise<IntegrationRow> {
+  const rows = await tx.query<IntegrationRow>(
+    `INSERT INTO integrations (integration_id, name, created_at, updated_at) VALUES ($1, $2, $3, $3)
+     ON CONFLICT (integration_id) DO UPDATE SET name = $2, updated_at = $3 RETURNING *`,
+    [integrationId, name, now],
+  )
+  return rows[0] as IntegrationRow
 }
 
 /*
@@ -133,44 +67,6 @@ export async function listIntegrations(db: Queryable, after: string | undefined,
   return db.query<IntegrationRow>(
     'SELECT * FROM integrations WHERE ($1::text IS NULL OR integration_id > $1) ORDER BY integration_id LIMIT $2',
     [after ?? null, limit],
-  )
-}
-
-/** The grants of one integration, by client code. */
-export async function listGrantsOfIntegration(
-  db: Queryable,
-  integrationId: string,
-  after: string | undefined,
-  limit: number,
-): Promise<GrantRow[]> {
-  return db.query<GrantRow>(
-    `SELECT * FROM grants WHERE integration_id = $1 AND ($2::text IS NULL OR client_code > $2)
-      ORDER BY client_code LIMIT $3`,
-    [integrationId, after ?? null, limit],
-  )
-}
-
-/** The grants for one client, by integration id (the primary key's order). */
-export async function listGrantsOfClient(db: Queryable, clientCode: string, after: string | undefined, limit: number): Promise<GrantRow[]> {
-  return db.query<GrantRow>(
-    `SELECT * FROM grants WHERE client_code = $1 AND ($2::text IS NULL OR integration_id > $2)
-      ORDER BY integration_id LIMIT $3`,
-    [clientCode, after ?? null, limit],
-  )
-}
-
-/** The keys of one integration, oldest first; the id breaks ties between keys issued in the same millisecond. */
-export async function listApiKeys(
-  db: Queryable,
-  integrationId: string,
-  after: { createdAt: string; apiKeyId: string } | undefined,
-  limit: number,
-): Promise<ApiKeyRow[]> {
-  return db.query<ApiKeyRow>(
-    `SELECT ${API_KEY_COLUMNS} FROM api_keys
-      WHERE integration_id = $1 AND ($2::timestamptz IS NULL OR (created_at, api_key_id) > ($2::timestamptz, $3::text))
-      ORDER BY created_at, api_key_id LIMIT $4`,
-    [integrationId, after?.createdAt ?? null, after?.apiKeyId ?? null, limit],
   )
 }
 

@@ -4,8 +4,8 @@
  * read, the recovery instruction response and the collection summary's counts. An authorized instruction
  * removes only `recovery_not_authorized`; it clears no other hold.
  *
- * `source_stale` reads the client's recorded freshness (migration 0006), which only a transaction flips:
- * the Source write that makes the client fresh, or the freshness sweeper when time runs out.
+ * `source_stale` reads the client's recorded freshness, which only a transaction flips (the Source write that makes
+ * the client fresh, or the freshness sweeper when time runs out), as of the Receivable's last client fact.
  */
 export const HOLD_CATEGORIES = [
   'recovery_not_authorized',
@@ -20,10 +20,11 @@ export const HOLD_CATEGORIES = [
 export type Hold = (typeof HOLD_CATEGORIES)[number]
 
 /**
- * The one home of holds is this file. The view `receivable_hold_facts` (last declared in migration 0009) only
- * gathers facts: exactly these columns, no rule. test/domain/holds-definition.test.ts checks that the view's
- * columns are exactly HOLD_VIEW_COLUMNS and that the predicates read only HOLD_FACTS, so a new hold that needs a
- * new fact fails there until a migration adds it to the view.
+ * The one home of holds is this file. The view `receivable_hold_facts`
+ * (src/store/migrations/definitions/02_receivable_hold_facts.sql) only gathers facts: exactly these columns, no
+ * rule. test/domain/holds-definition.test.ts checks that the view's columns are exactly HOLD_VIEW_COLUMNS and that
+ * the predicates read only HOLD_FACTS, so a new hold that needs a new fact fails there until the definition file
+ * adds it to the view.
  */
 export const HOLD_FACTS = [
   'instruction_state',

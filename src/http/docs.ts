@@ -5,6 +5,7 @@ import type { FastifyInstance } from 'fastify'
 // process.binding() call that Node deprecates).
 import swaggerUiPath from 'swagger-ui-dist/absolute-path.js'
 import { type ProblemCode, problemCatalogue } from '../domain/problems.ts'
+import { ping } from '../store/readiness.ts'
 import type { Queryable } from '../store/store.ts'
 import { problemPageText } from './problem-docs.ts'
 import { crossCuttingProblems, type RouteDef } from './route.ts'
@@ -79,7 +80,7 @@ export function registerInfraRoutes(app: FastifyInstance, db: Queryable, routes:
   app.get('/healthz', async () => ({ status: 'ok' }))
   app.get('/readyz', async (_request, reply) => {
     try {
-      await db.query('SELECT 1')
+      await ping(db)
       return { status: 'ready' }
     } catch {
       return reply.code(503).send({ status: 'unavailable' })

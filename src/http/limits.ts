@@ -1,9 +1,20 @@
 import { randomUUID } from 'node:crypto'
 import ipaddr from 'ipaddr.js'
+import { type Caller, type CallerRow, callerFromRow } from '../access/grants.ts'
+import { lookupKey } from '../access/store.ts'
 import type { Environment } from '../config.ts'
 import type { Clock } from '../domain/time.ts'
-import type { Queryable, QueryOptions, Store } from '../store/store.ts'
-import { type Caller, type CallerRow, callerFromRow, lookupKey } from './auth.ts'
+import {
+  type GateCall,
+  type GateRow,
+  limitsLiveInStore,
+  type ReadStatement,
+  releaseSlots,
+  releaseSlotsNow,
+  runGate,
+  runGatedRead,
+} from '../store/gate-store.ts'
+import type { Queryable, Store } from '../store/store.ts'
 
 /**
  * The request gate: an API key, its grant for the Client in the path, the per-minute count and the concurrency
@@ -15,11 +26,11 @@ import { type Caller, type CallerRow, callerFromRow, lookupKey } from './auth.ts
  * because it is one counter per key per minute.
  *
  * Concurrency: a bucket has N slots. A request holds one in every bucket from the gate to the end of its HTTP
- * exchange (src/http/server.ts gives it back before the response is written, or when the connection ends first).
+ * exchange (src/http/admission.ts gives it back before the response is written, or when the connection ends first).
  *
- * Two implementations, chosen by the store:
+ * Two implementations, chosen by where the store keeps limits (src/store/gate-store.ts, `limitsLiveInStore`):
  * - PostgreSQL (several instances may share it): the whole gate is one statement, `request_gate` (migration
- *   0012), on UNLOGGED tables; a slot is a row whose primary key makes the claim atomic across instances, and
+ *   0012; its SQL in src/store/gate-store.ts), on UNLOGGED tables; a slot is a row whose primary key makes the claim atomic across instances, and
  *   its lease (`leaseSeconds` of the service's clock) frees the slot of a process that died mid-request. A
  *   write frees its slot inside its own transaction (`Lease.releaseIn`, called by executeWrite before COMMIT),
  *   so the slot is free exactly when the write commits; any other request frees it in one statement before its
@@ -81,18 +92,13 @@ export type GateOutcome =
   | { caller: Caller; rate: RateResult; refused: null; lease: Lease }
 
 /** A request's one read, to run in the gate's statement (`Gate.enterWithRead`). */
-export interface GatedRead {
-  sql: string
-  params: readonly unknown[]
-  /** The grant scopes the route needs: without them (or without an active grant) nothing is read. */
-  scopes: readonly string[]
-}
+export type GatedRead = ReadStatement
 
 export interface Gate {
   enter(req: GateRequest): Promise<GateOutcome>
   /**
    * For a request whose whole work is one read (a route declared `oneRead`): the gate and the read in one
-   * statement. Its slot is held for that statement only (an advisory lock, migration 0015), so the lease it
+   * statement. Its slot is held for that statement only (an advisory lock: request_gate's `p_transient`), so the lease it
    * returns holds nothing. Nothing is read unless the request is admitted with an active grant that has
    * `scopes` (`rows` is then empty); the caller still makes every other check (the IP allowlist) before using
    * the rows. Absent where the gate is not in the store (the embedded store's gate is in memory).
@@ -132,40 +138,10 @@ function bucketsOf(caller: Caller, req: GateRequest): string[] {
   return buckets
 }
 
-/** The gate for the store: in the database for PostgreSQL, in this process for the embedded store. */
+/** The gate for the store: in the store where several processes may share it, else in this process. */
 export function createGate(store: Pick<Store, 'kind'> & Queryable, opts: GateOptions): Gate {
-  return store.kind === 'pglite' ? createMemoryGate(store, opts) : createStoreGate(store, opts)
+  return limitsLiveInStore(store) ? createStoreGate(store, opts) : createMemoryGate(store, opts)
 }
-
-/** A row of `request_gate` (migration 0015): the columns any gate statement of a gated read returns. */
-export interface GateRow {
-  key_id: string
-  key_integration_id: string
-  grant_status: string | null
-  grant_scopes: string[] | null
-  grant_ip_allowlist: string[] | null
-  grant_recovery_entry_mode: string | null
-  grant_feed_mode: string | null
-  grant_industry_profile: string | null
-  grant_receipt_delivery_owner: string | null
-  used: number
-  admitted: boolean
-}
-
-/** The columns of `request_gate` (and of any gate statement a gated read is built on), in its order. */
-const GATE_COLUMNS = [
-  'key_id',
-  'key_integration_id',
-  'grant_status',
-  'grant_scopes',
-  'grant_ip_allowlist',
-  'grant_recovery_entry_mode',
-  'grant_feed_mode',
-  'grant_industry_profile',
-  'grant_receipt_delivery_owner',
-  'used',
-  'admitted',
-] as const satisfies readonly (keyof GateRow)[]
 
 const windowOf = (now: number) => now - (now % MINUTE_MS)
 
@@ -204,18 +180,9 @@ export function createStoreGate(db: Queryable, opts: GateOptions): Gate {
    */
   const unreleased = new Set<string>()
 
-  /**
-   * By bucket and holder, not by slot. `buckets` null: a gate statement whose answer was lost (the connection
-   * dropped after it committed), so its buckets are unknown; the holder alone finds its rows.
-   */
-  async function releaseSlots(buckets: string[] | null, holder: string): Promise<void> {
-    if (buckets === null) await db.query('DELETE FROM inflight_requests WHERE holder = $1', [holder])
-    else await releaseSlotsIn(db, buckets, holder, PREPARED)
-  }
-
   async function releaseWithRetries(buckets: string[] | null, holder: string, log: ReleaseLog | undefined, attempt: number) {
     try {
-      await releaseSlots(buckets, holder)
+      await releaseSlotsNow(db, buckets, holder)
       unreleased.delete(holder)
     } catch (err) {
       const e = err as { name?: string; code?: string; message?: string }
@@ -233,33 +200,27 @@ export function createStoreGate(db: Queryable, opts: GateOptions): Gate {
     }
   }
 
-  /** The arguments of `request_gate` (migration 0015), in its order. */
-  function gateArgs(req: GateRequest, now: number, holder: string | null): unknown[] {
-    return [
-      req.digest,
-      req.environment,
-      req.clientCode,
-      req.environment === 'sandbox',
-      new Date(windowOf(now)).toISOString(),
-      new Date(now).toISOString(),
-      opts.perMinute,
-      opts.concurrency,
+  /** What `request_gate` decides on for `req` at `now` (holder null: a gated read). */
+  function gateCall(req: GateRequest, now: number, holder: string | null): GateCall {
+    return {
+      digest: req.digest,
+      environment: req.environment,
+      clientCode: req.clientCode,
+      sandbox: req.environment === 'sandbox',
+      windowStart: new Date(windowOf(now)),
+      now: new Date(now),
+      perMinute: opts.perMinute,
+      concurrency: opts.concurrency,
       leaseSeconds,
       holder,
-      [...unreleased],
-      holder === null,
-    ]
+      unreleased: [...unreleased],
+    }
   }
 
   return {
     async enterWithRead<T extends object>(req: GateRequest, read: GatedRead) {
       const now = opts.clock.now().getTime()
-      const p = read.params.length
-      const args = gateArgs(req, now, null)
-      const gateSql = `SELECT * FROM request_gate(${args.map((_, i) => `$${p + i + 1}`).join(', ')})`
-      const sql = gatedReadSql(gateSql, read.sql, p + args.length + 1)
-      const rows = await db.query<Record<string, unknown>>(sql, [...read.params, ...args, read.scopes], PREPARED)
-      const { gate, read: readRows } = splitGatedRows<GateRow, T>(rows)
+      const { gate, read: readRows } = await runGatedRead<T>(db, gateCall(req, now, null), read)
       if (!gate) return { outcome: { caller: null }, rows: [] }
       const { caller, rate, refused } = verdictOf(gate, req, opts.perMinute, now)
       if (refused) return { outcome: { caller, rate, refused, lease: null }, rows: [] }
@@ -269,19 +230,14 @@ export function createStoreGate(db: Queryable, opts: GateOptions): Gate {
     async enter(req) {
       const holder = randomUUID()
       const now = opts.clock.now().getTime()
-      let rows: GateRow[]
+      let row: GateRow | undefined
       try {
-        rows = await db.query<GateRow>(
-          'SELECT * FROM request_gate($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)',
-          gateArgs(req, now, holder),
-          PREPARED,
-        )
+        row = await runGate(db, gateCall(req, now, holder))
       } catch (err) {
         // The statement may have committed before its answer was lost: give back whatever it took.
         await releaseWithRetries(null, holder, req.log, 0)
         throw err
       }
-      const row = rows[0]
       if (!row) return { caller: null }
       const { caller, rate, refused } = verdictOf(row, req, opts.perMinute, now)
       if (refused) return { caller, rate, refused, lease: null }
@@ -299,7 +255,7 @@ export function createStoreGate(db: Queryable, opts: GateOptions): Gate {
           },
           async releaseIn(tx) {
             if (released) return () => {}
-            await releaseSlotsIn(tx, buckets, holder)
+            await releaseSlots(tx, buckets, holder)
             return () => {
               released = true
             }
@@ -441,55 +397,4 @@ export function addressKey(address: string): string {
   if (parsed.kind() === 'ipv4') return parsed.toString()
   const prefix = (parsed as ipaddr.IPv6).parts.slice(0, 4)
   return `${prefix.map((p) => p.toString(16)).join(':')}::/64`
-}
-
-/** The gate's columns in a gated read's rows: prefixed, so that no column of the read can clash with them. */
-const GATE_PREFIX = '_gate_'
-
-/**
- * A gate statement (`gateSql`, parameters after the read's) and a request's one read, as one statement: one
- * row per read row, each carrying the gate's columns (prefixed `_gate_`), or one row with the read's columns
- * null when nothing was read; no row when the gate returned none (an unknown key). The read runs only for an
- * admitted request with an active grant holding the scopes in parameter `$scopesParam` (a text array): the
- * condition is a one-time filter, so a refused request reads nothing. Read rows keep their order.
- */
-export function gatedReadSql(gateSql: string, readSql: string, scopesParam: number): string {
-  const g = GATE_COLUMNS.map((c) => `g.${c} AS ${GATE_PREFIX}${c}`).join(', ')
-  return (
-    `WITH _gate AS MATERIALIZED (${gateSql}) ` +
-    `SELECT ${g}, r.* FROM _gate g LEFT JOIN LATERAL (` +
-    `SELECT row_number() OVER () AS ${GATE_PREFIX}row, q.* FROM (${readSql}) q ` +
-    `WHERE g.admitted AND g.grant_status = 'active' AND g.grant_scopes @> $${scopesParam}::text[]` +
-    `) r ON true ORDER BY r.${GATE_PREFIX}row`
-  )
-}
-
-/** A gated read's rows, split: the gate's row (undefined: the gate returned none) and the read's rows. */
-export function splitGatedRows<G, T>(rows: Record<string, unknown>[]): { gate: G | undefined; read: T[] } {
-  const first = rows[0]
-  if (!first) return { gate: undefined, read: [] }
-  const gate: Record<string, unknown> = {}
-  for (const c of GATE_COLUMNS) gate[c] = first[`${GATE_PREFIX}${c}`]
-  const read: T[] = []
-  for (const row of rows) {
-    if (row[`${GATE_PREFIX}row`] === null) continue
-    const out: Record<string, unknown> = {}
-    for (const [k, v] of Object.entries(row)) if (!k.startsWith(GATE_PREFIX)) out[k] = v
-    read.push(out as T)
-  }
-  return { gate: gate as G, read }
-}
-
-/** One statement frees a holder's slots, on its own or inside the request's write transaction. */
-async function releaseSlotsIn(db: Queryable, buckets: string[], holder: string, options?: QueryOptions): Promise<void> {
-  await db.query('DELETE FROM inflight_requests WHERE bucket = ANY($1::text[]) AND holder = $2', [buckets, holder], options)
-}
-
-/** The gate's statements run on every request with a text that never varies: planned once per connection. */
-const PREPARED = { prepared: true } as const
-
-/** Old windows and expired leases are only clutter: the retention worker calls this. */
-export async function purgeLimitRows(db: Queryable): Promise<void> {
-  await db.query(`DELETE FROM rate_limit_windows WHERE window_start < now() - interval '5 minutes'`)
-  await db.query(`DELETE FROM inflight_requests WHERE expires_at < now() - interval '5 minutes'`)
 }

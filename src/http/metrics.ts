@@ -1,7 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client'
+import { readSharedState } from '../store/shared-state.ts'
 import type { Store } from '../store/store.ts'
-import { assertOperatorToken } from './server.ts'
+import { assertOperatorToken } from './admission.ts'
 
 /**
  * `GET /metrics`: Prometheus text exposition (format 0.0.4), behind the operator token (docs/operations.md lists
@@ -20,37 +21,13 @@ import { assertOperatorToken } from './server.ts'
  *   the process's own metrics stay visible while the store is down.
  */
 
-/** Which limit refused a request, as `server.ts` records it, and the label value each is exported as. */
+/** Which limit refused a request, as src/http/admission.ts records it, and the label value each is exported as. */
 const LIMIT_LABEL = { rate: 'per_minute', concurrency: 'concurrency' } as const
 const DELIVERY_STATUSES = ['pending', 'delivered', 'abandoned', 'skipped'] as const
 const UNMATCHED_ROUTE = 'unmatched'
 
 /** Seconds; from well under a millisecond (a read on PGlite) to the 10 s a checkout may wait for PostgreSQL. */
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
-
-interface StoreStateRow {
-  feed_head: string
-  batches_queued: string
-  batches_running: string
-  records_pending: string
-  deliveries: Record<string, string | number> | null
-}
-
-/**
- * The shared state, in one round trip. Each part is cheap: feed_heads has a row per client; the open batches
- * come from the partial index `batches_open`, their pending records by the primary key's prefix; the webhook
- * deliveries are those kept (30 days, src/workers/retention.ts) and are counted in full, a sequential scan of a
- * table the retention keeps bounded.
- */
-const STORE_STATE_SQL = `
-SELECT
-  (SELECT coalesce(max(last_seq), 0) FROM feed_heads)::text AS feed_head,
-  (SELECT count(*) FROM batches WHERE status = 'queued')::text AS batches_queued,
-  (SELECT count(*) FROM batches WHERE status = 'running')::text AS batches_running,
-  (SELECT count(*) FROM batches b JOIN batch_records r
-      ON r.client_code = b.client_code AND r.external_batch_id = b.external_batch_id
-    WHERE b.status IN ('queued', 'running') AND r.status = 'pending')::text AS records_pending,
-  (SELECT json_object_agg(status, n) FROM (SELECT status, count(*) AS n FROM webhook_deliveries GROUP BY status) d) AS deliveries`
 
 export interface Metrics {
   /** The registry of this app instance (exposed for tests and tools; the route is `GET /metrics`). */
@@ -171,7 +148,7 @@ export function createMetrics(store: Pick<Store, 'kind' | 'query' | 'poolStats'>
   })
 
   async function readStore(): Promise<void> {
-    const [row] = await store.query<StoreStateRow>(STORE_STATE_SQL)
+    const row = await readSharedState(store)
     if (!row) throw new Error('the store state query returned no row')
     feedHead.set(Number(row.feed_head))
     queueBatches.labels('queued').set(Number(row.batches_queued))
@@ -196,7 +173,7 @@ export function createMetrics(store: Pick<Store, 'kind' | 'query' | 'poolStats'>
       }
       requests.inc(labels)
       duration.observe(labels, reply.elapsedTime / 1000)
-      const refusedBy = request.irs?.refusedBy
+      const refusedBy = request.exchange?.refusedBy
       if (refusedBy && reply.statusCode === 429) rateLimited.labels(LIMIT_LABEL[refusedBy]).inc()
     },
     async scrape(log) {

@@ -1,9 +1,10 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { z } from 'zod'
+import type { Grant } from '../access/grants.ts'
 import type { ProblemCode } from '../domain/problems.ts'
 import type { Scope } from '../domain/scopes.ts'
-import type { Queryable, Store, Tx } from '../store/store.ts'
-import type { Grant } from './auth.ts'
+import type { Queryable } from '../store/store.ts'
+import type { SlotRelease } from '../store/transactions.ts'
 
 /**
  * The route object is the contract: method, path, operation id, the Zod schemas of parameters, query,
@@ -19,7 +20,7 @@ export type RouteAuth =
   /** API key with an active grant for the path's client holding every scope listed. */
   | { kind: 'api_key'; scopes: readonly Scope[] }
 
-export interface RouteContext<P, Q, B> {
+export interface RouteContext<P, Q, B, R = undefined> {
   params: P
   query: Q
   body: B
@@ -29,46 +30,17 @@ export interface RouteContext<P, Q, B> {
   requestId: string
   ip: string
   log: FastifyBaseLogger
-  /** The request's concurrency slot, for a write to free inside its transaction (src/http/limits.ts, Lease). */
+  /** The request's concurrency slot, for a write to free inside its transaction (src/http/admission.ts, Slot). */
   slot: SlotRelease
+  /** On a route declared `oneRead`: what its read returned (run by the server, src/http/admission.ts); else undefined. */
+  read: R
   /**
-   * The store, for this request's reads. On a route declared `oneRead`, its one statement also carries the
-   * request's gate where the gate can run in it (PostgreSQL: src/http/limits.ts, Gate.enterWithRead), and a
-   * second statement is a programming error; on every other route it is the store itself.
+   * The store, for this request's reads. On a route declared `oneRead` the read has run already, so any
+   * statement here is a programming error (it rejects); on every other route it is the store itself.
    */
   db: Queryable
   /** Further scopes a route needs that depend on the body (a batch needs each kind's write scope). */
   requireScopes(scopes: readonly Scope[]): void
-}
-
-/**
- * Frees the request's concurrency slot inside `tx`; call the returned function once `tx` has committed. Where
- * the gate keeps its slots out of the store, both do nothing and the slot is freed when the response is sent.
- */
-export interface SlotRelease {
-  releaseIn(tx: Queryable): Promise<() => void>
-}
-
-/** For writes outside a request (the seed, workers): there is no slot to free. */
-export const NO_SLOT: SlotRelease = { releaseIn: async () => () => {} }
-
-/**
- * A request's one transaction, which also frees the request's concurrency slot as its last statement before
- * COMMIT (issue 12: "a request that has a transaction releases its slot in that transaction").
- */
-export async function inRequestTransaction<T>(
-  store: Pick<Store, 'transaction'>,
-  slot: SlotRelease,
-  fn: (tx: Tx) => Promise<T>,
-): Promise<T> {
-  let released = () => {}
-  const result = await store.transaction(async (tx) => {
-    const out = await fn(tx)
-    released = await slot.releaseIn(tx)
-    return out
-  })
-  released()
-  return result
 }
 
 export interface RouteResult {
@@ -77,7 +49,13 @@ export interface RouteResult {
   headers?: Record<string, string>
 }
 
-export interface RouteDef<P extends z.ZodType = z.ZodType, Q extends z.ZodType = z.ZodType, B extends z.ZodType = z.ZodType> {
+/**
+ * A one-read route's read, declared as data the server runs: a store read of one statement through `db`, with
+ * the request's parameters. On PostgreSQL that statement is the request's gate too (src/http/admission.ts).
+ */
+export type OneRead<P, Q, R> = (db: Queryable, request: { clientCode: string; params: P; query: Q }) => Promise<R>
+
+export interface RouteDef<P extends z.ZodType = z.ZodType, Q extends z.ZodType = z.ZodType, B extends z.ZodType = z.ZodType, R = unknown> {
   method: 'GET' | 'PUT' | 'POST' | 'PATCH' | 'DELETE'
   path: string
   operationId: string
@@ -95,15 +73,17 @@ export interface RouteDef<P extends z.ZodType = z.ZodType, Q extends z.ZodType =
   /** Documented in OpenAPI? (the operator API and infrastructure routes are not part of the v1 contract) */
   public: boolean
   /**
-   * The handler's whole work is one read statement through `ctx.db`: on PostgreSQL that statement is the
-   * request's gate too (key, grant, count and a slot held for the statement), so the whole request is one round
-   * trip. The grant (`ctx.grant`) is known once that statement has run.
+   * The route's whole work is this one read (one statement): the server runs it before the handler, on
+   * PostgreSQL in the request's gate statement (key, grant, count and a slot held for the statement), so the
+   * whole request is one round trip; the handler receives its result as `ctx.read`, with the grant.
    */
-  oneRead?: true
-  handler(ctx: RouteContext<z.output<P>, z.output<Q>, z.output<B>>): Promise<RouteResult>
+  oneRead?: OneRead<z.output<P>, z.output<Q>, R>
+  handler(ctx: RouteContext<z.output<P>, z.output<Q>, z.output<B>, R>): Promise<RouteResult>
 }
 
-export function defineRoute<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodType>(def: RouteDef<P, Q, B>): RouteDef {
+export function defineRoute<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodType, R = undefined>(
+  def: RouteDef<P, Q, B, R>,
+): RouteDef {
   return def as unknown as RouteDef
 }
 

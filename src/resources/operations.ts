@@ -1,17 +1,12 @@
 import type { z } from 'zod'
+import type { Grant } from '../access/grants.ts'
 import type { Problem, ProblemCode } from '../domain/problems.ts'
 import type { Scope } from '../domain/scopes.ts'
 import { type Clock, isoNow } from '../domain/time.ts'
-import type { Grant } from '../http/auth.ts'
-import { defineRoute, inRequestTransaction, NO_SLOT, type RouteDef, type SlotRelease } from '../http/route.ts'
-import type { QueryOptions, Store, Tx } from '../store/store.ts'
+import { defineRoute, type RouteDef } from '../http/route.ts'
+import type { Store } from '../store/store.ts'
+import { inRequestTransaction, NO_SLOT, type SlotRelease } from '../store/transactions.ts'
 import { UnitOfWork } from './unit-of-work.ts'
-
-/**
- * The write path's statements whose text never varies are prepared by name on each PostgreSQL connection
- * (`QueryOptions.prepared`): planned once per connection instead of at every run (docs/performance.md).
- */
-const PREPARED: QueryOptions = { prepared: true }
 
 /**
  * A write, with everything a reader needs to see what it does: one body schema, one scope list, the response
@@ -84,20 +79,6 @@ export interface SetOperation<B = unknown> {
   ): Promise<SetOutcome[]>
 }
 
-/**
- * `lockIdentity` (src/store/locks.ts) for many identities in one statement, in a fixed (sorted) order so two
- * writers locking overlapping sets cannot deadlock on them. Nothing to do on PGlite (one transaction at a time).
- */
-export async function lockIdentities(tx: Tx, clientCode: string, identities: readonly (readonly [kind: string, id: string])[]) {
-  if (tx.serialized || identities.length === 0) return
-  const keys = [...new Set(identities.map(([kind, id]) => `${clientCode}/${kind}/${id}`))].sort()
-  await tx.query(
-    'SELECT pg_advisory_xact_lock(hashtextextended(k, 0)) FROM unnest($1::text[]) WITH ORDINALITY AS t(k, n) ORDER BY n',
-    [keys],
-    PREPARED,
-  )
-}
-
 /** A set-based operation's single write: a list of one; a `fallback` runs `single`, the per-record rules. */
 export async function runOne<B>(
   many: SetOperation<B>,
@@ -141,6 +122,8 @@ export async function runOperation(
 export interface RouteDeps {
   store: Store
   clock: Clock
+  /** Told after COMMIT when the write appended change-feed events (the webhook dispatcher's wake-up); never throws. */
+  onFeedAppended?: () => void
 }
 
 /**
@@ -151,19 +134,24 @@ export interface RouteDeps {
  * is true whenever it is said.
  */
 export async function executeWrite(
-  { store, clock }: RouteDeps,
+  { store, clock, onFeedAppended }: RouteDeps,
   op: WriteOperation,
   ctx: OperationContext,
   body: unknown,
   slot: SlotRelease = NO_SLOT,
 ): Promise<{ status: 200 | 201; body: unknown }> {
+  let appended = false
   // (6) The request's concurrency slot is freed by this transaction: free exactly when the write commits.
-  return inRequestTransaction(store, slot, async (tx) => {
+  const answer = await inRequestTransaction(store, slot, async (tx) => {
     const uow = new UnitOfWork(tx)
     const result = await runOperation(uow, op, ctx, body, isoNow(clock))
     await uow.flush()
+    appended = uow.feedAppended
     return { status: result.status, body: op.response.parse(await result.body()) }
   })
+  // (7) After COMMIT, told and never waited for: the answer is already decided.
+  if (appended) onFeedAppended?.()
+  return answer
 }
 
 /** The PUT route of a write operation: path `{base}/:{idParam}`, 201 created / 200 replaced or retried. */

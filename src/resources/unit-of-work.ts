@@ -1,8 +1,8 @@
 import type { Store, Tx } from '../store/store.ts'
-import { type ChangeInput, insertChanges } from './changes/store.ts'
-import { recordClientFact } from './client-facts/store.ts'
-import { type SourceTouch, writeSourceActivity } from './freshness/store.ts'
-import { bumpReceivableRevisions, type HoldSnapshot, holdSnapshot } from './receivables/store.ts'
+import { type ChangeInput, insertChanges } from './feed/store.ts'
+import { recordClientFact } from './holds/client-facts-store.ts'
+import { type SourceTouch, writeSourceActivity } from './holds/source-activity-store.ts'
+import { bumpReceivableRevisions, type HoldSnapshot, holdSnapshot } from './holds/store.ts'
 
 /**
  * One write's unit of work: its transaction and everything the write decided but has not written yet.
@@ -15,7 +15,7 @@ import { bumpReceivableRevisions, type HoldSnapshot, holdSnapshot } from './rece
  *   `recordHoldChanges` gives each one whose holds differ afterwards a new revision and an event, unless this
  *   unit of work already changed it (one revision per Receivable per write).
  * - **the source-activity touch** (`touchSource`): the Source was heard from; written once per client. A stale
- *   client that becomes fresh records one client fact (src/resources/client-facts/store.ts); its Receivables'
+ *   client that becomes fresh records one client fact (src/resources/holds/client-facts-store.ts); its Receivables'
  *   revisions follow in the background, except those this unit of work changed, which the feed statement
  *   brings up to the client's last fact (one revision per Receivable per write, facts included).
  *
@@ -113,9 +113,19 @@ export class UnitOfWork {
       if (flipped) await recordClientFact(this.tx, clientCode, { kind: 'source_fresh', sourceStaleBefore: true }, touch.now)
     }
     this.touches.clear()
-    for (const clientCode of [...this.events.keys()].sort()) await insertChanges(this.tx, clientCode, this.events.get(clientCode) ?? [])
+    for (const clientCode of [...this.events.keys()].sort()) {
+      const events = this.events.get(clientCode) ?? []
+      await insertChanges(this.tx, clientCode, events)
+      if (events.length > 0) this.feedAppended = true
+    }
     this.events.clear()
   }
+
+  /**
+   * True once a flush appended feed events: whoever commits the transaction then tells `onFeedAppended` (the
+   * webhook dispatcher's wake-up), after COMMIT and never inside it.
+   */
+  feedAppended = false
 
   /** The events appended since `mark`, with their client, in append order. */
   eventsSince(mark: UnitOfWorkMark): [string, ChangeInput][] {
@@ -185,11 +195,16 @@ export interface UnitOfWorkMark {
  * A transaction with a unit of work, flushed before COMMIT: for writes that are not a WriteOperation
  * (workers, sweepers, operator actions). `fn`'s result is returned after the flush.
  */
-export async function inUnitOfWork<T>(store: Store, fn: (uow: UnitOfWork) => Promise<T>): Promise<T> {
-  return store.transaction(async (tx) => {
+export async function inUnitOfWork<T>(store: Store, fn: (uow: UnitOfWork) => Promise<T>, onFeedAppended?: () => void): Promise<T> {
+  let appended = false
+  const result = await store.transaction(async (tx) => {
     const uow = new UnitOfWork(tx)
-    const result = await fn(uow)
+    const out = await fn(uow)
     await uow.flush()
-    return result
+    appended = uow.feedAppended
+    return out
   })
+  // After COMMIT (the webhook dispatcher's wake-up): the committed result stands whatever it does.
+  if (appended) onFeedAppended?.()
+  return result
 }

@@ -1,6 +1,10 @@
 /**
  * One small interface over the two real engines (PostgreSQL through `pg`, embedded PGlite).
- * Both speak the same SQL dialect; nothing above this folder knows which one it has.
+ * Both speak the same SQL dialect. What differs between them is decided in this folder, as a property the code
+ * above asks for, never as a test of `kind` there: `Tx.serialized` (whether locks that only order concurrent
+ * writers are needed) and `limitsLiveInStore` (gate-store.ts: whether the request gate's counters and slots live in
+ * the database or in the one process that owns the embedded store). Above this folder `kind` is only reported: the
+ * start log line and the /metrics labels.
  *
  * Guarantees:
  * - `transaction(fn)` runs `fn` in one database transaction (READ COMMITTED); it commits when `fn`

@@ -6,13 +6,14 @@ import {
   receivablesBehind,
   recordFanoutFailure,
   saveFanoutProgress,
-} from '../resources/client-facts/store.ts'
+} from '../resources/holds/client-facts-store.ts'
 import { UnitOfWork } from '../resources/unit-of-work.ts'
 import type { Store } from '../store/store.ts'
+import { createWorker, type Worker } from './worker.ts'
 
 /**
  * The client fan-out: after a client-wide change recorded its fact (a collection toggle, a freshness flip;
- * src/resources/client-facts/store.ts), gives every Receivable of the client its new revision and its
+ * src/resources/holds/client-facts-store.ts), gives every Receivable of the client its new revision and its
  * `receivable.updated` event, in chunks. Guarantees:
  *
  * - **Exactly once.** A Receivable is taken only while its `client_fact_seq` is below the pass's target, and
@@ -40,20 +41,27 @@ export interface ClientFanoutOptions {
   pollMs?: number
   /** How long a pass waits before revisiting Receivables that writes held locked (default 200 ms). */
   revisitMs?: number
+  /** Told once a chunk that appended change-feed events committed (the webhook dispatcher's wake-up). */
+  onFeedAppended?: () => void
   onError?: (err: unknown) => void
 }
 
 export const DEFAULT_FANOUT_CHUNK_SIZE = 500
 
-export function createClientFanout(opts: ClientFanoutOptions) {
+export interface ClientFanout extends Worker {
+  readonly chunkSize: number
+  /** One chunk of one client's fan-out (any due client, or only `clientCode`): the client it worked on. */
+  runChunk(clientCode?: string): Promise<string | undefined>
+  runUntilIdle(): Promise<void>
+  runClientUntilIdle(clientCode: string): Promise<void>
+}
+
+export function createClientFanout(opts: ClientFanoutOptions): ClientFanout {
   const { store } = opts
   const chunkSize = opts.chunkSize ?? DEFAULT_FANOUT_CHUNK_SIZE
   const pollMs = opts.pollMs ?? 1000
   const revisitMs = opts.revisitMs ?? 200
   if (!Number.isInteger(chunkSize) || chunkSize < 1) throw new Error(`chunkSize must be a positive integer, not ${chunkSize}`)
-  let loop: Promise<void> | undefined
-  let stopped = true
-  let wakeUp: (() => void) | null = null
 
   /**
    * One chunk of one client's fan-out (any due client, or only `clientCode`), in one transaction. Returns the
@@ -62,7 +70,8 @@ export function createClientFanout(opts: ClientFanoutOptions) {
   async function runChunk(clientCode?: string, opt: { rethrow?: boolean } = {}): Promise<string | undefined> {
     let claimed: string | undefined
     try {
-      return await store.transaction(async (tx) => {
+      let appended = false
+      const client = await store.transaction(async (tx) => {
         const f = await claimFanout(tx, clientCode)
         if (!f) return undefined
         claimed = f.client_code
@@ -81,6 +90,7 @@ export function createClientFanout(opts: ClientFanoutOptions) {
         const { events, lastId } = await advanceReceivables(tx, f.client_code, afterId, target, chunkSize, at)
         uow.appendChanges(f.client_code, events)
         await uow.flush()
+        appended = uow.feedAppended
         reached += events.length
         if (events.length === chunkSize) {
           await saveFanoutProgress(tx, f.client_code, { targetSeq: target, afterId: lastId ?? afterId, reached })
@@ -92,6 +102,8 @@ export function createClientFanout(opts: ClientFanoutOptions) {
         }
         return f.client_code
       })
+      if (appended) tell(opts.onFeedAppended)
+      return client
     } catch (err) {
       opts.onError?.(err)
       if (claimed) {
@@ -133,54 +145,28 @@ export function createClientFanout(opts: ClientFanoutOptions) {
     }
   }
 
-  async function run() {
-    while (!stopped) {
-      let worked = false
-      try {
-        worked = await runOnce()
-      } catch (err) {
-        opts.onError?.(err)
-      }
-      if (stopped) break
-      if (worked) {
-        // Let requests in between chunks (on PGlite they share the one backend).
-        await new Promise((r) => setImmediate(r))
-        continue
-      }
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, pollMs)
-        wakeUp = () => {
-          clearTimeout(timer)
-          resolve()
-        }
-      })
-      wakeUp = null
+  /** After COMMIT: a hook that fails is logged, the committed chunk stands. */
+  function tell(hook: (() => void) | undefined) {
+    try {
+      hook?.()
+    } catch (err) {
+      opts.onError?.(err)
     }
   }
 
-  return {
-    chunkSize,
+  const worker = createWorker({
+    name: 'client-fanout',
+    intervalMs: pollMs,
     runOnce: () => runOnce(),
+    // Chunk after chunk while there is work, letting requests in between (on PGlite they share the one backend).
+    repeatWhileWorking: true,
+    onError: (err) => opts.onError?.(err),
+  })
+  return {
+    ...worker,
+    chunkSize,
     runChunk: (clientCode?: string) => runChunk(clientCode),
     runUntilIdle,
     runClientUntilIdle,
-    start() {
-      if (!stopped) return
-      stopped = false
-      loop = run()
-    },
-    /** A fact was just recorded in this process: look now rather than at the next poll. */
-    wake() {
-      wakeUp?.()
-    },
-    /** Stops after the chunk in flight (it commits or rolls back whole). */
-    async stop() {
-      stopped = true
-      wakeUp?.()
-      await loop
-      loop = undefined
-    },
   }
 }
-
-export type ClientFanout = ReturnType<typeof createClientFanout>

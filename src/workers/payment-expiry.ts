@@ -1,93 +1,34 @@
 import type { Clock } from '../domain/time.ts'
-import { expireDue } from '../resources/payment-requests/store.ts'
-import type { SandboxClock } from '../resources/sandbox-clock/clock.ts'
-import { inUnitOfWork } from '../resources/unit-of-work.ts'
+import type { ClientClocks } from '../resources/client-clocks.ts'
+import { sweepExpiredPaymentRequests } from '../resources/payment-requests/expiry.ts'
 import type { Store } from '../store/store.ts'
+import { createWorker, type Worker } from './worker.ts'
 
-/**
- * The expiry sweeper: flips open Payment requests past `expiresAt` to `expired`, each with revision + 1 and
- * a `payment_request.expired` event in the same transaction. Work is claimed in bounded chunks with
- * FOR UPDATE SKIP LOCKED (payment-requests/store.ts, expireDue), one transaction per chunk, so several
- * instances can sweep at once without waiting on each other or expiring a request twice, and no
- * transaction grows with the size of the backlog. A read or confirmation that meets an expiry first
- * records it itself (payments/service.ts, recordExpiryIfDue): the sweeper only makes sure the feed hears of
- * requests nobody looks at.
- *
- * Sandbox clocks (src/resources/sandbox-clock): with `sandbox`, the clients on real time are swept first,
- * then each client whose clock is stopped, at its own time. With `clientCode`, only that client is swept, at
- * `clock`'s time (the caller entered the client's scope).
- */
+/** How often the expiry of open Payment requests nobody reads is recorded (the rule: payment-requests/expiry.ts). */
 export const PAYMENT_EXPIRY_SWEEP_MS = 30_000
-export const PAYMENT_EXPIRY_CHUNK = 500
 
-export interface ExpirySweepOptions {
-  chunk?: number
-  maxChunks?: number
-  clientCode?: string
-  sandbox?: SandboxClock
+export interface PaymentExpiryWorkerOptions {
+  store: Store
+  clock: Clock
+  /** Sandbox: each client at its own time. */
+  sandbox?: ClientClocks | undefined
+  intervalMs?: number
+  onFeedAppended?: () => void
+  onError: (err: unknown) => void
 }
 
-/** Sweeps until no due request is left (or `maxChunks` chunks ran per pass); returns how many it expired. */
-export async function sweepExpiredPaymentRequests(store: Store, clock: Clock, opts: ExpirySweepOptions = {}): Promise<number> {
-  const { sandbox } = opts
-  if (!sandbox || opts.clientCode !== undefined) return sweepPass(store, clock, opts, { clientCode: opts.clientCode })
-  let total = await sweepPass(store, clock, opts, { realTimeOnly: true })
-  for (const [clientCode, at] of await sandbox.clocks(store)) {
-    total += await sandbox.atInstant(at, () => sweepPass(store, sandbox.clock, opts, { clientCode }))
-  }
-  return total
-}
-
-async function sweepPass(
-  store: Store,
-  clock: Clock,
-  opts: ExpirySweepOptions,
-  only: { clientCode?: string | undefined; realTimeOnly?: boolean },
-): Promise<number> {
-  const chunk = opts.chunk ?? PAYMENT_EXPIRY_CHUNK
-  const maxChunks = opts.maxChunks ?? 100
-  const filter = only.clientCode !== undefined ? { clientCode: only.clientCode } : only.realTimeOnly ? { realTimeOnly: true } : {}
-  let total = 0
-  for (let i = 0; i < maxChunks; i++) {
-    const expired = await inUnitOfWork(store, async (uow) => {
-      const now = clock.now().toISOString()
-      const rows = await expireDue(uow.tx, now, chunk, filter)
-      for (const r of rows) {
-        uow.appendChange(r.client_code, {
-          type: 'payment_request.expired',
-          resourceType: 'payment_request',
-          resourceId: r.id,
-          revision: r.revision,
-          occurredAt: now,
-        })
-      }
-      return rows.length
-    })
-    total += expired
-    if (expired < chunk) break
-  }
-  return total
-}
-
-/** Runs the sweeper every `everyMs` (30 s); returns the function that stops it. */
-export function startPaymentExpiryWorker(
-  store: Store,
-  clock: Clock,
-  onError: (err: unknown) => void,
-  everyMs = PAYMENT_EXPIRY_SWEEP_MS,
-  sandbox?: SandboxClock,
-): () => void {
-  let running = false
-  const timer = setInterval(() => {
-    // One sweep at a time in this process; a slow sweep is not overlapped by the next tick.
-    if (running) return
-    running = true
-    sweepExpiredPaymentRequests(store, clock, sandbox ? { sandbox } : {})
-      .catch(onError)
-      .finally(() => {
-        running = false
-      })
-  }, everyMs)
-  timer.unref()
-  return () => clearInterval(timer)
+/** The payment expiry worker: the sweep every 30 s, the first one 30 s after start. */
+export function createPaymentExpiryWorker(opts: PaymentExpiryWorkerOptions): Worker {
+  const intervalMs = opts.intervalMs ?? PAYMENT_EXPIRY_SWEEP_MS
+  return createWorker({
+    name: 'payment-expiry',
+    intervalMs,
+    firstTurnAfterMs: intervalMs,
+    runOnce: async () =>
+      (await sweepExpiredPaymentRequests(opts.store, opts.clock, {
+        ...(opts.sandbox ? { sandbox: opts.sandbox } : {}),
+        ...(opts.onFeedAppended ? { onFeedAppended: opts.onFeedAppended } : {}),
+      })) > 0,
+    onError: opts.onError,
+  })
 }

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto'
 import { type Agent, request } from 'undici'
+import { loadActiveGrant } from '../access/store.ts'
 import type { KeyRing } from '../domain/key-ring.ts'
 import { type Clock, isoNow } from '../domain/time.ts'
-import { loadActiveGrant } from '../http/auth.ts'
 import {
   ATTEMPT_TIMEOUT_MS,
   type Destination,
@@ -13,39 +13,38 @@ import {
   resolveDestination,
   UnsafeDestinationError,
 } from '../http/destination.ts'
-import type { SandboxClock } from '../resources/sandbox-clock/clock.ts'
-import { signatureHeader } from '../resources/webhooks/secrets.ts'
-import { openSecret, readableTypes } from '../resources/webhooks/service.ts'
+import type { ClientClocks } from '../resources/client-clocks.ts'
 import {
   type AttemptOutcome,
-  auditEndpoint,
   claimDeliveries,
   completeAttempts,
-  type DeliveryRow,
   deriveDeliveries,
-  disableEndpoint,
   dueEndpoints,
-  type EndpointRow,
-  findEndpoint,
   lockEnabledEndpoints,
   notePendingDeliveries,
   releaseDeliveries,
   skipDeliveries,
-} from '../resources/webhooks/store.ts'
+} from '../resources/webhooks/delivery-store.ts'
+import { signatureHeader } from '../resources/webhooks/secrets.ts'
+import { openSecret, readableTypes } from '../resources/webhooks/service.ts'
+import { auditEndpoint, type DeliveryRow, disableEndpoint, type EndpointRow, findEndpoint } from '../resources/webhooks/store.ts'
 import { claimKey } from '../store/lease-holder.ts'
 import type { Store, Tx } from '../store/store.ts'
+import { createWorker, type Worker } from './worker.ts'
 
 /**
  * The webhook dispatcher. Guarantees:
  * - The change feed is the source: each run first turns feed events committed after an endpoint's scanned
- *   sequence into deliveries (webhooks/store.ts deriveDeliveries), in the store, so a committed change is
+ *   sequence into deliveries (webhooks/delivery-store.ts deriveDeliveries), in the store, so a committed change is
  *   never missed and an uncommitted one never sent.
  * - Shared by instances: an endpoint's due deliveries are claimed as leases (UPDATE ... FOR UPDATE SKIP
  *   LOCKED, a token per claim); outcomes are written only under that token, so a worker whose lease was
  *   taken changes nothing. A lease names its holder (src/store/lease-holder.ts): a worker killed mid-delivery
  *   (or whose lock connection was lost) leaves a lease any instance takes at once, and a lease whose holder
  *   still looks alive but no longer renews expires; another instance then sends again: at least once, never lost.
- * - At most `perEndpoint` (10) notifications per endpoint per run; a run every `intervalMs`.
+ * - At most `perEndpoint` (10) notifications per endpoint per run; a run every `intervalMs`, and one within a
+ *   second (`wakeGapMs`) of a commit in this process that appended feed events (`wake()`): wake-ups are coalesced,
+ *   and no woken run starts sooner than `wakeGapMs` after the previous run started.
  * - Before every attempt: the grant is re-read (revoked: the endpoint is disabled `grant_revoked`, nothing
  *   sent; a resource type it may no longer read: that delivery is `skipped`), the URL is checked again and
  *   its name resolved again (a non-public address: disabled `destination_unsafe`, nothing sent), and the
@@ -57,7 +56,7 @@ import type { Store, Tx } from '../store/store.ts'
  * - Each attempt: 5 s for everything, no redirects (a 3xx is a failure), the response body discarded after
  *   at most 64 KiB, a bounded number of sockets per destination and of endpoints served at once.
  * - Failures are retried on `retryScheduleMs` (1m, 5m, 30m, 2h, 6h, 12h, 24h: 8 attempts), then abandoned.
- * - Sandbox clocks (src/resources/sandbox-clock): with `sandbox`, each endpoint is served at its client's time
+ * - Sandbox clocks (src/sandbox): with `sandbox`, each endpoint is served at its client's time
  *   (the retry schedule, what is due, the times recorded), read once per run; delivery leases and the signature
  *   timestamp stay on real time (the receiver checks the timestamp against its own clock).
  */
@@ -70,20 +69,22 @@ export interface WebhookDispatcherOptions {
   intervalMs: number
   retryScheduleMs: readonly number[]
   /** Sandbox: the per-client clocks (`clock` is then `sandbox.clock`). */
-  sandbox?: SandboxClock
+  sandbox?: ClientClocks
   timeoutMs?: number
   perEndpoint?: number
   /** Endpoints served at once. */
   concurrency?: number
   /** Sockets per destination address. */
   connectionsPerDestination?: number
+  /** The least time between the start of a run and a run a wake-up brings (default 1 s). */
+  wakeGapMs?: number
   onError?: (err: unknown) => void
 }
 
 const USER_AGENT = 'InboundReceivablesService-Webhooks/1'
 const MAX_AGENTS = 256
 
-export function createWebhookDispatcher(opts: WebhookDispatcherOptions) {
+export function createWebhookDispatcher(opts: WebhookDispatcherOptions): Worker {
   const { store, clock, resolver, allowLoopback, retryScheduleMs } = opts
   const timeoutMs = opts.timeoutMs ?? ATTEMPT_TIMEOUT_MS
   const perEndpoint = opts.perEndpoint ?? 10
@@ -92,9 +93,6 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions) {
   // A lease outlives the slowest group of attempts (all under the timeout) by a wide margin.
   const leaseMs = timeoutMs * 4
   const agents = new Map<string, Agent>()
-  let timer: NodeJS.Timeout | undefined
-  let running: Promise<unknown> | undefined
-  let stopped = true
   /** Set by stop(): the run in progress finishes the endpoints it is serving and starts nothing more. */
   let stopping = false
 
@@ -347,13 +345,13 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions) {
     return outcomes.length
   }
 
-  /** One run: derive deliveries from the feed, then serve every endpoint with due deliveries. */
-  async function runOnce(): Promise<number> {
+  /** One run: derive deliveries from the feed, then serve every endpoint with due deliveries; true when it attempted any. */
+  async function runOnce(): Promise<boolean> {
     const { sandbox } = opts
     const clocks = sandbox ? await sandbox.clocks(store) : undefined
     const within: Within = sandbox && clocks ? (clientCode, fn) => sandbox.atInstant(clocks.get(clientCode) ?? null, fn) : onClockTime
     await derive(within)
-    if (stopping) return 0
+    if (stopping) return false
     const endpoints = await dueEndpoints(store, nowIso(), 10_000, { leaseNow: isoNow(real), clocked: clocks !== undefined })
     let attempts = 0
     let next = 0
@@ -369,44 +367,30 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions) {
       }
     })
     await Promise.all(lanes)
-    return attempts
+    return attempts > 0
   }
 
-  function schedule(delay: number) {
-    if (stopped) return
-    timer = setTimeout(() => {
-      const started = Date.now()
-      running = runOnce()
-        .catch((err) => opts.onError?.(err))
-        .finally(() => {
-          running = undefined
-          schedule(Math.max(0, opts.intervalMs - (Date.now() - started)))
-        })
-    }, delay)
-  }
-
-  return {
+  return createWorker({
+    name: 'webhook-dispatcher',
+    // Runs at start, then every intervalMs measured from the start of each run; never back to back, whatever a run
+    // sent (the per-run budget of `perEndpoint` notifications per endpoint).
+    intervalMs: opts.intervalMs,
     runOnce,
-    /** Runs now, then every intervalMs (measured from the start of each run). */
-    start() {
-      if (!stopped) return
-      stopped = false
+    minWakeGapMs: opts.wakeGapMs ?? 1000,
+    onStarting: () => {
       stopping = false
-      schedule(0)
     },
-    /**
-     * No run starts any more; the one in progress finishes the endpoints it is serving (every attempt has its
-     * timeout, 5 s) and records their outcomes, then stops: nothing claimed is left to wait for its lease.
-     */
-    async stop() {
-      stopped = true
+    // No run starts any more; the one in progress finishes the endpoints it is serving (every attempt has its
+    // timeout, 5 s) and records their outcomes, then stops: nothing claimed is left to wait for its lease.
+    onStopping: () => {
       stopping = true
-      clearTimeout(timer)
-      await running
+    },
+    afterStop: async () => {
       await Promise.all([...agents.values()].map((a) => a.close().catch(() => {})))
       agents.clear()
     },
-  }
+    onError: (err) => opts.onError?.(err),
+  })
 }
 
-export type WebhookDispatcher = ReturnType<typeof createWebhookDispatcher>
+export type WebhookDispatcher = Worker

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
-import { runRetention } from '../../src/workers/retention.ts'
+import { runRetention } from '../../src/resources/retention/service.ts'
 import { problemCode, type Response, startTestApp, type Tenant, type TestApp } from '../helpers/app.ts'
 import { createTestDatabase, onPostgres } from '../helpers/store.ts'
 

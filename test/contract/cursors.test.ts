@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
-import { encodeCursor } from '../../src/http/common-schemas.ts'
+import { encodeCursor } from '../../src/domain/cursor.ts'
 import { problemCode, type Response, startTestApp, type Tenant, type TestApp } from '../helpers/app.ts'
 import { routeKey } from '../helpers/route-walk.ts'
 import { engineName } from '../helpers/store.ts'

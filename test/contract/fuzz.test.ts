@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
 import fc from 'fast-check'
-import { encodeCursor } from '../../src/http/common-schemas.ts'
+import { encodeCursor } from '../../src/domain/cursor.ts'
 import { ADMIN_TOKEN, problemCode, type Response, startTestApp, type Tenant, type TestApp } from '../helpers/app.ts'
 import { pathParams, routeKey } from '../helpers/route-walk.ts'
 

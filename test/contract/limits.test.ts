@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import net from 'node:net'
 import { after, describe, test } from 'node:test'
-import { digestSecret } from '../../src/http/auth.ts'
+import { digestSecret } from '../../src/access/keys.ts'
 import { createGate } from '../../src/http/limits.ts'
 import { problemCode, startTestApp, type TestApp } from '../helpers/app.ts'
 import { slotTaken, slowPut } from '../helpers/slow-request.ts'

@@ -445,7 +445,7 @@ describe('the operator OpenAPI document', () => {
         checked++
       }
     }
-    assert.equal(checked, 14)
+    assert.equal(checked, 15)
     assert.deepEqual(doc.components.schemas.Timestamp.examples, ['2026-01-31T09:30:00Z'])
     // Only what the operator routes use: no public resource schema.
     assert.ok(!doc.components.schemas.Receivable && !doc.components.schemas.Customer)

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
+import { digestSecret } from '../../src/access/keys.ts'
 import { SCOPES, type Scope } from '../../src/domain/scopes.ts'
-import { digestSecret } from '../../src/http/auth.ts'
 import type { RouteDef } from '../../src/http/route.ts'
 import { ADMIN_TOKEN, type CallOptions, type Response, startTestApp, type Tenant } from '../helpers/app.ts'
 import { payableReceivable } from '../helpers/payments.ts'

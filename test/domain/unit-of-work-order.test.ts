@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import fc from 'fast-check'
-import type { ChangeInput } from '../../src/resources/changes/store.ts'
+import type { ChangeInput } from '../../src/resources/feed/store.ts'
 import { UnitOfWork } from '../../src/resources/unit-of-work.ts'
 import type { Tx } from '../../src/store/store.ts'
 

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { z } from 'zod'
+import { digestSecret } from '../../src/access/keys.ts'
 import { systemClock } from '../../src/domain/time.ts'
-import { digestSecret } from '../../src/http/auth.ts'
 import { createGate, type Gate, type GateOutcome } from '../../src/http/limits.ts'
 import { defineRoute } from '../../src/http/route.ts'
 import { buildServer } from '../../src/http/server.ts'
@@ -145,12 +145,12 @@ describe('a route declared oneRead that runs a second statement', () => {
           responses: { 200: { schema: z.object({ n: z.number() }), description: '' } },
           problems: [],
           public: false,
-          oneRead: true,
-          handler: async ({ db: reads }) => {
+          oneRead: async (reads) => {
             await reads.query('SELECT 1 AS n')
             await reads.query('SELECT 2 AS n')
-            return { status: 200, body: { n: 2 } }
+            return 2
           },
+          handler: async ({ read }) => ({ status: 200, body: { n: read } }),
         }),
       ],
     )

@@ -1,12 +1,13 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { z } from 'zod'
+import { digestSecret } from '../../src/access/keys.ts'
 import { Problem } from '../../src/domain/problems.ts'
 import { systemClock } from '../../src/domain/time.ts'
-import { digestSecret } from '../../src/http/auth.ts'
-import { createGate, gatedReadSql, splitGatedRows } from '../../src/http/limits.ts'
+import { createGate } from '../../src/http/limits.ts'
 import { defineRoute, type RouteDef } from '../../src/http/route.ts'
 import { buildServer } from '../../src/http/server.ts'
+import { gatedReadSql, splitGatedRows } from '../../src/store/gate-store.ts'
 import { problemCode, startTestApp } from '../helpers/app.ts'
 import { countingStore } from '../helpers/counting-store.ts'
 import { createTestDatabase, onPostgres } from '../helpers/store.ts'
@@ -214,8 +215,8 @@ describe('GET Customer on PostgreSQL is one statement: the gate and the read', {
   })
 })
 
-describe('a oneRead route whose handler runs no statement still meets its gate', () => {
-  function probe(handler: RouteDef['handler']): RouteDef {
+describe('a oneRead route whose read runs no statement still meets its gate', () => {
+  function probe(read: () => Promise<number>): RouteDef {
     return defineRoute({
       method: 'GET',
       path: '/v1/clients/:clientCode/probe',
@@ -227,13 +228,13 @@ describe('a oneRead route whose handler runs no statement still meets its gate',
       responses: { 200: { schema: z.object({ n: z.number() }), description: '' } },
       problems: ['customer_not_found'],
       public: false,
-      oneRead: true,
-      handler,
-    }) as RouteDef
+      oneRead: read,
+      handler: async ({ read: n }) => ({ status: 200, body: { n } }),
+    })
   }
 
-  for (const [name, handler, served] of [
-    ['answers without reading', async () => ({ status: 200, body: { n: 1 } }), 200],
+  for (const [name, read, served] of [
+    ['answers without reading', async () => 1, 200],
     [
       'throws before reading',
       async () => {
@@ -252,7 +253,7 @@ describe('a oneRead route whose handler runs no statement still meets its gate',
           gate: createGate(db.store, { perMinute: 1000, concurrency: 1, clock: systemClock }),
           adminTokenDigest: '00',
         },
-        [probe(handler as RouteDef['handler'])],
+        [probe(read)],
       )
       try {
         const k = await c.tenant('noread')

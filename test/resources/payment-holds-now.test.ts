@@ -6,7 +6,7 @@ import { payableReceivable } from '../helpers/payments.ts'
 /**
  * A client-wide hold stops recovery at once, not when the background fan-out reaches the Receivable: a Payment
  * request, or a sandbox payment, brings its Receivable up to the client's last fact in its own transaction first
- * (src/resources/client-facts/store.ts, catchUpReceivable). The fan-out is never run in this file.
+ * (src/resources/holds/client-facts-store.ts, catchUpReceivable). The fan-out is never run in this file.
  */
 let t: TestApp
 let tenant: Tenant

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
-import { sweepExpiredPaymentRequests } from '../../src/workers/payment-expiry.ts'
+import { sweepExpiredPaymentRequests } from '../../src/resources/payment-requests/expiry.ts'
 import { startTestApp, type Tenant, type TestApp } from '../helpers/app.ts'
 import { payableReceivable } from '../helpers/payments.ts'
 

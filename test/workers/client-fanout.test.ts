@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import type { Clock } from '../../src/domain/time.ts'
-import { fanoutStatus } from '../../src/resources/client-facts/store.ts'
+import { fanoutStatus } from '../../src/resources/holds/client-facts-store.ts'
 import type { Store } from '../../src/store/store.ts'
 import { createClientFanout } from '../../src/workers/client-fanout.ts'
 import { startTestApp, type Tenant, type TestApp } from '../helpers/app.ts'

@@ -25,7 +25,7 @@ export async function buildLiveDocument(): Promise<Record<string, unknown>> {
   const [{ createApp }, { loadConfig }, { digestSecret }, { openPglite }, { migrate }] = await Promise.all([
     import('../../../src/app.ts'),
     import('../../../src/config.ts'),
-    import('../../../src/http/auth.ts'),
+    import('../../../src/access/keys.ts'),
     import('../../../src/store/pglite.ts'),
     import('../../../src/store/migrate.ts'),
   ])

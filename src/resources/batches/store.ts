@@ -215,3 +215,14 @@ export async function completeBatch(tx: Tx, b: ClaimedBatch, status: BatchRow['s
     [b.client_code, b.external_batch_id, status, now],
   )
 }
+
+/**
+ * A stopping runner hands the rest of its batch to any instance now, rather than after the lease expires. Only
+ * under its own token: a lease taken meanwhile by another instance is left alone.
+ */
+export async function handBackLease(db: Queryable, b: ClaimedBatch, token: string): Promise<void> {
+  await db.query(
+    'UPDATE batches SET lease_expires_at = clock_timestamp() WHERE client_code = $1 AND external_batch_id = $2 AND lease_token = $3',
+    [b.client_code, b.external_batch_id, token],
+  )
+}

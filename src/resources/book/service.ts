@@ -1,12 +1,12 @@
+import type { Grant } from '../../access/grants.ts'
 import { canonicalJson } from '../../domain/canonical.ts'
 import { Problem, unknownReferences } from '../../domain/problems.ts'
 import { isoNow } from '../../domain/time.ts'
-import type { Grant } from '../../http/auth.ts'
-import type { SlotRelease } from '../../http/route.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
+import type { SlotRelease } from '../../store/transactions.ts'
+import type { HoldStore } from '../holds/store.ts'
 import { defineOperation, executeWrite, type OperationContext, type RouteDeps } from '../operations.ts'
-import type { ReceivableStore } from '../receivables/store.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import { BookCompletion, BookCompletionWrite, MAX_LISTED_OMISSIONS } from './schema.ts'
 import {
@@ -23,7 +23,7 @@ import {
 const notFound = (id: string) => new Problem('financial_event_not_found', `No complete-book declaration ${id} for this client.`)
 
 export interface BookServiceDeps extends RouteDeps {
-  receivables: Pick<ReceivableStore, 'bumpReceivableRevisions'>
+  receivables: Pick<HoldStore, 'bumpReceivableRevisions'>
 }
 
 export function createBookService(deps: BookServiceDeps) {

@@ -1,17 +1,5 @@
 import type { Queryable, Tx } from '../../store/store.ts'
-
-/**
- * Releases every held omission of these Receivables (the Source wrote or closed them). Returns true when
- * at least one was held: the Receivable's holds changed.
- */
-export async function releaseOmissions(tx: Tx, clientCode: string, receivableIds: readonly string[], now: string): Promise<boolean> {
-  const rows = await tx.query(
-    `UPDATE book_omissions SET released_at = $3
-      WHERE client_code = $1 AND external_receivable_id = ANY($2::text[]) AND released_at IS NULL RETURNING 1`,
-    [clientCode, receivableIds, now],
-  )
-  return rows.length > 0
-}
+import { releaseOmissions } from '../holds/store.ts'
 
 export interface CompletionRow {
   external_completion_id: string

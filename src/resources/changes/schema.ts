@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { Timestamp } from '../../domain/time.ts'
 import { ClientParams } from '../../http/common-schemas.ts'
-import { CHANGE_TYPES, RESOURCE_TYPES } from './store.ts'
+import { CHANGE_TYPES, RESOURCE_TYPES } from '../feed/store.ts'
 
 export const ChangesQuery = z.strictObject({
   after: z

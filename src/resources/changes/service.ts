@@ -1,9 +1,10 @@
+import type { Grant } from '../../access/grants.ts'
+import { encodeCursor, readCursor, seqCursor } from '../../domain/cursor.ts'
 import { Problem } from '../../domain/problems.ts'
 import type { Scope } from '../../domain/scopes.ts'
-import type { Grant } from '../../http/auth.ts'
-import { encodeCursor, readCursor, seqCursor } from '../../http/common-schemas.ts'
 import type { Store } from '../../store/store.ts'
-import type { ResourceType } from './store.ts'
+import type { ResourceType } from '../feed/store.ts'
+import { eventsAfter, purgedThrough } from './store.ts'
 
 /** Which read scope lets a reader see which resource type in the feed. */
 export const FEED_READ_SCOPES: Record<ResourceType, Scope> = {
@@ -15,16 +16,6 @@ export const FEED_READ_SCOPES: Record<ResourceType, Scope> = {
   payment_reconciliation: 'financial_corrections:read',
 }
 
-interface EventRow {
-  seq: string
-  event_id: string
-  type: string
-  resource_type: string
-  resource_id: string
-  revision: string
-  occurred_at: string
-}
-
 /** From 0: an empty feed's `nextCursor` is `{s: '0'}`, "from the start". */
 const Cursor = seqCursor(0n)
 
@@ -32,7 +23,7 @@ export function createChangeService({ store }: { store: Store }) {
   return {
     /**
      * One page after the cursor, in sequence (= commit) order. Sequence numbers are allocated under the
-     * client's feed-head row lock held to commit (changes/store.ts), so every event a reader can see has
+     * client's feed-head row lock held to commit (feed/store.ts), so every event a reader can see has
      * all lower numbers visible too: following nextCursor sees each committed event exactly once.
      */
     async page(clientCode: string, grant: Grant, q: { after?: string | undefined; limit: number }) {
@@ -42,21 +33,14 @@ export function createChangeService({ store }: { store: Store }) {
       }
       const cursor = readCursor(q.after, Cursor, '/query/after', 'is not a cursor this feed returned')
       const after = cursor?.s ?? '0'
-      const head = await store.query<{ purged_through_seq: string }>('SELECT purged_through_seq FROM feed_heads WHERE client_code = $1', [
-        clientCode,
-      ])
-      const purged = BigInt(head[0]?.purged_through_seq ?? '0')
+      const purged = await purgedThrough(store, clientCode)
       if (cursor && BigInt(after) < purged) {
         throw new Problem(
           'cursor_expired',
           'Events after this cursor were purged (kept 30 days). Re-read the resources, then follow the feed from a new cursor.',
         )
       }
-      const rows = await store.query<EventRow>(
-        `SELECT seq, event_id, type, resource_type, resource_id, revision, occurred_at FROM change_events
-          WHERE client_code = $1 AND seq > $2 AND resource_type = ANY($3::text[]) ORDER BY seq LIMIT $4`,
-        [clientCode, after, types, q.limit + 1],
-      )
+      const rows = await eventsAfter(store, clientCode, after, types, q.limit + 1)
       const page = rows.slice(0, q.limit)
       const last = page.at(-1)
       return {

@@ -1,86 +1,37 @@
-import type { Tx } from '../../store/store.ts'
+import type { Queryable } from '../../store/store.ts'
+import type { ResourceType } from '../feed/store.ts'
 
-export const RESOURCE_TYPES = [
-  'customer',
-  'receivable',
-  'payment_observation',
-  'payment_request',
-  'payment',
-  'payment_reconciliation',
-] as const
-export type ResourceType = (typeof RESOURCE_TYPES)[number]
+/** The change feed's read side; its write side (sequence numbers under the feed-head lock) is src/resources/feed/store.ts. */
 
-/** Every change-feed event type, by the resource it concerns. Published as an enum in OpenAPI. */
-export const CHANGE_TYPES = [
-  'customer.created',
-  'customer.updated',
-  'receivable.created',
-  'receivable.updated',
-  'payment_observation.created',
-  'payment_request.created',
-  'payment_request.confirmed',
-  'payment_request.failed',
-  'payment_request.expired',
-  'payment.confirmed',
-  'payment.failed',
-  'payment_reconciliation.matched',
-  'payment_reconciliation.held',
-  'payment_reconciliation.resolved',
-] as const
-export type ChangeType = (typeof CHANGE_TYPES)[number]
-
-export interface ChangeInput {
-  type: ChangeType
-  resourceType: ResourceType
-  resourceId: string
-  revision: number
-  occurredAt: string
+export interface EventRow {
+  seq: string
+  event_id: string
+  type: string
+  resource_type: string
+  resource_id: string
+  revision: string
+  occurred_at: string
 }
 
-/**
- * Change-feed events are buffered by the write's unit of work (src/resources/unit-of-work.ts) and appended here
- * in one statement per client just before COMMIT. Sequence numbers are handed out under the per-client head
- * row lock, so seq order is commit order.
- *
- * Many events in one statement: the head advances by n and the rows take the n numbers in order. The columns
- * are built in one pass over the events (no per-event copy of anything: linear in the number of events).
- *
- * The same statement brings the Receivables these events give a new revision up to the client's last
- * client-wide fact (`client_fact_seq`, migration 0013): the new revision includes every collection toggle and
- * freshness flip committed before it, so the background fan-out (src/workers/client-fanout.ts) skips them.
- */
-export async function insertChanges(tx: Tx, clientCode: string, changes: readonly ChangeInput[]): Promise<void> {
-  if (changes.length === 0) return
-  const n = changes.length
-  const types = new Array<string>(n)
-  const resourceTypes = new Array<string>(n)
-  const resourceIds = new Array<string>(n)
-  const revisions = new Array<number>(n)
-  const occurredAts = new Array<string>(n)
-  const receivables: string[] = []
-  for (let i = 0; i < n; i++) {
-    const c = changes[i] as ChangeInput
-    types[i] = c.type
-    resourceTypes[i] = c.resourceType
-    resourceIds[i] = c.resourceId
-    revisions[i] = c.revision
-    occurredAts[i] = c.occurredAt
-    if (c.resourceType === 'receivable') receivables.push(c.resourceId)
-  }
-  await tx.query(
-    `WITH head AS (
-       INSERT INTO feed_heads (client_code, last_seq) VALUES ($1, $2)
-       ON CONFLICT (client_code) DO UPDATE SET last_seq = feed_heads.last_seq + $2
-       RETURNING last_seq - $2 AS base),
-     caught_up AS (
-       UPDATE receivables r SET client_fact_seq = h.last_seq
-         FROM client_fact_heads h
-        WHERE h.client_code = $1 AND r.client_code = $1 AND r.external_receivable_id = ANY($8::text[])
-          AND r.client_fact_seq < h.last_seq)
-     INSERT INTO change_events (client_code, seq, event_id, type, resource_type, resource_id, revision, occurred_at)
-     SELECT $1, head.base + c.n, gen_random_uuid(), c.type, c.resource_type, c.resource_id, c.revision, c.occurred_at
-       FROM head, unnest($3::text[], $4::text[], $5::text[], $6::bigint[], $7::timestamptz[]) WITH ORDINALITY
-            AS c(type, resource_type, resource_id, revision, occurred_at, n)`,
-    [clientCode, n, types, resourceTypes, resourceIds, revisions, occurredAts, receivables],
+/** The last sequence number the retention purged for the client (0 when none was). */
+export async function purgedThrough(db: Queryable, clientCode: string): Promise<bigint> {
+  const rows = await db.query<{ purged_through_seq: string }>('SELECT purged_through_seq FROM feed_heads WHERE client_code = $1', [
+    clientCode,
+  ])
+  return BigInt(rows[0]?.purged_through_seq ?? '0')
+}
+
+/** Up to `limit` events after `after`, of these resource types, in sequence order. */
+export async function eventsAfter(
+  db: Queryable,
+  clientCode: string,
+  after: string,
+  types: readonly ResourceType[],
+  limit: number,
+): Promise<EventRow[]> {
+  return db.query<EventRow>(
+    `SELECT seq, event_id, type, resource_type, resource_id, revision, occurred_at FROM change_events
+      WHERE client_code = $1 AND seq > $2 AND resource_type = ANY($3::text[]) ORDER BY seq LIMIT $4`,
+    [clientCode, after, types, limit],
   )
 }

@@ -16,7 +16,7 @@ export async function collectionGroups(db: Queryable, clientCode: string): Promi
   const predicates = holdPredicates()
   return db.query<GroupRow>(
     `SELECT h.status, h.currency, count(*)::int AS n, sum(h.source_amount_minor)::text AS source,
-            sum(GREATEST(h.source_amount_minor - h.confirmed_unreconciled_minor, 0))::text AS working,
+            sum(working_amount_minor(h.source_amount_minor, h.confirmed_unreconciled_minor))::text AS working,
             count(*) FILTER (WHERE ${Object.values(predicates).join(' OR ')})::int AS held,
             ${Object.entries(predicates)
               .map(([hold, p]) => `count(*) FILTER (WHERE ${p})::int AS hold_${hold}`)

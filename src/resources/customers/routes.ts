@@ -44,10 +44,8 @@ export function customerRoutes(deps: RouteDeps, customers: CustomerService): Rou
       responses: { 200: { schema: CustomerResponse, description: 'The Customer' } },
       problems: ['customer_not_found'],
       public: true,
-      oneRead: true,
-      async handler({ clientCode, params, db }) {
-        return { status: 200, body: await customers.get(clientCode, params.externalCustomerId, db) }
-      },
+      oneRead: (db, { clientCode, params }) => customers.get(clientCode, params.externalCustomerId, db),
+      handler: async ({ read }) => ({ status: 200, body: read }),
     }),
     defineRoute({
       method: 'GET',

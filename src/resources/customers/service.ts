@@ -1,25 +1,24 @@
 import mergePatch from 'json-merge-patch'
+import type { Grant } from '../../access/grants.ts'
 import { canonicalJson } from '../../domain/canonical.ts'
+import { encodeCursor, IdentifierCursor, readCursor } from '../../domain/cursor.ts'
 import { isProblem, Problem } from '../../domain/problems.ts'
 import type { RestrictionT } from '../../domain/restrictions.ts'
 import { isoNow } from '../../domain/time.ts'
-import type { Grant } from '../../http/auth.ts'
-import { encodeCursor, IdentifierCursor, readCursor } from '../../http/common-schemas.ts'
-import type { SlotRelease } from '../../http/route.ts'
 import { issuesToErrors, validationProblem } from '../../http/validation.ts'
-import { lockIdentity } from '../../store/locks.ts'
+import { lockIdentities, lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
+import type { SlotRelease } from '../../store/transactions.ts'
+import type { RestrictionRules } from '../holds/restrictions.ts'
 import {
   defineOperation,
   executeWrite,
-  lockIdentities,
   type OperationContext,
   type RouteDeps,
   runOne,
   type SetOperation,
   type SetOutcome,
 } from '../operations.ts'
-import type { RestrictionRules } from '../recovery/restrictions.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import { type ContactT, CustomerPatch, CustomerResponse, CustomerWrite } from './schema.ts'
 import {

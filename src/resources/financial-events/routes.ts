@@ -30,11 +30,8 @@ export function financialEventRoutes(deps: RouteDeps, events: FinancialEventServ
         responses: { 200: { schema: EventResponse[family], description: `The ${f.title}` } },
         problems: ['financial_event_not_found'],
         public: true,
-        oneRead: true,
-        handler: async ({ clientCode, params, db }) => ({
-          status: 200,
-          body: await events.get(clientCode, family, params.externalEventId, db),
-        }),
+        oneRead: (db, { clientCode, params }) => events.get(clientCode, family, params.externalEventId, db),
+        handler: async ({ read }) => ({ status: 200, body: read }),
       }),
     ]
   })

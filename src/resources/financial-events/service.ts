@@ -2,10 +2,10 @@ import { canonicalJson } from '../../domain/canonical.ts'
 import { describeMoney, toMinor } from '../../domain/money.ts'
 import { fieldProblem, Problem, unknownReferences } from '../../domain/problems.ts'
 import { isoNow } from '../../domain/time.ts'
+import { lockIdentities } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
 import {
   defineOperation,
-  lockIdentities,
   type OperationContext,
   type RouteDeps,
   runOne,

@@ -2,8 +2,14 @@ import { z } from 'zod'
 import type { Clock } from '../../domain/time.ts'
 import { Timestamp } from '../../domain/time.ts'
 import type { Queryable, Store } from '../../store/store.ts'
-import type { ClientFactStore } from '../client-facts/store.ts'
-import { allSourceActivity, lockSourceActivity, readSourceActivity, type SourceActivity, setStaleRecorded } from './store.ts'
+import type { ClientFactStore } from '../holds/client-facts-store.ts'
+import {
+  allSourceActivity,
+  lockSourceActivity,
+  readSourceActivity,
+  type SourceActivity,
+  setStaleRecorded,
+} from '../holds/source-activity-store.ts'
 
 /**
  * Source freshness: how recently the Source was heard from. A `transaction` connection streams changes,

@@ -28,11 +28,8 @@ export function paymentObservationRoutes(deps: RouteDeps, observations: PaymentO
       responses: { 200: { schema: PaymentObservationResponse, description: 'The payment observation' } },
       problems: ['payment_observation_not_found'],
       public: true,
-      oneRead: true,
-      handler: async ({ clientCode, params, db }) => ({
-        status: 200,
-        body: await observations.get(clientCode, params.externalEventId, db),
-      }),
+      oneRead: (db, { clientCode, params }) => observations.get(clientCode, params.externalEventId, db),
+      handler: async ({ read }) => ({ status: 200, body: read }),
     }),
   ]
 }

@@ -1,22 +1,23 @@
 import { randomBytes } from 'node:crypto'
 import type { z } from 'zod'
-import { recordAudit } from '../../admin/store.ts'
+import type { Grant } from '../../access/grants.ts'
 import { canonicalJson } from '../../domain/canonical.ts'
 import { holdsFromRow } from '../../domain/holds.ts'
 import { describeMoney, money, toMinor } from '../../domain/money.ts'
+import { paymentRequestExpired, workingAmountMinor } from '../../domain/money-rules.ts'
 import { fieldProblem, Problem, unknownReferences } from '../../domain/problems.ts'
 import { type Clock, isoNow } from '../../domain/time.ts'
-import type { Grant } from '../../http/auth.ts'
-import { inRequestTransaction, NO_SLOT, type SlotRelease } from '../../http/route.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable, Store } from '../../store/store.ts'
-import { catchUpReceivable } from '../client-facts/store.ts'
+import { inRequestTransaction, NO_SLOT, type SlotRelease } from '../../store/transactions.ts'
+import { recordAudit } from '../audit/store.ts'
+import { catchUpReceivable } from '../holds/client-facts-store.ts'
 import { defineOperation, executeWrite, type OperationContext } from '../operations.ts'
 import type { PaymentProvider } from '../payments/provider.ts'
-import type { PaymentRules } from '../payments/service.ts'
 import type { PaymentRow, PaymentStore } from '../payments/store.ts'
 import type { ReceivableStore } from '../receivables/store.ts'
 import { inUnitOfWork, UnitOfWork } from '../unit-of-work.ts'
+import type { PaymentRules } from './payment-rules.ts'
 import { PaymentRequestResponse, PaymentRequestWrite, type ReceiptDelivery } from './schema.ts'
 import { findPageRow, findPaymentRequest, insertPaymentRequest, lockPaymentRequest, type PageRow, type PaymentRequestRow } from './store.ts'
 
@@ -49,10 +50,12 @@ export interface PaymentRequestServiceDeps {
   payments: Pick<PaymentStore, 'deliveryAttempts' | 'findPayment' | 'hasHeldReconciliation' | 'matchedMinor'>
   paymentRules: Pick<PaymentRules, 'payability' | 'paymentRequestNotFound' | 'recordExpiryIfDue' | 'recoveryHeld' | 'settleInSandbox'>
   /**
-   * Sandbox clocks (src/resources/sandbox-clock): runs the hosted page's work at the time of the client its
+   * Sandbox clocks (src/sandbox): runs the hosted page's work at the time of the client its
    * token names. The API's routes get their client's time from the HTTP layer.
    */
   atClientTime?: <T>(clientCode: string, fn: () => Promise<T>) => Promise<T>
+  /** Told after COMMIT when a write appended change-feed events (the webhook dispatcher's wake-up). */
+  onFeedAppended?: () => void
 }
 
 function paymentView(p: PaymentRow) {
@@ -107,7 +110,7 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
   /** The request as it is now, its expiry recorded first if it has passed unrecorded. */
   async function current(uow: UnitOfWork, clientCode: string, id: string): Promise<PaymentRequestRow | undefined> {
     const row = await findPaymentRequest(uow.tx, clientCode, id)
-    if (row?.status !== 'open' || Date.parse(row.expires_at) > clock.now().getTime()) return row
+    if (row?.status !== 'open' || !paymentRequestExpired(row.expires_at, clock.now().getTime())) return row
     const locked = await lockPaymentRequest(uow.tx, clientCode, id)
     return locked && recordExpiryIfDue(uow, clientCode, locked, isoNow(clock))
   }
@@ -141,9 +144,10 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
       throw fieldProblem('/amount/currency', 'custom', `must be ${receivable.currency}, the Receivable's currency`)
     }
     const amountMinor = toMinor(body.amount.amount)
-    const source = BigInt(receivable.source_amount_minor)
-    const confirmed = BigInt(receivable.confirmed_unreconciled_minor)
-    const working = source > confirmed ? source - confirmed : 0n
+    const working = workingAmountMinor({
+      sourceAmountMinor: BigInt(receivable.source_amount_minor),
+      confirmedUnreconciledMinor: BigInt(receivable.confirmed_unreconciled_minor),
+    })
     if (amountMinor > working) {
       throw fieldProblem(
         '/amount/amount',
@@ -188,7 +192,13 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
     /** PUT: 201 created, 200 identical retry (the current state). */
     putOperation,
     put(clientCode: string, grant: Grant, id: string, body: PaymentRequestWrite, slot?: SlotRelease) {
-      return executeWrite({ store, clock }, putOperation, { clientCode, grant, id }, body, slot)
+      return executeWrite(
+        { store, clock, ...(deps.onFeedAppended ? { onFeedAppended: deps.onFeedAppended } : {}) },
+        putOperation,
+        { clientCode, grant, id },
+        body,
+        slot,
+      )
     },
 
     /** GET: the current state; an expiry that passed unrecorded is recorded first, so `open` is never stale. */
@@ -296,8 +306,10 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
         })
       }
       await atClientTime(row.client_code, () =>
-        inUnitOfWork(store, (uow) =>
-          settleInSandbox(uow, provider, row.client_code, row.external_payment_request_id, outcome, isoNow(clock)),
+        inUnitOfWork(
+          store,
+          (uow) => settleInSandbox(uow, provider, row.client_code, row.external_payment_request_id, outcome, isoNow(clock)),
+          deps.onFeedAppended,
         ),
       )
     },

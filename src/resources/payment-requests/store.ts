@@ -1,7 +1,15 @@
 import { holdColumns } from '../../domain/holds.ts'
 import type { Queryable, QueryOptions, Tx } from '../../store/store.ts'
-import { onRealTime } from '../sandbox-clock/store.ts'
 import type { PaymentRequestWrite } from './schema.ts'
+
+/**
+ * SQL condition "this row's client runs on real time" (no sandbox clock, src/sandbox) for the workers' real-time
+ * pass (alias: the table alias holding `client_code`). Only used in sandbox: production workers run their
+ * original statements.
+ */
+function onRealTime(alias: string): string {
+  return `NOT EXISTS (SELECT 1 FROM sandbox_clocks sc WHERE sc.client_code = ${alias}.client_code)`
+}
 
 export type PaymentRequestStatus = 'open' | 'confirmed' | 'failed' | 'expired'
 
@@ -99,14 +107,15 @@ export async function setPaymentRequestStatus(
 /**
  * The expiry sweeper's claim: up to `limit` open requests past their expiry, of any client, row-locked.
  * SKIP LOCKED leaves rows another sweeper (or a confirmation) holds to it, so instances never wait on
- * each other and never expire a request twice. The partial index payment_requests_open_expiry serves it.
+ * each other and never expire a request twice. The partial index payment_requests_open_expiry serves it (the rule,
+ * payment_request_expired, is an SQL function the planner inlines into `expires_at <= $1`).
  */
 export async function expireDue(
   tx: Tx,
   now: string,
   limit: number,
   /**
-   * Sandbox clocks (src/resources/sandbox-clock): `clientCode` expires only that client's requests (at its time,
+   * Sandbox clocks (src/sandbox): `clientCode` expires only that client's requests (at its time,
    * `now`); `realTimeOnly` leaves out the clients whose clock is stopped (their own pass expires them).
    */
   only: { clientCode?: string; realTimeOnly?: boolean } = {},
@@ -115,7 +124,7 @@ export async function expireDue(
   const rows = await tx.query<{ client_code: string; external_payment_request_id: string; revision: string }>(
     `UPDATE payment_requests p SET status = 'expired', revision = p.revision + 1, updated_at = $1
        FROM (SELECT client_code, external_payment_request_id FROM payment_requests r
-              WHERE status = 'open' AND expires_at <= $1 ${filter}
+              WHERE status = 'open' AND payment_request_expired(expires_at, $1) ${filter}
               ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) due
       WHERE p.client_code = due.client_code AND p.external_payment_request_id = due.external_payment_request_id
       RETURNING p.client_code, p.external_payment_request_id, p.revision`,
@@ -174,7 +183,7 @@ export interface PageRow {
   description: string | null
   expires_at: string
   creditor_name: string
-  /** The client's sandbox clock (src/resources/sandbox-clock), null on real time (always in production). */
+  /** The client's sandbox clock (src/sandbox), null on real time (always in production). */
   frozen_at: string | null
   /** When the provider decided (the request's Payment), else null. */
   decided_at: string | null

@@ -4,7 +4,7 @@ import type { Environment } from '../../config.ts'
 /**
  * The payment provider behind the hosted page: who decides whether the debtor paid. Everything else (the
  * Payment row, the allocation, the feed) is the service's and goes through `recordOutcome`
- * (payments/service.ts), whatever the provider; a real adapter implements this interface and nothing more.
+ * (payment-requests/payment-rules.ts), whatever the provider; a real adapter implements this interface and nothing more.
  */
 export interface SettleRequest {
   clientCode: string

@@ -1,3 +1,4 @@
+import { workingAmountMinor } from '../../domain/money-rules.ts'
 import type { Queryable, Tx } from '../../store/store.ts'
 
 export interface PaymentRow {
@@ -65,10 +66,9 @@ export async function insertPayment(
 }
 
 /**
- * Allocates a confirmed Payment to its Receivable: at most the working amount (source minus confirmed
- * unreconciled, never below zero) at this moment, read under the row lock so that two confirmations of
- * different requests for one Receivable cannot both take the same working amount. Nothing changes when
- * nothing is allocated. Returns what was allocated and, when something was, the Receivable's new revision.
+ * Allocates a confirmed Payment to its Receivable: at most the working amount (src/domain/money-rules.ts) at this
+ * moment, read under the row lock so that two confirmations of different requests for one Receivable cannot both
+ * take the same working amount. Nothing changes when nothing is allocated. Returns what was allocated and, when something was, the Receivable's new revision.
  */
 export async function allocateToReceivable(
   tx: Tx,
@@ -84,8 +84,11 @@ export async function allocateToReceivable(
   )
   const row = locked[0]
   if (!row) throw new Error(`Receivable ${receivableId} of a Payment request is missing`)
-  const working = BigInt(row.source_amount_minor) - BigInt(row.confirmed_unreconciled_minor)
-  const allocatedMinor = working <= 0n ? 0n : working < amountMinor ? working : amountMinor
+  const working = workingAmountMinor({
+    sourceAmountMinor: BigInt(row.source_amount_minor),
+    confirmedUnreconciledMinor: BigInt(row.confirmed_unreconciled_minor),
+  })
+  const allocatedMinor = working < amountMinor ? working : amountMinor
   if (allocatedMinor === 0n) return { allocatedMinor, revision: null }
   const updated = await tx.query<{ revision: string }>(
     `UPDATE receivables SET confirmed_unreconciled_minor = confirmed_unreconciled_minor + $3, revision = revision + 1, updated_at = $4

@@ -46,11 +46,8 @@ export function receivableRoutes(deps: RouteDeps, receivables: ReceivableService
       responses: { 200: { schema: ReceivableResponse, description: 'The Receivable' } },
       problems: ['receivable_not_found'],
       public: true,
-      oneRead: true,
-      handler: async ({ clientCode, params, db }) => ({
-        status: 200,
-        body: await receivables.get(clientCode, params.externalReceivableId, db),
-      }),
+      oneRead: (db, { clientCode, params }) => receivables.get(clientCode, params.externalReceivableId, db),
+      handler: async ({ read }) => ({ status: 200, body: read }),
     }),
     defineRoute({
       method: 'GET',

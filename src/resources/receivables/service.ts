@@ -1,19 +1,19 @@
+import type { Grant } from '../../access/grants.ts'
 import { canonicalJson } from '../../domain/canonical.ts'
+import { encodeCursor, IdentifierCursor, readCursor } from '../../domain/cursor.ts'
 import { holdsFromRow } from '../../domain/holds.ts'
 import { money, toMinor } from '../../domain/money.ts'
+import { workingAmountMinor } from '../../domain/money-rules.ts'
 import { fieldProblem, Problem, unknownReferences } from '../../domain/problems.ts'
 import { isoNow } from '../../domain/time.ts'
-import type { Grant } from '../../http/auth.ts'
-import { encodeCursor, IdentifierCursor, readCursor } from '../../http/common-schemas.ts'
-import type { SlotRelease } from '../../http/route.ts'
-import { lockIdentity } from '../../store/locks.ts'
+import { lockIdentities, lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
-import type { BookStore } from '../book/store.ts'
-import type { CustomerStore } from '../customers/store.ts'
+import type { SlotRelease } from '../../store/transactions.ts'
+import type { RestrictionRules } from '../holds/restrictions.ts'
+import { bumpRevision, type HoldStore } from '../holds/store.ts'
 import {
   defineOperation,
   executeWrite,
-  lockIdentities,
   type OperationContext,
   type RouteDeps,
   runOne,
@@ -21,11 +21,9 @@ import {
   type SetOutcome,
   type WriteOperation,
 } from '../operations.ts'
-import type { RestrictionRules } from '../recovery/restrictions.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import { CloseCommand, PauseCommand, ReceivableResponse, ReceivableWrite, ReopenCommand, ResumeCommand } from './schema.ts'
 import {
-  bumpRevision,
   findReceivable,
   findReceivableCore,
   insertReceivablesIfNew,
@@ -42,9 +40,7 @@ import {
 
 /** The database (reads, and each write's transaction), the clock, and what a Receivable write uses of other families. */
 export interface ReceivableServiceDeps extends RouteDeps {
-  /** Unused since the set-based write (its one statement reads the responsible Customers); app.ts still passes it. */
-  customers?: Pick<CustomerStore, 'existingCustomerIds'>
-  book: Pick<BookStore, 'releaseOmissions'>
+  book: Pick<HoldStore, 'releaseOmissions'>
   restrictions: Pick<RestrictionRules, 'suspendInstructionsOf' | 'suspendRestrictedInstructions' | 'syncRestrictions'>
 }
 
@@ -58,7 +54,7 @@ const sortRestrictions = (list: readonly { type: string }[] | undefined) => [...
 export function toReceivableResponse(row: ReceivableRow): ReceivableResponse {
   const source = BigInt(row.source_amount_minor)
   const confirmed = BigInt(row.confirmed_unreconciled_minor)
-  const working = source - confirmed > 0n ? source - confirmed : 0n
+  const working = workingAmountMinor({ sourceAmountMinor: source, confirmedUnreconciledMinor: confirmed })
   const holds = holdsFromRow(row)
   return {
     ...row.representation,

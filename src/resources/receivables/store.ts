@@ -1,6 +1,6 @@
-import { holdColumns, holdsFromRow } from '../../domain/holds.ts'
+import { holdColumns } from '../../domain/holds.ts'
 import type { Queryable, QueryOptions, Tx } from '../../store/store.ts'
-import type { ChangeInput } from '../changes/store.ts'
+import { bumpReceivableRevisions, bumpRevision, holdSnapshot } from '../holds/store.ts'
 import type { ReceivableWrite } from './schema.ts'
 
 /**
@@ -63,10 +63,6 @@ export async function findReceivableCore(db: Queryable, clientCode: string, id: 
   )[0]
 }
 
-export async function findReceivables(db: Queryable, clientCode: string, ids: readonly string[]): Promise<ReceivableRow[]> {
-  return db.query<ReceivableRow>(`${select()} WHERE r.client_code = $1 AND r.external_receivable_id = ANY($2::text[])`, [clientCode, ids])
-}
-
 export async function listReceivables(
   db: Queryable,
   clientCode: string,
@@ -77,54 +73,6 @@ export async function listReceivables(
       ORDER BY r.external_receivable_id LIMIT $4`,
     [clientCode, opts.after ?? null, opts.status ?? null, opts.limit],
   )
-}
-
-/**
- * Creates the Receivable and its responsible Customers in one statement, unless it exists or one of its
- * Customers does not: a create is one round trip. Returns `created`, how many of the responsible Customers
- * exist (the caller reports the missing ones), and the existing Receivable's own columns when there was one
- * (read in the same statement, so a replace or a retry needs no second read).
- */
-export async function insertReceivableIfNew(
-  tx: Tx,
-  clientCode: string,
-  id: string,
-  body: ReceivableWrite,
-  amountMinor: bigint,
-  now: string,
-): Promise<{ created: boolean; knownCustomers: number; existing: ReceivableCore | undefined }> {
-  const customers = body.responsibleCustomers.map((c) => c.externalCustomerId)
-  const rows = await tx.query<{ created: number; known: number; existing: ReceivableCore | null }>(
-    `WITH known AS (
-       SELECT count(*)::int AS n FROM customers WHERE client_code = $1 AND external_customer_id = ANY($8::text[])),
-     r AS (
-       INSERT INTO receivables (client_code, external_receivable_id, revision, status, source_revision, currency, source_amount_minor,
-                                representation, created_at, updated_at)
-       SELECT $1, $2, 1, 'active', $3, $4, $5, $6, $7, $7 FROM known WHERE known.n = cardinality($8::text[])
-       ON CONFLICT (client_code, external_receivable_id) DO NOTHING
-       RETURNING client_code, external_receivable_id),
-     rc AS (
-       INSERT INTO receivable_customers (client_code, external_customer_id, external_receivable_id, role)
-       SELECT r.client_code, c, r.external_receivable_id, role FROM r, unnest($8::text[], $9::text[]) AS t(c, role))
-     SELECT (SELECT count(*)::int FROM r) AS created, (SELECT n FROM known) AS known,
-            (SELECT json_build_object('external_receivable_id', e.external_receivable_id, 'revision', e.revision::text,
-                      'status', e.status, 'source_revision', e.source_revision::text, 'currency', e.currency,
-                      'source_amount_minor', e.source_amount_minor::text, 'representation', e.representation)
-               FROM receivables e WHERE e.client_code = $1 AND e.external_receivable_id = $2) AS existing`,
-    [
-      clientCode,
-      id,
-      body.sourceRevision,
-      body.recoverableAmount.currency,
-      amountMinor.toString(),
-      JSON.stringify(body),
-      now,
-      customers,
-      body.responsibleCustomers.map((c) => c.role),
-    ],
-  )
-  const row = rows[0]
-  return { created: row?.created === 1, knownCustomers: row?.known ?? 0, existing: row?.existing ?? undefined }
 }
 
 /** One Receivable write of a set-based run: its identity, its body, the declared balance in minor units. */
@@ -316,73 +264,6 @@ export async function setStatus(
   return Number(rows[0]?.revision)
 }
 
-/** A financial event moves the source amount and the Receivable to the event's source revision. */
-export async function moveSourceAmount(
-  tx: Tx,
-  clientCode: string,
-  id: string,
-  newAmountMinor: bigint,
-  sourceRevision: number,
-  now: string,
-) {
-  await tx.query(
-    `UPDATE receivables SET source_amount_minor = $3, source_revision = $4, revision = revision + 1, updated_at = $5
-      WHERE client_code = $1 AND external_receivable_id = $2`,
-    [clientCode, id, newAmountMinor.toString(), sourceRevision, now],
-  )
-}
-
-/**
- * A change of derived state (holds) of many Receivables at once: each gets a new revision; returns their
- * `receivable.updated` events for the caller's unit of work. `which` selects them: listed ids, or every
- * Receivable of the client except the listed ones (already changed by this write).
- */
-export async function bumpReceivableRevisions(
-  tx: Tx,
-  clientCode: string,
-  which: { only: readonly string[] } | { allExcept: readonly string[] },
-  now: string,
-): Promise<ChangeInput[]> {
-  const only = 'only' in which
-  if (only && which.only.length === 0) return []
-  const rows = await tx.query<{ external_receivable_id: string; revision: string }>(
-    `UPDATE receivables SET revision = revision + 1, updated_at = $4
-      WHERE client_code = $1 AND (external_receivable_id = ANY($2::text[])) = $3
-      RETURNING external_receivable_id, revision`,
-    [clientCode, only ? which.only : which.allExcept, only, now],
-  )
-  return rows.map((r) => ({
-    type: 'receivable.updated' as const,
-    resourceType: 'receivable' as const,
-    resourceId: r.external_receivable_id,
-    revision: Number(r.revision),
-    occurredAt: now,
-  }))
-}
-
-/** The holds of these Receivables, as one comparable string each (hold columns only: no Receivable columns). */
-export type HoldSnapshot = Map<string, string>
-
-export async function holdSnapshot(db: Queryable, clientCode: string, ids: readonly string[]): Promise<HoldSnapshot> {
-  if (ids.length === 0) return new Map()
-  const rows = await db.query<{ external_receivable_id: string }>(
-    `SELECT h.external_receivable_id, ${holdColumns()} FROM receivable_hold_facts h
-      WHERE h.client_code = $1 AND h.external_receivable_id = ANY($2::text[])`,
-    [clientCode, ids],
-    PREPARED,
-  )
-  return new Map(rows.map((r) => [r.external_receivable_id, holdsFromRow(r).join(',')]))
-}
-
-/** Bumps the revision of a Receivable whose derived state (holds) changed; returns the new revision. */
-export async function bumpRevision(tx: Tx, clientCode: string, id: string, now: string): Promise<number> {
-  const rows = await tx.query<{ revision: string }>(
-    `UPDATE receivables SET revision = revision + 1, updated_at = $3 WHERE client_code = $1 AND external_receivable_id = $2 RETURNING revision`,
-    [clientCode, id, now],
-  )
-  return Number(rows[0]?.revision)
-}
-
 export async function existingReceivables(
   db: Queryable,
   clientCode: string,
@@ -399,14 +280,11 @@ export async function existingReceivables(
 export const receivableStore = {
   findReceivable,
   findReceivableCore,
-  findReceivables,
   listReceivables,
-  insertReceivableIfNew,
   insertReceivablesIfNew,
   replaceReceivable,
   replaceReceivables,
   setStatus,
-  moveSourceAmount,
   bumpReceivableRevisions,
   holdSnapshot,
   bumpRevision,

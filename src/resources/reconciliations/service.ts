@@ -1,14 +1,15 @@
+import type { Grant } from '../../access/grants.ts'
 import { canonicalJson } from '../../domain/canonical.ts'
 import { describeMoney, money, toMinor } from '../../domain/money.ts'
 import { type FieldError, Problem, unknownReferences } from '../../domain/problems.ts'
 import { isoNow } from '../../domain/time.ts'
-import type { Grant } from '../../http/auth.ts'
-import type { SlotRelease } from '../../http/route.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
+import type { SlotRelease } from '../../store/transactions.ts'
+import type { RestrictionRules } from '../holds/restrictions.ts'
 import { defineOperation, executeWrite, type OperationContext, type RouteDeps } from '../operations.ts'
+import { matchedMinor } from '../payments/store.ts'
 import type { ReceivableStore } from '../receivables/store.ts'
-import type { RestrictionRules } from '../recovery/restrictions.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import { type LineState, ReconciliationResponse, ReconciliationWrite, ResolutionWrite } from './schema.ts'
 import {
@@ -18,7 +19,6 @@ import {
   heldReceivables,
   insertHolds,
   insertReconciliation,
-  matchedTotal,
   type NewReceiptLine,
   paymentRequestExists,
   type ReconciledPaymentRow,
@@ -53,7 +53,7 @@ export function createReconciliationService(deps: ReconciliationServiceDeps) {
   async function view(db: Queryable, clientCode: string, row: ReconciliationRow): Promise<ReconciliationResponse> {
     const payment = (await findReconciledPayment(db, clientCode, row.external_payment_request_id)) as ReconciledPaymentRow
     const lines = await receiptLines(db, clientCode, row.external_reconciliation_id)
-    const matched = await matchedTotal(db, clientCode, row.external_payment_request_id)
+    const matched = await matchedMinor(db, clientCode, row.external_payment_request_id)
     const allocated = BigInt(payment.allocated_minor)
     const currency = payment.currency
     const unmatched = allocated - matched
@@ -155,7 +155,7 @@ export function createReconciliationService(deps: ReconciliationServiceDeps) {
 
     // Judge the lines in order against what every reconciliation of this Payment has matched so far.
     const allocated = BigInt(payment.allocated_minor)
-    const matchedBefore = await matchedTotal(tx, clientCode, requestId)
+    const matchedBefore = await matchedMinor(tx, clientCode, requestId)
     let matched = matchedBefore
     const lines: NewReceiptLine[] = body.lines.map((l) => {
       const amountMinor = toMinor(l.amount.amount)
@@ -234,7 +234,7 @@ export function createReconciliationService(deps: ReconciliationServiceDeps) {
     const holding = await heldReceivables(tx, clientCode, id)
     if (resolution.basis === 'matching_evidence') {
       const allocated = BigInt(payment.allocated_minor)
-      const matched = await matchedTotal(tx, clientCode, requestId)
+      const matched = await matchedMinor(tx, clientCode, requestId)
       // The Payment allocates to one Receivable; another Receivable a differing line named has no allocation
       // from it, so nothing can be missing there.
       if (holding.includes(payment.external_receivable_id) && matched !== allocated) {

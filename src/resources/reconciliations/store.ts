@@ -82,16 +82,6 @@ export async function paymentRequestExists(db: Queryable, clientCode: string, re
   return rows.length > 0
 }
 
-/** Matched receipt lines of every reconciliation of this Payment, in minor units. */
-export async function matchedTotal(db: Queryable, clientCode: string, requestId: string): Promise<bigint> {
-  const rows = await db.query<{ matched: string }>(
-    `SELECT COALESCE(sum(amount_minor), 0)::text AS matched FROM receipt_lines
-      WHERE client_code = $1 AND external_payment_request_id = $2 AND state = 'matched'`,
-    [clientCode, requestId],
-  )
-  return BigInt(rows[0]?.matched ?? '0')
-}
-
 /** Which of these receipt line ids earlier reconciliations of this Payment already used. */
 export async function usedReceiptLineIds(
   db: Queryable,

@@ -34,11 +34,8 @@ export function snapshotRoutes(snapshots: SnapshotService): RouteDef[] {
       responses: { 200: { schema: BalanceSnapshot, description: 'The snapshot' } },
       problems: ['financial_event_not_found'],
       public: true,
-      oneRead: true,
-      handler: async ({ clientCode, params, db }) => ({
-        status: 200,
-        body: await snapshots.get(clientCode, params.externalSnapshotId, db),
-      }),
+      oneRead: (db, { clientCode, params }) => snapshots.get(clientCode, params.externalSnapshotId, db),
+      handler: async ({ read }) => ({ status: 200, body: read }),
     }),
   ]
 }

@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { Timestamp } from '../../domain/time.ts'
 import { ClientParams, ListQuery, listResponse } from '../../http/common-schemas.ts'
-import { CHANGE_TYPES, RESOURCE_TYPES } from '../changes/store.ts'
+import { CHANGE_TYPES, RESOURCE_TYPES } from '../feed/store.ts'
 
 export const WebhookEndpointParams = ClientParams
 

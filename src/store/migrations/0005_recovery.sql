@@ -40,6 +40,7 @@ CREATE TABLE recovery_instruction_history (
 -- One row per Receivable with every fact a hold depends on (except freshness, which is per client and
 -- depends on the clock). Aggregates are joined per (client, receivable), so a filter on client_code is
 -- pushed into each of them and a summary over 100,000 Receivables is a few hash joins.
+-- Superseded: the view's current definition is definitions/02_receivable_hold_facts.sql (re-applied after the migrations).
 CREATE VIEW receivable_hold_facts AS
 SELECT r.client_code,
        r.external_receivable_id,

@@ -5,6 +5,7 @@ ALTER TABLE source_activity ADD COLUMN stale_recorded boolean NOT NULL DEFAULT t
 -- The value stale_recorded had before the last upsert, read from the row the upsert locked (race-free).
 ALTER TABLE source_activity ADD COLUMN stale_before boolean;
 
+-- Superseded: the view's current definition is definitions/02_receivable_hold_facts.sql (re-applied after the migrations).
 CREATE OR REPLACE VIEW receivable_hold_facts AS
 SELECT r.client_code,
        r.external_receivable_id,

@@ -110,6 +110,7 @@ CREATE TABLE receipt_delivery_attempts (
 );
 
 -- The one definition of holds now reads reconciliation holds.
+-- Superseded: the view's current definition is definitions/02_receivable_hold_facts.sql (re-applied after the migrations).
 CREATE OR REPLACE VIEW receivable_hold_facts AS
 SELECT r.client_code,
        r.external_receivable_id,

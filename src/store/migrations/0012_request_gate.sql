@@ -13,6 +13,7 @@ ALTER TABLE inflight_requests SET UNLOGGED;
 -- otherwise one row: the key and grant, `used` (the highest count of the minute, this request included) and
 -- `admitted` (false when the count is over `p_per_minute`, or when a bucket has no free slot; then no slot is
 -- held). `p_reclaim`: holders of this instance whose request is over but whose release has not reached the store.
+-- Superseded: the current definitions are in definitions/03_request_gate.sql (re-applied after the migrations).
 CREATE FUNCTION request_gate(
   p_digest text, p_environment text, p_client_code text, p_client_bucket boolean,
   p_window timestamptz, p_now timestamptz, p_per_minute integer, p_concurrency integer,

@@ -42,6 +42,7 @@ CREATE TABLE client_fanouts (
 
 -- Holds read client-wide state as of the Receivable's last client fact: the state just before the next fact
 -- when one is pending for it, the live state otherwise. Same columns as before (src/domain/holds.ts).
+-- Superseded: the view's current definition is definitions/02_receivable_hold_facts.sql (re-applied after the migrations).
 CREATE OR REPLACE VIEW receivable_hold_facts AS
 SELECT r.client_code,
        r.external_receivable_id,

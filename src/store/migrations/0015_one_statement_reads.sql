@@ -11,6 +11,7 @@
 -- Either way the loser is refused (429, as before), never kept waiting. The lock's key is a 64-bit hash of the
 -- bucket and the slot (`slot|<bucket>|<n>`); the identity locks of the write path hash `<client>/<kind>/<id>`.
 
+-- Superseded: the current definitions are in definitions/03_request_gate.sql (re-applied after the migrations).
 DROP FUNCTION request_gate(text, text, text, boolean, timestamptz, timestamptz, integer, integer, integer, uuid, uuid[]);
 
 -- One bucket's slot, searched from a random offset (racing requests rarely pick the same one), at most 16 slots

@@ -1,17 +1,18 @@
 import { type Hold, holdsFromRow } from '../../domain/holds.ts'
+import { paymentRequestExpired } from '../../domain/money-rules.ts'
 import { Problem } from '../../domain/problems.ts'
 import { lockIdentity } from '../../store/locks.ts'
-import { catchUpReceivable } from '../client-facts/store.ts'
+import { catchUpReceivable } from '../holds/client-facts-store.ts'
+import type { PaymentProvider, ProviderOutcome } from '../payments/provider.ts'
+import { allocateToReceivable, findPayment, insertPayment, type PaymentRow } from '../payments/store.ts'
+import type { UnitOfWork } from '../unit-of-work.ts'
 import {
   lockPaymentRequest,
   type PaymentRequestRow,
   type PaymentRequestStatus,
   receivableHoldsNow,
   setPaymentRequestStatus,
-} from '../payment-requests/store.ts'
-import type { UnitOfWork } from '../unit-of-work.ts'
-import type { PaymentProvider, ProviderOutcome } from './provider.ts'
-import { allocateToReceivable, findPayment, insertPayment, type PaymentRow } from './store.ts'
+} from './store.ts'
 
 /**
  * Recording what a payment provider decided. Every confirmation, whatever its source (the hosted page's
@@ -47,7 +48,7 @@ export function payability(
   nowMs: number,
 ): Payability {
   if (request.status !== 'open') return { state: request.status }
-  if (Date.parse(request.expires_at) <= nowMs) return { state: 'expired' }
+  if (paymentRequestExpired(request.expires_at, nowMs)) return { state: 'expired' }
   if (holds.length > 0) return { state: 'held', holds: [...holds] }
   return { state: 'payable' }
 }
@@ -59,7 +60,7 @@ export async function recordExpiryIfDue(
   row: PaymentRequestRow,
   now: string,
 ): Promise<PaymentRequestRow> {
-  if (row.status !== 'open' || Date.parse(row.expires_at) > Date.parse(now)) return row
+  if (row.status !== 'open' || !paymentRequestExpired(row.expires_at, Date.parse(now))) return row
   const expired = await setPaymentRequestStatus(uow.tx, clientCode, row.external_payment_request_id, 'expired', now)
   uow.appendChange(clientCode, {
     type: 'payment_request.expired',

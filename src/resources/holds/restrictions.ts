@@ -2,8 +2,17 @@ import { canonicalJson } from '../../domain/canonical.ts'
 import type { RestrictionT } from '../../domain/restrictions.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Tx } from '../../store/store.ts'
-import type { UnitOfWork } from '../unit-of-work.ts'
-import { receivablesOfCustomer, replaceRestrictions, restrictionsOf, suspendInstructions } from './store.ts'
+import { receivablesOfCustomer, replaceRestrictions, restrictionsOf, suspendInstructions } from './restrictions-store.ts'
+
+/**
+ * What these rules need of a unit of work (src/resources/unit-of-work.ts): its transaction and its hold watch.
+ * Declared here so that holds stay below the write kernel that depends on them.
+ */
+export interface HoldWatch {
+  readonly tx: Tx
+  watchHolds(clientCode: string, ids: readonly string[]): Promise<void>
+  recordHoldChanges(now: string): Promise<void>
+}
 
 /**
  * What follows a change of Source restrictions or Disputes:
@@ -44,7 +53,7 @@ export async function suspendInstructionsOf(tx: Tx, clientCode: string, receivab
  * `locked`: identities the caller already holds.
  */
 export async function applyRestrictionChange(
-  uow: UnitOfWork,
+  uow: HoldWatch,
   clientCode: string,
   receivableIds: readonly string[],
   now: string,

@@ -1,11 +1,12 @@
-import { recordAudit } from '../../admin/store.ts'
-import { fieldProblem, Problem } from '../../domain/problems.ts'
-import { isoNow } from '../../domain/time.ts'
-import type { Queryable, Store } from '../../store/store.ts'
-import { sweepExpiredPaymentRequests } from '../../workers/payment-expiry.ts'
-import { retainClient } from '../../workers/retention.ts'
-import type { Freshness } from '../freshness/service.ts'
-import { allSourceActivity } from '../freshness/store.ts'
+import { findClient } from '../admin/store.ts'
+import { fieldProblem, Problem } from '../domain/problems.ts'
+import { isoNow } from '../domain/time.ts'
+import { recordAudit } from '../resources/audit/store.ts'
+import type { Freshness } from '../resources/freshness/service.ts'
+import { allSourceActivity } from '../resources/holds/source-activity-store.ts'
+import { sweepExpiredPaymentRequests } from '../resources/payment-requests/expiry.ts'
+import { retainClient } from '../resources/retention/service.ts'
+import type { Queryable, Store } from '../store/store.ts'
 import type { SandboxClock } from './clock.ts'
 import { durationMs, type SandboxClockAdvance, type SandboxClockView } from './schema.ts'
 import { deleteClock, findClock, writeClock } from './store.ts'
@@ -37,8 +38,7 @@ export function createSandboxClockService({ store, sandbox, freshness, drainClie
   const { base } = sandbox
 
   async function lockClient(tx: Queryable, clientCode: string) {
-    const rows = await tx.query('SELECT client_code FROM clients WHERE client_code = $1 FOR UPDATE', [clientCode])
-    if (rows.length === 0) throw new Problem('client_not_found', `No client ${clientCode}.`)
+    if (!(await findClient(tx, clientCode, true))) throw new Problem('client_not_found', `No client ${clientCode}.`)
   }
 
   async function view(clientCode: string): Promise<SandboxClockView> {
@@ -62,8 +62,7 @@ export function createSandboxClockService({ store, sandbox, freshness, drainClie
     applyTimeRules,
 
     async get(clientCode: string): Promise<SandboxClockView> {
-      const exists = await store.query('SELECT 1 FROM clients WHERE client_code = $1', [clientCode])
-      if (exists.length === 0) throw new Problem('client_not_found', `No client ${clientCode}.`)
+      if (!(await findClient(store, clientCode))) throw new Problem('client_not_found', `No client ${clientCode}.`)
       return view(clientCode)
     },
 

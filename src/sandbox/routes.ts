@@ -1,5 +1,5 @@
-import { ClientCodeParams, EmptyBody } from '../../admin/schema.ts'
-import { defineRoute, type RouteDef } from '../../http/route.ts'
+import { ClientCodeParams, EmptyBody } from '../admin/schema.ts'
+import { defineRoute, type RouteDef } from '../http/route.ts'
 import { SandboxClockAdvance, SandboxClockView } from './schema.ts'
 import type { SandboxClockService } from './service.ts'
 

@@ -1,5 +1,5 @@
 import type { Queryable, Tx } from '../../store/store.ts'
-import type { ChangeInput } from '../changes/store.ts'
+import type { ChangeInput } from '../feed/store.ts'
 
 /**
  * Client-wide facts: a change of state every Receivable of a client shares (collection enabled or not, Source

@@ -1,4 +1,4 @@
-import type { Queryable, Tx } from '../../store/store.ts'
+import type { Queryable, Tx } from '../store/store.ts'
 
 /** SQL of the sandbox clock (migration 0014). A client without a row runs on real time. */
 
@@ -36,12 +36,4 @@ export async function writeClock(tx: Tx, clientCode: string, frozenAt: string, n
 
 export async function deleteClock(tx: Tx, clientCode: string): Promise<boolean> {
   return (await tx.query('DELETE FROM sandbox_clocks WHERE client_code = $1 RETURNING client_code', [clientCode])).length > 0
-}
-
-/**
- * SQL condition "this row's client runs on real time" for the workers' real-time pass (alias: the table alias
- * holding `client_code`). Only used in sandbox: production workers run their original statements.
- */
-export function onRealTime(alias: string): string {
-  return `NOT EXISTS (SELECT 1 FROM sandbox_clocks sc WHERE sc.client_code = ${alias}.client_code)`
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { Timestamp } from '../../domain/time.ts'
+import { Timestamp } from '../domain/time.ts'
 
 /**
  * ISO 8601 duration in weeks, days, hours, minutes and seconds (`P30D`, `PT1H30M`, `P1W2DT0.5S`): no years or
@@ -46,14 +46,3 @@ export const SandboxClockAdvance = z
   })
   .meta({ id: 'OperatorSandboxClockAdvance', examples: [{ by: 'P30D' }, { to: '2026-03-02T09:30:00Z' }] })
 export type SandboxClockAdvance = z.infer<typeof SandboxClockAdvance>
-
-export const SandboxResetView = z
-  .object({
-    clientCode: z.string(),
-    deleted: z.record(z.string(), z.number().int()).describe('Rows deleted, by kind of record (table); kinds with none are left out.'),
-    resetAt: Timestamp,
-  })
-  .meta({
-    id: 'OperatorSandboxReset',
-    examples: [{ clientCode: 'acme-cu', deleted: { receivables: 12, customers: 4, change_events: 31 }, resetAt: AT }],
-  })

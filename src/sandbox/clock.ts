@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks'
-import type { Clock } from '../../domain/time.ts'
-import type { Queryable } from '../../store/store.ts'
+import type { Clock } from '../domain/time.ts'
+import type { Queryable } from '../store/store.ts'
 import { listClocks, readClock } from './store.ts'
 
 /**

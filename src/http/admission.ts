@@ -1,0 +1,301 @@
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { authorize, type Caller, type Grant } from '../access/grants.ts'
+import { digestSecret } from '../access/keys.ts'
+import type { Environment } from '../config.ts'
+import { Problem } from '../domain/problems.ts'
+import type { Scope } from '../domain/scopes.ts'
+import { oneStatement } from '../store/one-statement.ts'
+import type { Queryable } from '../store/store.ts'
+import type { SlotRelease } from '../store/transactions.ts'
+import { bearerToken, constantTimeEqualHex, invalidKey, presentedKeyDigest } from './auth.ts'
+import { assertStorableParameters } from './json-body.ts'
+import type { Gate, GateOutcome, GateRequest, Lease } from './limits.ts'
+import { checkMediaType } from './media.ts'
+import type { RouteDef } from './route.ts'
+import { parseOrThrow } from './validation.ts'
+
+/**
+ * Admission: what the service decides about a request before its handler does any work, and how the request's
+ * concurrency slot is given back. src/http/server.ts wires these steps to Fastify; what happens, in order:
+ *
+ * 1. `open` (the route's onRequest): the exchange begins. Its slot, once one is held, is given back when the
+ *    exchange ends, whatever stage the request is at: the response's 'close' (written, or its connection
+ *    ended), or the request's 'close' with `aborted` (the client went away before the request was complete;
+ *    a pipelined request has no response socket yet). Measured before this: a request aborted while its slot
+ *    was being claimed kept the key at 429 for the whole 30 s lease.
+ * 2. `enter` (the same onRequest, before any byte of the body is read): route parameters and query (storable
+ *    text, then their schemas: before authentication, spec endpoint rule 12); an operator route's token (401);
+ *    an api_key route's gate (src/http/limits.ts), applied by `admit` in the order every request meets it: the
+ *    key (401), the rate headers, the limits (429 with Retry-After), the grant, its scopes and IP allowlist
+ *    (403); then the body's media type (415). A client gone while the gate waited on the store: the request
+ *    stops there, holding nothing, unanswered. The result is the request's `Entry`, complete when it is made.
+ *    A one-read route on a gate that runs in its read (PostgreSQL) does not meet the gate here: its entry
+ *    carries the gate request for step 3 instead (`{ inRead }`).
+ * 3. The handler (server.ts): the body parsed against its schema. A one-read route's declared read runs now
+ *    (`read`): on PostgreSQL in one statement with the gate, admitted from that statement's gate row before
+ *    anything the read found is used (so 401/429/403 answer first), the slot held for the statement only; a
+ *    read that ran no statement (it answered, or threw, without one) meets the gate on its own right after.
+ *    The handler receives the read's result and the grant as plain values.
+ * 4. A write frees the slot inside its transaction, as its last statement before COMMIT (`Slot.releaseIn`,
+ *    src/store/transactions.ts), so the slot is free exactly when the write commits.
+ * 5. onSend: a slot still held is given back before the response is written (`releaseBeforeSend`), so a client
+ *    that waits for each answer before sending the next request is never refused.
+ * The hosted payment page's routes are not in the route table: they hold no slot, and their flood guard is per
+ * client address (limits.ts, createAddressLimiter, in the page's own handler).
+ */
+
+/** The request's concurrency slot, from its claim until it is given back; `release` never throws. */
+export interface Slot extends SlotRelease {
+  /** The HTTP exchange has ended (response written, or the client went away). */
+  readonly closed: boolean
+  /** The slot the gate took for this request (null: none, the request was refused). */
+  hold(lease: Lease | null): void
+  /** Gives the slot back, once. Never throws: it runs after the request's work (often after commit). */
+  release(): Promise<void>
+}
+
+/** Who an api_key request was admitted as: its key, and its grant for the Client in the path. */
+export interface Admitted {
+  caller: Caller
+  grant: Grant
+}
+
+/** What `enter` settled for a request: made once, complete, read by the handler. */
+export interface Entry {
+  params: Record<string, unknown>
+  query: Record<string, unknown>
+  /** `admitted`: the gate has run (null on routes without an API key); `inRead`: it runs in the route's read. */
+  gate: { admitted: Admitted | null } | { inRead: GateRequest }
+}
+
+/** One request's exchange with the admission: its slot, its entry, and which limit refused it if one did. */
+export interface Exchange {
+  readonly slot: Slot
+  /** Set by the route's onRequest once `enter` has settled; the handler runs only after that. */
+  entry: Entry | null
+  /** Which limit refused the request (its 429), for the metrics (src/http/metrics.ts); null when none did. */
+  refusedBy: 'rate' | 'concurrency' | null
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Set by a route of the table's onRequest (server.ts); null on infrastructure routes and pages. */
+    exchange: Exchange | null
+  }
+}
+
+export interface AdmissionDeps {
+  gate: Gate
+  environment: Environment
+  /** The operator token's digest; a function when it is known only once the store is reachable (src/main.ts). */
+  adminTokenDigest: string | (() => string)
+  /** The store a one-read route's read runs on (with the gate in its statement where the gate can). */
+  db: Queryable
+}
+
+/**
+ * The operator token check of every operator route (and of /metrics, src/http/metrics.ts): a missing or wrong
+ * token is `401 invalid_admin_token`, compared in constant time.
+ */
+export function assertOperatorToken(authorization: string | undefined, adminTokenDigest: string | (() => string)): void {
+  const token = bearerToken(authorization)
+  const expected = typeof adminTokenDigest === 'function' ? adminTokenDigest() : adminTokenDigest
+  if (!token || !constantTimeEqualHex(digestSecret(token), expected)) {
+    throw new Problem('invalid_admin_token', 'The operator token is missing or wrong.')
+  }
+}
+
+/** The exchange's slot: given back on the exchange's end (step 1), on send (step 5), or inside a write (step 4). */
+function openSlot(request: FastifyRequest, reply: FastifyReply): Slot {
+  let lease: Lease | null = null
+  let closed = request.raw.socket?.destroyed === true
+  const release = (): Promise<void> => {
+    const held = lease
+    if (!held) return Promise.resolve()
+    lease = null
+    return held.release()
+  }
+  const onEnd = () => {
+    closed = true
+    void release()
+  }
+  reply.raw.once('close', onEnd)
+  request.raw.once('close', () => {
+    if (request.raw.aborted) onEnd()
+  })
+  return {
+    get closed() {
+      return closed
+    },
+    hold(l) {
+      lease = l
+    },
+    release,
+    async releaseIn(tx) {
+      return lease?.releaseIn ? lease.releaseIn(tx) : () => {}
+    },
+  }
+}
+
+/**
+ * How long a response waits for its slot's release. A store that hangs (no answer while PostgreSQL restarts;
+ * the pool waits up to 10 s for a connection) must not hold back a committed answer: the release goes on in
+ * the background, and the client's next request may meet a 429 with Retry-After 1 meanwhile.
+ */
+const RELEASE_WAIT_MS = 2000
+
+/** Step 5: gives a slot still held back before the response is written, waiting for it at most RELEASE_WAIT_MS. */
+export async function releaseBeforeSend(exchange: Exchange | null): Promise<void> {
+  if (!exchange) return
+  let timer: NodeJS.Timeout | undefined
+  const waited = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, RELEASE_WAIT_MS)
+  })
+  try {
+    await Promise.race([exchange.slot.release(), waited])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+export function createAdmission(deps: AdmissionDeps) {
+  /** The client went away while the gate was waiting on the store: stop here, holding nothing. */
+  function abandon(request: FastifyRequest, reply: FastifyReply, exchange: Exchange, stage: string): Promise<void> {
+    request.log.info({ stage }, 'client closed the connection before the request was served')
+    // Hijacked, Fastify runs nothing more for this request (no body parsing that would wait forever on a
+    // closed stream, no handler); there is no one to answer.
+    reply.hijack()
+    return exchange.slot.release()
+  }
+
+  /** The gate's outcome applied, in the order every request meets it (see step 2). */
+  function admit(
+    def: RouteDef,
+    request: FastifyRequest,
+    reply: FastifyReply,
+    exchange: Exchange,
+    clientCode: string,
+    outcome: GateOutcome,
+  ): Admitted {
+    if (!outcome.caller) throw invalidKey()
+    const rate = outcome.rate
+    exchange.refusedBy = outcome.refused
+    reply.header('ratelimit-policy', `"per-minute";q=${rate.limit};w=60`)
+    reply.header('ratelimit', `"per-minute";r=${rate.remaining};t=${rate.resetSeconds}`)
+    if (outcome.refused === 'rate') {
+      throw new Problem(
+        'rate_limit_exceeded',
+        `At most ${rate.limit} requests a minute are accepted; retry after ${rate.resetSeconds} s.`,
+        {
+          headers: { 'retry-after': String(rate.resetSeconds) },
+        },
+      )
+    }
+    if (outcome.refused === 'concurrency') {
+      throw new Problem(
+        'rate_limit_exceeded',
+        'Another request with this API key (or, in sandbox, this client) is still running; send one at a time.',
+        { headers: { 'retry-after': '1' } },
+      )
+    }
+    const grant = authorize(outcome.caller, clientCode, scopesOf(def), request.ip)
+    checkMediaType(def, request)
+    return { caller: outcome.caller, grant }
+  }
+
+  return {
+    /** Step 1. */
+    open(request: FastifyRequest, reply: FastifyReply): Exchange {
+      return { slot: openSlot(request, reply), entry: null, refusedBy: null }
+    },
+
+    /** Step 2; null when the client went away meanwhile (the request is then hijacked: nothing more runs). */
+    async enter(def: RouteDef, request: FastifyRequest, reply: FastifyReply, exchange: Exchange): Promise<Entry | null> {
+      // Route parameters and query strings may not carry text the store cannot keep (`%00`), whatever the route.
+      assertStorableParameters(request.params, '/path', 'A route parameter')
+      assertStorableParameters(request.query ?? {}, '/query', 'A query parameter')
+      const params = def.params ? (parseOrThrow(def.params, request.params, '/path', 'A route parameter') as Record<string, unknown>) : {}
+      const query = def.query
+        ? (parseOrThrow(def.query, request.query ?? {}, '/query', 'A query parameter') as Record<string, unknown>)
+        : {}
+      if (def.auth.kind === 'admin') assertOperatorToken(request.headers.authorization, deps.adminTokenDigest)
+      if (def.auth.kind !== 'api_key') {
+        checkMediaType(def, request)
+        return { params, query, gate: { admitted: null } }
+      }
+      const clientCode = String(params.clientCode)
+      const digest = presentedKeyDigest(request.headers.authorization, deps.environment)
+      const gateRequest: GateRequest = { digest, environment: deps.environment, clientCode, log: request.log }
+      // A request whose whole work is one read: its gate runs in that read's statement (one round trip in all).
+      if (def.oneRead && deps.gate.enterWithRead) return { params, query, gate: { inRead: gateRequest } }
+      // One round trip: the key and its grant, the minute's count, a slot in every bucket (src/http/limits.ts).
+      const outcome = await deps.gate.enter(gateRequest)
+      if (!outcome.caller) throw invalidKey()
+      exchange.slot.hold(outcome.lease)
+      // Closed while the gate ran: its 'close' found no slot to give back, so give it back now.
+      if (exchange.slot.closed) {
+        await abandon(request, reply, exchange, 'gate')
+        return null
+      }
+      return { params, query, gate: { admitted: admit(def, request, reply, exchange, clientCode, outcome) } }
+    },
+
+    /**
+     * Step 3 for a one-read route: its read, with the gate where the entry says the gate runs in it. Returns who
+     * was admitted and what the read returned; on any other route, who `enter` admitted and nothing read.
+     */
+    async read(
+      def: RouteDef,
+      request: FastifyRequest,
+      reply: FastifyReply,
+      exchange: Exchange,
+      entry: Entry,
+    ): Promise<{ admitted: Admitted | null; read: unknown }> {
+      const gate = entry.gate
+      if (!def.oneRead) return { admitted: 'admitted' in gate ? gate.admitted : null, read: undefined }
+      const clientCode = String(entry.params.clientCode ?? '')
+      const args = { clientCode, params: entry.params, query: entry.query }
+      if ('admitted' in gate) return { admitted: gate.admitted, read: await def.oneRead(oneStatement(deps.db, def.operationId), args) }
+
+      const req = gate.inRead
+      const scopes = scopesOf(def)
+      const met = { gate: false, admitted: null as Admitted | null }
+      // The gate and the read in one statement; the rows are used only once the request is admitted.
+      const db = oneStatement(deps.db, def.operationId, async <T extends object>(sql: string, params: readonly unknown[]) => {
+        met.gate = true
+        const { outcome, rows } = await (deps.gate.enterWithRead as NonNullable<Gate['enterWithRead']>)<T>(req, { sql, params, scopes })
+        met.admitted = admit(def, request, reply, exchange, clientCode, outcome)
+        return rows
+      })
+      /** A read that ran no statement: the gate on its own, its slot given back on send or on the exchange's end. */
+      const gateAlone = async () => {
+        const outcome = await deps.gate.enter(req)
+        if (outcome.caller) exchange.slot.hold(outcome.lease)
+        // Closed meanwhile: its 'close' found no slot to give back.
+        if (exchange.slot.closed) void exchange.slot.release()
+        met.admitted = admit(def, request, reply, exchange, clientCode, outcome)
+      }
+      let read: unknown
+      try {
+        read = await def.oneRead(db, args)
+      } catch (err) {
+        // Authentication and the limits answer before anything the read found.
+        if (!met.gate) await gateAlone()
+        throw err
+      }
+      if (!met.gate) await gateAlone()
+      return { admitted: met.admitted, read }
+    },
+
+    /** A route's further scopes that depend on the body (a batch needs each kind's write scope): 403 without them. */
+    requireScopes(admitted: Admitted | null, clientCode: string, scopes: readonly Scope[], ip: string): void {
+      if (admitted) authorize(admitted.caller, clientCode, scopes, ip)
+    },
+  }
+}
+
+export type Admission = ReturnType<typeof createAdmission>
+
+function scopesOf(def: RouteDef): readonly Scope[] {
+  return def.auth.kind === 'api_key' ? def.auth.scopes : []
+}

@@ -1,0 +1,60 @@
+import { randomUUID } from 'node:crypto'
+import { canonicalDigest } from '../../domain/canonical.ts'
+import type { Queryable, Tx } from '../../store/store.ts'
+
+/** The operator audit trail: every operator action records one event, in the action's own transaction. */
+
+export interface AuditInput {
+  action: string
+  clientCode: string | null
+  targetType: string
+  targetId: string
+  /** Identifiers and non-secret settings only: never a key, secret or URL. */
+  details: Record<string, unknown>
+  /** What changed; only its SHA-256 digest is kept. */
+  change: unknown
+  occurredAt: string
+}
+
+export async function recordAudit(tx: Tx, a: AuditInput): Promise<void> {
+  await tx.query(
+    `INSERT INTO audit_events (audit_event_id, client_code, actor, action, target_type, target_id, details, change_digest, occurred_at)
+     VALUES ($1, $2, 'operator', $3, $4, $5, $6, $7, $8)`,
+    [randomUUID(), a.clientCode, a.action, a.targetType, a.targetId, JSON.stringify(a.details), canonicalDigest(a.change), a.occurredAt],
+  )
+}
+
+export interface AuditRow {
+  seq: string
+  audit_event_id: string
+  occurred_at: string
+  actor: string
+  action: string
+  client_code: string | null
+  target_type: string
+  target_id: string
+  details: Record<string, unknown>
+  change_digest: string
+}
+
+/**
+ * Audit events in sequence order. With a client code: that client's events, and also the creation and revocation
+ * of the API keys of every integration holding a grant for it, active or revoked, whenever the key event happened
+ * (such a key can reach, or could reach, the client's data; its events are recorded with no client code). The
+ * audit trail grows with operator actions (thousands of rows, not millions): the primary key's order, filtered.
+ */
+export async function listAuditEvents(
+  db: Queryable,
+  q: { clientCode: string | null; afterSeq: string | null; limit: number },
+): Promise<AuditRow[]> {
+  return db.query<AuditRow>(
+    `SELECT a.* FROM audit_events a
+      WHERE ($2::bigint IS NULL OR a.seq > $2)
+        AND ($1::text IS NULL OR a.client_code = $1
+             OR (a.client_code IS NULL AND a.target_type = 'api_key' AND EXISTS (
+                   SELECT 1 FROM api_keys k JOIN grants g ON g.integration_id = k.integration_id
+                    WHERE k.api_key_id = a.target_id AND g.client_code = $1)))
+      ORDER BY a.seq LIMIT $3`,
+    [q.clientCode, q.afterSeq, q.limit],
+  )
+}

@@ -1,0 +1,31 @@
+import type { Queryable, Store, Tx } from './store.ts'
+
+/**
+ * Frees the request's concurrency slot inside `tx`; call the returned function once `tx` has committed. Where
+ * the gate keeps its slots out of the store, both do nothing and the slot is freed when the response is sent.
+ */
+export interface SlotRelease {
+  releaseIn(tx: Queryable): Promise<() => void>
+}
+
+/** For writes outside a request (the seed, workers): there is no slot to free. */
+export const NO_SLOT: SlotRelease = { releaseIn: async () => () => {} }
+
+/**
+ * A request's one transaction, which also frees the request's concurrency slot as its last statement before
+ * COMMIT (issue 12: "a request that has a transaction releases its slot in that transaction").
+ */
+export async function inRequestTransaction<T>(
+  store: Pick<Store, 'transaction'>,
+  slot: SlotRelease,
+  fn: (tx: Tx) => Promise<T>,
+): Promise<T> {
+  let released = () => {}
+  const result = await store.transaction(async (tx) => {
+    const out = await fn(tx)
+    released = await slot.releaseIn(tx)
+    return out
+  })
+  released()
+  return result
+}
