@@ -15,10 +15,12 @@ import { listClocks, readClock } from './store.ts'
  * Where a scope is entered (the complete list; nothing else reads a client's clock):
  * - HTTP: once per request to a route with a `{clientCode}` path parameter, around the handler
  *   (src/http/server.ts, `HttpDeps.atClientTime`), for the v1 API and the operator routes alike.
- * - The hosted payment page (`/pay/{token}`), once its token names the client (payment-requests/service.ts).
+ * - The hosted payment page (`/pay/{token}`): its GET reads the client's stopped instant inside its one statement
+ *   (payment-requests/store.ts, the page read joins sandbox_clocks); its POST enters the scope once the token
+ *   names the client (payment-requests/service.ts).
  * - Workers, per client they process: the freshness sweep (freshness/service.ts `atClientTime`), the payment
- *   request expiry sweep (workers/payment-expiry.ts), change-feed and delivery retention (workers/retention.ts),
- *   the webhook dispatcher (workers/webhook-dispatcher.ts) per endpoint.
+ *   request expiry sweep (resources/payment-requests/expiry.ts), change-feed and delivery retention
+ *   (resources/retention/service.ts), the webhook dispatcher (workers/webhook-dispatcher.ts) per endpoint.
  * - The clock's own routes, which apply the time rules at the new time (service.ts, applyTimeRules).
  * Batch leases, rate-limit windows and webhook delivery leases stay on the base clock: they coordinate processes,
  * they are not rules of the client's data. In production no scope is ever entered and services get the base
