@@ -8,20 +8,27 @@
  */
 import http from 'node:http'
 
-const payload = process.env.BENCH_BARE_PAYLOAD ?? '{}'
-const server = http.createServer((_req, res) => {
-  res.writeHead(200, {
-    'content-type': 'application/json; charset=utf-8',
-    'cache-control': 'no-store',
-    'service-api-version': 'v1',
-    'x-request-id': '00000000-0000-4000-8000-000000000000',
-  })
-  res.end(payload)
-})
-server.listen(Number(process.env.PORT), process.env.HOST ?? '127.0.0.1')
-for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-  process.once(signal, () => {
-    server.close(() => process.exit(0))
-    server.closeAllConnections()
-  })
+/** The bare handler: the payload with the service's response headers (bench/run.ts also runs it in process). */
+export function bareHandler(payload: string): http.RequestListener {
+  return (_req, res) => {
+    res.writeHead(200, {
+      'content-type': 'application/json; charset=utf-8',
+      'cache-control': 'no-store',
+      'service-api-version': 'v1',
+      'x-request-id': '00000000-0000-4000-8000-000000000000',
+    })
+    res.end(payload)
+  }
+}
+
+// Run as a process (not when bench/run.ts imports the handler).
+if (process.argv[1]?.endsWith('bare-server.ts')) {
+  const server = http.createServer(bareHandler(process.env.BENCH_BARE_PAYLOAD ?? '{}'))
+  server.listen(Number(process.env.PORT), process.env.HOST ?? '127.0.0.1')
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    process.once(signal, () => {
+      server.close(() => process.exit(0))
+      server.closeAllConnections()
+    })
+  }
 }

@@ -30,6 +30,7 @@ import { join } from 'node:path'
 import autocannon from 'autocannon'
 import pg from 'pg'
 import { SCOPES } from '../src/domain/scopes.ts'
+import { bareHandler } from './bare-server.ts'
 import { customerBody, mixedBatch, receivableBody } from './scenarios.ts'
 import { call, type Service, seedTenant, startService, stopAllServices } from './service.ts'
 
@@ -174,15 +175,7 @@ function record(store: string, scenario: string, m: Measured, baseline: number |
  * this process, so the generator sends and answers every request on one core.
  */
 async function inProcessBareServer(payload: string): Promise<{ url: string; close: () => Promise<void> }> {
-  const server = http.createServer((_req, res) => {
-    res.writeHead(200, {
-      'content-type': 'application/json; charset=utf-8',
-      'cache-control': 'no-store',
-      'service-api-version': 'v1',
-      'x-request-id': '00000000-0000-4000-8000-000000000000',
-    })
-    res.end(payload)
-  })
+  const server = http.createServer(bareHandler(payload))
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()))
   const { port } = server.address() as net.AddressInfo
   return { url: `http://127.0.0.1:${port}`, close: () => new Promise((resolve) => server.close(() => resolve())) }

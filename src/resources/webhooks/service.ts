@@ -9,6 +9,7 @@ import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable, Store, Tx } from '../../store/store.ts'
 import { inRequestTransaction, NO_SLOT, type SlotRelease } from '../../store/transactions.ts'
 import { FEED_READ_SCOPES } from '../changes/service.ts'
+import { purgedThrough } from '../changes/store.ts'
 import type { ResourceType } from '../feed/store.ts'
 import type { WebhookDelivery } from './schema.ts'
 import { newSigningSecret, secretAad } from './secrets.ts'
@@ -19,7 +20,6 @@ import {
   disableEndpoint,
   type EndpointRow,
   feedHead,
-  feedPurgedThrough,
   findDelivery,
   findEndpoint,
   insertEndpoint,
@@ -297,7 +297,7 @@ export function createWebhookService({ store, clock, resolver, allowLoopback, ke
           chunk = await store.transaction(async (tx) => {
             if (first) {
               const endpoint = await enabledEndpoint(tx, grant)
-              if (BigInt(cursor.s) < (await feedPurgedThrough(tx, grant.clientCode))) {
+              if (BigInt(cursor.s) < (await purgedThrough(tx, grant.clientCode))) {
                 throw new Problem(
                   'cursor_expired',
                   'Events after this cursor were purged (kept 30 days); replay from a newer cursor and re-read the resources.',

@@ -40,13 +40,6 @@ export async function feedHead(db: Queryable, clientCode: string): Promise<strin
   return rows[0]?.last_seq ?? '0'
 }
 
-export async function feedPurgedThrough(db: Queryable, clientCode: string): Promise<bigint> {
-  const rows = await db.query<{ purged_through_seq: string }>('SELECT purged_through_seq FROM feed_heads WHERE client_code = $1', [
-    clientCode,
-  ])
-  return BigInt(rows[0]?.purged_through_seq ?? '0')
-}
-
 export async function insertEndpoint(
   tx: Tx,
   e: { clientCode: string; integrationId: string; url: string; secretCiphertext: string; seq: string; now: string },
