@@ -77,7 +77,7 @@ function reachable(start: unknown, all: Record<string, Json>): Record<string, Js
 /**
  * Zod drops `examples` from a schema that transforms (such as Money, which normalizes the amount) when it
  * renders the input side, since they might show the output. Ours are request bodies the service accepts
- * as is (test/contract/examples.test.ts), so they are put back.
+ * as is (test/api/examples.test.ts), so they are put back.
  */
 function restoreExamples(ctx: { zodSchema: unknown; jsonSchema: Json }): void {
   const examples = z.globalRegistry.get(ctx.zodSchema as z.ZodType)?.examples

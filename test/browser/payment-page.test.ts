@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs'
 import { after, before, test } from 'node:test'
 import { type Browser, chromium, type Locator, type Page } from 'playwright-core'
 import { startTestApp, type Tenant, type TestApp } from '../helpers/app.ts'
-import { payableReceivable } from '../helpers/payments.ts'
+import { CREDITOR, PAGE_CSP as CSP, pageRequest } from '../helpers/payments.ts'
 
 /**
  * The hosted payment page in a real browser: Debian's chromium driven by playwright-core (no browser
@@ -20,9 +20,6 @@ const skip = executablePath
 
 /** Where the screenshots go, for a person to look at. */
 const SCREENSHOTS = process.env.PAYMENT_PAGE_SCREENSHOTS ?? '/tmp'
-
-const CREDITOR = 'Lakeside Credit Union'
-const CSP = "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 // biome-ignore lint/performance/useDomNodeTextContent: playwright's innerText is the rendered text, wanted here
 const seen = (locator: Locator) => locator.innerText()
@@ -55,23 +52,9 @@ interface Payable {
 
 /** A client named CREDITOR, a Receivable free of holds (USD 100.00) and an open request for USD 30.00. */
 async function payable(client: string, body: Record<string, unknown> = {}): Promise<Payable> {
-  const tenant = await t.tenant(client)
-  assert.equal((await t.admin('PUT', `/admin/v1/clients/${client}`, { name: CREDITOR })).status, 200)
-  const receivableId = await payableReceivable(t, tenant, `rcv-${client}`)
-  const requestId = `pr-${client}`
-  const res = await t.call('PUT', `/v1/clients/${client}/payment-requests/${requestId}`, {
-    key: tenant.apiKey,
-    body: {
-      externalReceivableId: receivableId,
-      amount: { amount: '30.00', currency: 'USD' },
-      description: 'February instalment',
-      expiresAt: '2026-11-30T12:00:00Z',
-      ...body,
-    },
-  })
-  assert.equal(res.status, 201, res.body)
+  const { hostedUrl, ...made } = await pageRequest(t, client, body)
   // hostedUrl is absolute on PUBLIC_BASE_URL (http://irs.test); the browser reaches the same path here.
-  return { tenant, client, receivableId, requestId, url: `${base}${new URL(res.json.hostedUrl).pathname}` }
+  return { ...made, url: `${base}${hostedUrl.pathname}` }
 }
 
 const readRequest = async (p: Payable) =>

@@ -2,7 +2,7 @@ import type { Store } from '../../src/store/store.ts'
 
 /**
  * A store that counts the statements it runs: inside transactions (BEGIN and COMMIT included) and outside them
- * (store.query). The write path's statement counts are asserted through it (test/contract/write-path.test.ts),
+ * (store.query). The write path's statement counts are asserted through it (test/resources/write-path.test.ts),
  * so a regression shows.
  */
 export interface CountingStore extends Store {

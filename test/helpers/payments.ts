@@ -56,3 +56,38 @@ export async function payableReceivable(
   assert.deepEqual(read.json.recovery, { held: false, holds: [] }, `receivable ${id} should be free of holds: ${read.body}`)
   return id
 }
+
+/** The creditor name and Content-Security-Policy every hosted-page test expects. */
+export const CREDITOR = 'Lakeside Credit Union'
+export const PAGE_CSP = "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+export interface PageRequest {
+  tenant: Tenant
+  client: string
+  receivableId: string
+  requestId: string
+  hostedUrl: URL
+}
+
+/**
+ * A client named CREDITOR with one payable Receivable and the Payment request `pr-<client>` for 30.00 USD on it
+ * (body overrides its fields): the hosted page's usual starting point.
+ */
+export async function pageRequest(app: TestApp, client: string, body: Record<string, unknown> = {}): Promise<PageRequest> {
+  const tenant = await app.tenant(client)
+  assert.equal((await app.admin('PUT', `/admin/v1/clients/${client}`, { name: CREDITOR })).status, 200)
+  const receivableId = await payableReceivable(app, tenant, `rcv-${client}`)
+  const requestId = `pr-${client}`
+  const res = await app.call('PUT', `/v1/clients/${client}/payment-requests/${requestId}`, {
+    key: tenant.apiKey,
+    body: {
+      externalReceivableId: receivableId,
+      amount: { amount: '30.00', currency: 'USD' },
+      description: 'February instalment',
+      expiresAt: '2026-11-30T12:00:00Z',
+      ...body,
+    },
+  })
+  assert.equal(res.status, 201, res.body)
+  return { tenant, client, receivableId, requestId, hostedUrl: new URL(res.json.hostedUrl) }
+}

@@ -6,6 +6,7 @@ import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { LOCK_FILE } from '../../src/store/data-dir-lock.ts'
 import { ADMIN_TOKEN } from '../helpers/app.ts'
+import { customerRecords, harness, waitFor, waitingOnAdvisoryLock } from '../helpers/batch-process.ts'
 import {
   freePort,
   http,
@@ -17,7 +18,6 @@ import {
 } from '../helpers/service-process.ts'
 import { splitPut } from '../helpers/slow-request.ts'
 import { createTestDatabase, onPostgres, type TestDatabase } from '../helpers/store.ts'
-import { customerRecords, harness, waitFor, waitingOnAdvisoryLock } from '../workers/batch-process.ts'
 
 /**
  * Issue 15.2: `npm start` exactly as an operator runs it, signalled at exactly the PID it gives. Every

@@ -11,10 +11,10 @@ import { openStore } from '../../src/store/open.ts'
 import type { Store } from '../../src/store/store.ts'
 import { createWebhookDispatcher } from '../../src/workers/webhook-dispatcher.ts'
 import { startTestApp } from '../helpers/app.ts'
+import { assertAllCreated, assertEachCustomerWrittenOnce, customerRecords, getBatch, waitFor } from '../helpers/batch-process.ts'
 import { http, type ServiceProcess, seedTenant, startService } from '../helpers/service-process.ts'
 import { splitPut } from '../helpers/slow-request.ts'
 import { createTestDatabase, engineName, onPostgres, type TestDatabase } from '../helpers/store.ts'
-import { assertAllCreated, assertEachCustomerWrittenOnce, customerRecords, getBatch, waitFor } from '../workers/batch-process.ts'
 
 /**
  * Issue 13.3: SIGTERM stops the service gracefully, on either store. The real service runs as a child process

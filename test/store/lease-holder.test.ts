@@ -5,9 +5,9 @@ import { claimBatch, holdLease } from '../../src/resources/batches/store.ts'
 import { claimDeliveries, dueEndpoints } from '../../src/resources/webhooks/delivery-store.ts'
 import { LEASE_LOCK_CLASS } from '../../src/store/lease-holder.ts'
 import type { Store } from '../../src/store/store.ts'
+import { waitFor } from '../helpers/batch-process.ts'
 import { spawnProcess } from '../helpers/service-process.ts'
 import { createTestDatabase, engineName, onPostgres, type TestDatabase } from '../helpers/store.ts'
-import { waitFor } from '../workers/batch-process.ts'
 
 /**
  * Leases tied to their holder's lock (src/store/lease-holder.ts), at the store: a lease whose holder holds no

@@ -1,7 +1,5 @@
 import assert from 'node:assert/strict'
 import { after, describe, test } from 'node:test'
-import { http, seedTenant } from '../helpers/service-process.ts'
-import { createTestDatabase, onPostgres, type TestDatabase } from '../helpers/store.ts'
 import {
   assertAllCreated,
   assertEachCustomerWrittenOnce,
@@ -10,7 +8,9 @@ import {
   harness,
   waitFor,
   waitingOnAdvisoryLock,
-} from './batch-process.ts'
+} from '../helpers/batch-process.ts'
+import { http, seedTenant } from '../helpers/service-process.ts'
+import { createTestDatabase, onPostgres, type TestDatabase } from '../helpers/store.ts'
 
 /**
  * A SIGKILLed service process loses no accepted batch and runs no record twice. The real service runs as

@@ -6,9 +6,9 @@ import { migrate } from '../../src/store/migrate.ts'
 import { openPostgres } from '../../src/store/postgres.ts'
 import { createBatchRunner } from '../../src/workers/batch-runner.ts'
 import { startTestApp, type Tenant, type TestApp } from '../helpers/app.ts'
+import { assertEachCustomerWrittenOnce, customerRecords, waitFor, waitingOnAdvisoryLock } from '../helpers/batch-process.ts'
 import { createPrivateCluster, type PrivateCluster, privateClusterUnavailable } from '../helpers/private-cluster.ts'
 import { onPostgres } from '../helpers/store.ts'
-import { assertEachCustomerWrittenOnce, customerRecords, waitFor, waitingOnAdvisoryLock } from './batch-process.ts'
 
 /**
  * Batch worker failures that only a server with several sessions can produce: a deadlock between the worker

@@ -5,7 +5,7 @@ import { systemClock } from '../../src/domain/time.ts'
 import { CommitOutcomeUnknownError } from '../../src/store/store.ts'
 import { createBatchRunner, isTransientStoreError } from '../../src/workers/batch-runner.ts'
 import { startTestApp, type Tenant, type TestApp } from '../helpers/app.ts'
-import { assertEachCustomerWrittenOnce, customerRecords } from './batch-process.ts'
+import { assertEachCustomerWrittenOnce, customerRecords } from '../helpers/batch-process.ts'
 
 /**
  * Batch worker failure handling, on both stores, with real failures raised by the database itself (triggers

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict'
 import { after, describe, test } from 'node:test'
+import { assertAllCreated, assertEachCustomerWrittenOnce, customerRecords, getBatch, harness, waitFor } from '../helpers/batch-process.ts'
 import { http, seedTenant } from '../helpers/service-process.ts'
 import { createTestDatabase, onPostgres, type TestDatabase } from '../helpers/store.ts'
-import { assertAllCreated, assertEachCustomerWrittenOnce, customerRecords, getBatch, harness, waitFor } from './batch-process.ts'
 
 /**
  * Two service instances (child processes, two batch workers each) on one PostgreSQL database share the

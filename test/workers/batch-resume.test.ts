@@ -5,8 +5,6 @@ import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 import { openStore } from '../../src/store/open.ts'
 import type { Store } from '../../src/store/store.ts'
-import { http, type ServiceProcess, seedTenant, startService } from '../helpers/service-process.ts'
-import { createTestDatabase, onPostgres, type TestDatabase } from '../helpers/store.ts'
 import {
   assertAllCreated,
   assertEachCustomerWrittenOnce,
@@ -15,7 +13,9 @@ import {
   harness,
   waitFor,
   waitingOnAdvisoryLock,
-} from './batch-process.ts'
+} from '../helpers/batch-process.ts'
+import { http, type ServiceProcess, seedTenant, startService } from '../helpers/service-process.ts'
+import { createTestDatabase, onPostgres, type TestDatabase } from '../helpers/store.ts'
 
 /**
  * A killed instance's batch resumes without waiting out its lease (issue 20, item 9; src/store/lease-holder.ts).

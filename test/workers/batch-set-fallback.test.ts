@@ -6,7 +6,7 @@ import type { SetOperation, WriteOperation } from '../../src/resources/operation
 import type { Store } from '../../src/store/store.ts'
 import { createBatchRunner, MAX_RECORD_SAVEPOINTS_PER_CHUNK } from '../../src/workers/batch-runner.ts'
 import { startTestApp, type Tenant, type TestApp } from '../helpers/app.ts'
-import { customerRecords } from './batch-process.ts'
+import { customerRecords } from '../helpers/batch-process.ts'
 
 /**
  * The set-based run of a chunk is a fast path, never the only one (issue 11): when a multi-row write fails with

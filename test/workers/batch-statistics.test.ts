@@ -5,8 +5,8 @@ import { systemClock } from '../../src/domain/time.ts'
 import type { OperationsByKind } from '../../src/resources/batches/service.ts'
 import { analyzeGrownTables } from '../../src/store/statistics.ts'
 import { createBatchRunner } from '../../src/workers/batch-runner.ts'
+import { waitFor } from '../helpers/batch-process.ts'
 import { createTestDatabase, onPostgres, type TestDatabase } from '../helpers/store.ts'
-import { waitFor } from './batch-process.ts'
 
 /**
  * The foreign-key plan problem after bulk growth (src/store/statistics.ts): a connection that checked a

@@ -7,10 +7,10 @@ import { encodeCursor } from '../../src/domain/cursor.ts'
 import { openStore } from '../../src/store/open.ts'
 import type { Store } from '../../src/store/store.ts'
 import { ADMIN_TOKEN, startTestApp } from '../helpers/app.ts'
+import { waitFor as waitUntil } from '../helpers/batch-process.ts'
+import { bulkReceivables, checkedFeed, customerBody, idsInOrder, lastSeq, receivableBody, revisionsOf } from '../helpers/client-fanout.ts'
 import { http, type ServiceProcess, startService } from '../helpers/service-process.ts'
 import { createTestDatabase, engineName, onPostgres, type TestDatabase } from '../helpers/store.ts'
-import { waitFor as waitUntil } from './batch-process.ts'
-import { bulkReceivables, checkedFeed, customerBody, idsInOrder, lastSeq, receivableBody, revisionsOf } from './client-fanout.fixtures.ts'
 
 /**
  * A service process SIGKILLed in the middle of a client fan-out (src/workers/client-fanout.ts) loses nothing and

@@ -5,9 +5,9 @@ import { fanoutStatus } from '../../src/resources/holds/client-facts-store.ts'
 import type { Store } from '../../src/store/store.ts'
 import { createClientFanout } from '../../src/workers/client-fanout.ts'
 import { startTestApp, type Tenant, type TestApp } from '../helpers/app.ts'
+import { bulkReceivables, checkedFeed, customerBody, idsInOrder, lastSeq, receivableBody, revisionsOf } from '../helpers/client-fanout.ts'
 import { type CountingStore, countingStore } from '../helpers/counting-store.ts'
 import { createTestDatabase, engineName, onPostgres, type TestDatabase } from '../helpers/store.ts'
-import { bulkReceivables, checkedFeed, customerBody, idsInOrder, lastSeq, receivableBody, revisionsOf } from './client-fanout.fixtures.ts'
 
 /**
  * Client-wide changes in the background (docs/decisions.md): a collection toggle or a freshness flip records

@@ -12,7 +12,7 @@ export const MAX_CONTACTS = 8
 
 /**
  * Examples for the OpenAPI document. They are the sandbox demo (src/seed.ts writes exactly this Customer),
- * so every example can be sent as is to a freshly seeded demo client; test/contract/examples.test.ts does.
+ * so every example can be sent as is to a freshly seeded demo client; test/api/examples.test.ts does.
  * Contact details are fictional: example.com, and a 555-01xx telephone number.
  */
 export const CUSTOMER_EXAMPLE_ID = 'cust-demo-1'
