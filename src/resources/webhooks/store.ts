@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { canonicalDigest } from '../../domain/canonical.ts'
 import type { EncryptedColumns } from '../../store/secret-keys.ts'
 import type { Queryable, Tx } from '../../store/store.ts'
+import type { EventRow } from '../changes/store.ts'
 import { secretAad } from './secrets.ts'
 
 /**
@@ -145,15 +146,9 @@ export async function auditEndpoint(
   )
 }
 
-export interface DeliveryRow {
+/** A delivery: the feed event it notifies (the change feed's own row shape) and its delivery state. */
+export interface DeliveryRow extends EventRow {
   delivery_id: string
-  seq: string
-  event_id: string
-  type: string
-  resource_type: string
-  resource_id: string
-  revision: string
-  occurred_at: string
   status: 'pending' | 'delivered' | 'abandoned' | 'skipped'
   round_attempts: number
   attempt_count: number
