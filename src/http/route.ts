@@ -47,6 +47,11 @@ export interface RouteResult {
   status: number
   body?: unknown
   headers?: Record<string, string>
+  /**
+   * The body already passed the status's response schema (a write route's answer, parsed before its COMMIT by
+   * executeWrite against the operation's response, which is the route's): it is sent as it is, not parsed twice.
+   */
+  validated?: true
 }
 
 /**

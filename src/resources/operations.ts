@@ -3,7 +3,7 @@ import type { Grant } from '../access/grants.ts'
 import type { Problem, ProblemCode } from '../domain/problems.ts'
 import type { Scope } from '../domain/scopes.ts'
 import { type Clock, isoNow } from '../domain/time.ts'
-import { defineRoute, type RouteDef } from '../http/route.ts'
+import { defineRoute, type MediaType, type RouteDef } from '../http/route.ts'
 import type { Store } from '../store/store.ts'
 import { inRequestTransaction, NO_SLOT, type SlotRelease } from '../store/transactions.ts'
 import { UnitOfWork } from './unit-of-work.ts'
@@ -19,9 +19,21 @@ export type RecordKind = 'customer' | 'receivable' | 'payment_observation' | 'ad
 
 export interface OperationContext {
   clientCode: string
-  grant: Grant
+  /**
+   * The calling Integration's grant for the client, already authorized for the operation's scopes; null when an
+   * operator (an `operator` write route) or the debtor's hosted page acts, for operations that declare no scopes.
+   */
+  grant: Grant | null
   /** The resource identity from the path (a batch record's `externalId`). */
   id: string
+  /** The path's other parameters, for operations whose resource is named by more than one (a refund of a request). */
+  params?: Readonly<Record<string, string>>
+}
+
+/** The grant of an operation only an Integration runs (one with scopes): its absence is a programming error. */
+export function grantOf(ctx: OperationContext): Grant {
+  if (!ctx.grant) throw new Error('this operation runs only for an Integration, with its grant')
+  return ctx.grant
 }
 
 export interface OperationResult {
@@ -88,7 +100,7 @@ export async function runOne<B>(
   now: string,
   single: (state: unknown) => Promise<OperationResult>,
 ): Promise<OperationResult> {
-  const [outcome] = await many.runMany(uow, { clientCode: ctx.clientCode, grant: ctx.grant }, [{ id: ctx.id, body }], now)
+  const [outcome] = await many.runMany(uow, { clientCode: ctx.clientCode, grant: grantOf(ctx) }, [{ id: ctx.id, body }], now)
   if (!outcome) throw new Error('runMany returned no outcome')
   if ('fallback' in outcome) return single(outcome.state)
   if ('problem' in outcome) throw outcome.problem
@@ -115,7 +127,7 @@ export async function runOperation(
   uow.beginOperation()
   const result = await op.run(uow, ctx, body)
   await uow.recordHoldChanges(now)
-  if (op.source) uow.touchSource(ctx.clientCode, ctx.grant.feedMode, now)
+  if (op.source) uow.touchSource(ctx.clientCode, grantOf(ctx).feedMode, now)
   return result
 }
 
@@ -139,7 +151,7 @@ export async function executeWrite(
   ctx: OperationContext,
   body: unknown,
   slot: SlotRelease = NO_SLOT,
-): Promise<{ status: 200 | 201; body: unknown }> {
+): Promise<{ status: 200 | 201; body: unknown; validated: true }> {
   let appended = false
   // (6) The request's concurrency slot is freed by this transaction: free exactly when the write commits.
   const answer = await inRequestTransaction(store, slot, async (tx) => {
@@ -147,45 +159,81 @@ export async function executeWrite(
     const result = await runOperation(uow, op, ctx, body, isoNow(clock))
     await uow.flush()
     appended = uow.feedAppended
-    return { status: result.status, body: op.response.parse(await result.body()) }
+    return { status: result.status, body: op.response.parse(await result.body()), validated: true as const }
   })
   // (7) After COMMIT, told and never waited for: the answer is already decided.
   if (appended) onFeedAppended?.()
   return answer
 }
 
-/** The PUT route of a write operation: path `{base}/:{idParam}`, 201 created / 200 replaced or retried. */
-export function putRoute(
+/** What a write route answers with each status, when the defaults of its method do not say it. */
+const DEFAULT_ANSWERS: Record<WriteMethod, Partial<Record<200 | 201, string>>> = {
+  PUT: { 201: 'Created', 200: 'Replaced, or an identical retry' },
+  POST: { 200: 'Done, or already done' },
+  PATCH: { 200: 'Updated, or a safe no-op' },
+  DELETE: { 200: 'Deleted, or already deleted' },
+}
+
+type WriteMethod = 'PUT' | 'POST' | 'PATCH' | 'DELETE'
+
+/**
+ * The route of a write operation, derived from it: the operation's body schema is the route's, its scopes the
+ * route's authorization, its response schema every success status's, and the handler is `executeWrite` (one
+ * transaction, the answer parsed once, before COMMIT). Every write route of the API is one of these (PUTs,
+ * PATCHes, commands and resolutions); `auth: 'operator'` makes it an operator route (the admin token, not in the
+ * public contract), whose operation runs with no grant.
+ */
+export function writeRoute(
   deps: RouteDeps,
   op: WriteOperation,
   meta: {
+    method: WriteMethod
     path: string
+    /** The path parameter naming the resource (the operation's `ctx.id`). */
     idParam: string
     params: z.ZodType
     operationId: string
     summary: string
+    description?: string
     tags: string[]
     problems: readonly ProblemCode[]
-    description?: string
+    /** JSON by default; a merge patch declares `application/merge-patch+json`. */
+    mediaType?: MediaType
+    /** A command that takes no body may be sent none. */
+    optionalBody?: boolean
+    /** The success statuses and their descriptions; the method's defaults otherwise. */
+    answers?: Partial<Record<200 | 201, string>>
+    auth?: 'operator'
   },
 ): RouteDef {
+  const answers = meta.answers ?? DEFAULT_ANSWERS[meta.method]
+  const responses: Record<number, { schema: z.ZodType; description: string }> = {}
+  for (const [status, description] of Object.entries(answers)) responses[Number(status)] = { schema: op.response, description }
+  const operator = meta.auth === 'operator'
   return defineRoute({
-    method: 'PUT',
+    method: meta.method,
     path: meta.path,
     operationId: meta.operationId,
     summary: meta.summary,
     ...(meta.description ? { description: meta.description } : {}),
     tags: meta.tags,
-    auth: { kind: 'api_key', scopes: op.scopes },
+    auth: operator ? { kind: 'admin' } : { kind: 'api_key', scopes: op.scopes },
     params: meta.params,
-    body: { schema: op.body, mediaType: 'application/json' },
-    responses: {
-      201: { schema: op.response, description: 'Created' },
-      200: { schema: op.response, description: 'Replaced, or an identical retry' },
-    },
+    body: { schema: op.body, mediaType: meta.mediaType ?? 'application/json', ...(meta.optionalBody ? { optional: true } : {}) },
+    responses,
     problems: meta.problems,
-    public: true,
-    handler: async ({ clientCode, grant, params, body, slot }) =>
-      executeWrite(deps, op, { clientCode, grant, id: String((params as Record<string, unknown>)[meta.idParam]) }, body, slot),
+    public: !operator,
+    handler: async ({ clientCode, grant, params, body, slot }) => {
+      const path = params as Record<string, unknown>
+      const named: Record<string, string> = {}
+      for (const [key, value] of Object.entries(path)) named[key] = String(value)
+      const ctx: OperationContext = {
+        clientCode: operator ? String(path.clientCode) : clientCode,
+        grant: operator ? null : grant,
+        id: String(path[meta.idParam]),
+        params: named,
+      }
+      return executeWrite(deps, op, ctx, body, slot)
+    },
   })
 }

@@ -1,6 +1,6 @@
 import { ClientParams, ListQuery } from '../../http/common-schemas.ts'
 import { defineRoute, type RouteDef } from '../../http/route.ts'
-import { putRoute, type RouteDeps } from '../operations.ts'
+import { type RouteDeps, writeRoute } from '../operations.ts'
 import { CustomerList, CustomerParams, CustomerPatch, CustomerResponse } from './schema.ts'
 import type { CustomerService } from './service.ts'
 
@@ -8,7 +8,8 @@ const base = '/v1/clients/:clientCode/customers'
 
 export function customerRoutes(deps: RouteDeps, customers: CustomerService): RouteDef[] {
   return [
-    putRoute(deps, customers.putOperation, {
+    writeRoute(deps, customers.putOperation, {
+      method: 'PUT',
       path: `${base}/:externalCustomerId`,
       idParam: 'externalCustomerId',
       params: CustomerParams,

@@ -1,5 +1,5 @@
 import { defineRoute, type RouteDef } from '../../http/route.ts'
-import { putRoute, type RouteDeps } from '../operations.ts'
+import { type RouteDeps, writeRoute } from '../operations.ts'
 import { EventParams, EventResponse, FAMILIES, type Family } from './schema.ts'
 import type { FinancialEventService } from './service.ts'
 
@@ -8,7 +8,8 @@ export function financialEventRoutes(deps: RouteDeps, events: FinancialEventServ
     const f = FAMILIES[family]
     const path = `/v1/clients/:clientCode/${f.segment}/:externalEventId`
     return [
-      putRoute(deps, events.operations[family], {
+      writeRoute(deps, events.operations[family], {
+        method: 'PUT',
         path,
         idParam: 'externalEventId',
         params: EventParams,

@@ -1,5 +1,5 @@
 import { defineRoute, type RouteDef } from '../../http/route.ts'
-import { putRoute, type RouteDeps } from '../operations.ts'
+import { type RouteDeps, writeRoute } from '../operations.ts'
 import { PaymentObservationParams, PaymentObservationResponse } from './schema.ts'
 import type { PaymentObservationService } from './service.ts'
 
@@ -7,7 +7,8 @@ const path = '/v1/clients/:clientCode/payment-observations/:externalEventId'
 
 export function paymentObservationRoutes(deps: RouteDeps, observations: PaymentObservationService): RouteDef[] {
   return [
-    putRoute(deps, observations.put, {
+    writeRoute(deps, observations.put, {
+      method: 'PUT',
       path,
       idParam: 'externalEventId',
       params: PaymentObservationParams,

@@ -1,7 +1,7 @@
 import type { z } from 'zod'
 import { ClientParams } from '../../http/common-schemas.ts'
 import { defineRoute, type RouteDef } from '../../http/route.ts'
-import { putRoute, type RouteDeps } from '../operations.ts'
+import { type RouteDeps, writeRoute } from '../operations.ts'
 import {
   CloseCommand,
   PauseCommand,
@@ -25,7 +25,8 @@ const commands: { command: LifecycleCommand; body: z.ZodType; summary: string }[
 
 export function receivableRoutes(deps: RouteDeps, receivables: ReceivableService): RouteDef[] {
   return [
-    putRoute(deps, receivables.put, {
+    writeRoute(deps, receivables.put, {
+      method: 'PUT',
       path: `${base}/:externalReceivableId`,
       idParam: 'externalReceivableId',
       params: ReceivableParams,

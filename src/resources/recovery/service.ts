@@ -5,7 +5,7 @@ import { isoNow } from '../../domain/time.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
 import type { SlotRelease } from '../../store/transactions.ts'
-import { defineOperation, executeWrite, type OperationContext, type RouteDeps } from '../operations.ts'
+import { defineOperation, executeWrite, grantOf, type OperationContext, type RouteDeps } from '../operations.ts'
 import type { ReceivableStore } from '../receivables/store.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import { InstructionResponse, InstructionWrite } from './schema.ts'
@@ -121,7 +121,7 @@ export function createRecoveryService(deps: RecoveryServiceDeps) {
     body: InstructionWrite,
     response: InstructionResponse,
     source: true,
-    run: (uow: UnitOfWork, { clientCode, grant, id }: OperationContext, body: InstructionWrite) => write(uow, clientCode, grant, id, body),
+    run: (uow: UnitOfWork, ctx: OperationContext, body: InstructionWrite) => write(uow, ctx.clientCode, grantOf(ctx), ctx.id, body),
   })
 
   return {

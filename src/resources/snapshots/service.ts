@@ -7,7 +7,7 @@ import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
 import type { SlotRelease } from '../../store/transactions.ts'
 import type { BookStore } from '../book/store.ts'
-import { defineOperation, executeWrite, type OperationContext, type RouteDeps } from '../operations.ts'
+import { defineOperation, executeWrite, grantOf, type OperationContext, type RouteDeps } from '../operations.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import { BalanceSnapshot, BalanceSnapshotWrite } from './schema.ts'
 import {
@@ -49,7 +49,9 @@ export function createSnapshotService(deps: SnapshotServiceDeps) {
     body: BalanceSnapshotWrite,
     response: BalanceSnapshot,
     source: true,
-    async run(uow: UnitOfWork, { clientCode, grant, id }: OperationContext, body: BalanceSnapshotWrite) {
+    async run(uow: UnitOfWork, ctx: OperationContext, body: BalanceSnapshotWrite) {
+      const { clientCode, id } = ctx
+      const grant = grantOf(ctx)
       const { tx } = uow
       await lockIdentity(tx, clientCode, 'snapshot', 'sequence')
       const existing = await findSnapshot(tx, clientCode, id)
