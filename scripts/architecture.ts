@@ -1,6 +1,7 @@
 /**
  * The shape of src/, measured: the folder-level import graph with its cycles, the imports that run back up the
- * layers, SQL call sites outside store modules, files per folder and the largest functions. `npm run
+ * layers, SQL call sites outside store modules, the ways a transaction is opened, files per folder and the largest
+ * functions. `npm run
  * architecture` prints the report; test/architecture.test.ts holds the tree to the rules it checks.
  *
  * A "unit" is a folder of src/ (a resource family counts as its own unit: `resources/receivables`); files at
@@ -148,6 +149,72 @@ export function querySitesOutsideStores(files: readonly SourceFile[]): { path: s
   return out
 }
 
+/**
+ * The two ways to open a transaction outside src/store/ (docs/decisions.md, "The unit of work"): a request's write
+ * (`executeWrite`) and every other transaction (`inUnitOfWork`: workers, sweepers, operator actions, the seed).
+ * Each is a function of the file named; only its body opens a transaction or makes a unit of work.
+ */
+export const TRANSACTION_IDIOMS = [
+  { name: 'executeWrite', path: 'resources/operations.ts', for: 'requests' },
+  { name: 'inUnitOfWork', path: 'resources/unit-of-work.ts', for: 'workers, operators' },
+] as const
+
+export interface TransactionSite {
+  path: string
+  line: number
+  /** `.transaction(`, `inRequestTransaction(` or `new UnitOfWork(`. */
+  what: string
+}
+
+/** Every opening of a transaction or of a unit of work, with the top-level function it is in. */
+function transactionOpenings(files: readonly SourceFile[], root: string) {
+  const out: (TransactionSite & { file: string; inFunction: string | undefined })[] = []
+  for (const f of files) {
+    const file = relative(root, f.path)
+    if (file.startsWith('store/')) continue
+    const sf = ts.createSourceFile(f.path, f.text, ts.ScriptTarget.Latest, true)
+    const visit = (n: ts.Node, inFunction: string | undefined) => {
+      let what: string | undefined
+      if (ts.isCallExpression(n)) {
+        const callee = n.expression
+        if (ts.isPropertyAccessExpression(callee) && callee.name.text === 'transaction') what = '.transaction('
+        else if (ts.isIdentifier(callee) && callee.text === 'inRequestTransaction') what = 'inRequestTransaction('
+      } else if (ts.isNewExpression(n) && ts.isIdentifier(n.expression) && n.expression.text === 'UnitOfWork') what = 'new UnitOfWork('
+      if (what) {
+        const line = sf.getLineAndCharacterOfPosition(n.getStart(sf)).line + 1
+        out.push({ path: f.path, line, what, file, inFunction })
+      }
+      const name = ts.isFunctionDeclaration(n) && n.name && inFunction === undefined ? n.name.text : inFunction
+      ts.forEachChild(n, (c) => visit(c, name))
+    }
+    visit(sf, undefined)
+  }
+  return out
+}
+
+/** Transactions and units of work opened outside src/store/ and outside the bodies of the two idioms. */
+export function transactionSitesOutsideIdioms(files: readonly SourceFile[], root = 'src'): TransactionSite[] {
+  return transactionOpenings(files, root)
+    .filter((s) => !TRANSACTION_IDIOMS.some((i) => i.path === s.file && i.name === s.inFunction))
+    .map(({ path, line, what }) => ({ path, line, what }))
+}
+
+/** Call sites of each idiom, by name. */
+export function transactionIdiomUses(files: readonly SourceFile[]): Map<string, number> {
+  const uses = new Map<string, number>(TRANSACTION_IDIOMS.map((i) => [i.name, 0]))
+  for (const f of files) {
+    const sf = ts.createSourceFile(f.path, f.text, ts.ScriptTarget.Latest, false)
+    const visit = (n: ts.Node) => {
+      if (ts.isCallExpression(n) && ts.isIdentifier(n.expression) && uses.has(n.expression.text)) {
+        uses.set(n.expression.text, (uses.get(n.expression.text) as number) + 1)
+      }
+      ts.forEachChild(n, visit)
+    }
+    visit(sf)
+  }
+  return uses
+}
+
 export interface FunctionSize {
   path: string
   name: string
@@ -204,4 +271,17 @@ if (process.argv[1] && resolve(process.argv[1]) === resolve(import.meta.dirname 
   const byFile = new Map<string, number>()
   for (const s of sites) byFile.set(s.path, (byFile.get(s.path) ?? 0) + 1)
   console.log(`query sites outside stores: ${sites.length} in ${byFile.size} files${[...byFile].map(([p, n]) => `\n  ${p} ${n}`).join('')}`)
+  // Each idiom in use counts, and so does each other way a transaction or a unit of work is opened.
+  const uses = transactionIdiomUses(files)
+  const elsewhere = transactionSitesOutsideIdioms(files, root)
+  const otherKinds = new Map<string, string[]>()
+  for (const s of elsewhere) otherKinds.set(s.what, [...(otherKinds.get(s.what) ?? []), `${s.path}:${s.line}`])
+  const inUse = TRANSACTION_IDIOMS.filter((i) => (uses.get(i.name) ?? 0) > 0)
+  console.log(
+    `transaction idioms: ${inUse.length + otherKinds.size}${TRANSACTION_IDIOMS.map((i) => `\n  ${i.name} (${i.for}): ${uses.get(i.name)} call sites`).join('')}${[
+      ...otherKinds,
+    ]
+      .map(([what, at]) => `\n  ${what} outside both: ${at.length} (${at.join(', ')})`)
+      .join('')}`,
+  )
 }

@@ -7,7 +7,7 @@ import { existingCustomerIds } from './resources/customers/store.ts'
 import { executeWrite, runOperation } from './resources/operations.ts'
 import { RECEIVABLE_EXAMPLE_ID, ReceivableWrite, receivableWriteExample } from './resources/receivables/schema.ts'
 import { findReceivableCore } from './resources/receivables/store.ts'
-import { UnitOfWork } from './resources/unit-of-work.ts'
+import { inUnitOfWork } from './resources/unit-of-work.ts'
 import { claimSetting } from './store/settings.ts'
 import type { Store } from './store/store.ts'
 
@@ -50,11 +50,11 @@ async function seedAccess(store: Store, app: App, clock: Clock): Promise<{ apiKe
 /**
  * Written through the Receivable's own write operation under the demo grant, as its PUT would be. The claim
  * and the write share one transaction; a demo whose grant, Customer or Receivable was changed since is left
- * as it is.
+ * as it is. The unit of work is flushed before COMMIT (inUnitOfWork).
  */
 async function seedReceivable(store: Store, app: App, clock: Clock): Promise<void> {
-  await store.transaction(async (tx) => {
-    const uow = new UnitOfWork(tx)
+  await inUnitOfWork(store, async (uow) => {
+    const { tx } = uow
     if (!(await claimSetting(tx, 'demo_receivable_seeded', 'true'))) return
     const grant = await loadActiveGrant(tx, DEMO_INTEGRATION, DEMO_CLIENT)
     if (!grant?.scopes.has('receivables:write')) return
@@ -67,6 +67,5 @@ async function seedReceivable(store: Store, app: App, clock: Clock): Promise<voi
       ReceivableWrite.parse(receivableWriteExample),
       isoNow(clock),
     )
-    await uow.flush()
   })
 }

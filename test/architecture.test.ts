@@ -8,6 +8,9 @@ import {
   querySitesOutsideStores,
   readSources,
   type SourceFile,
+  TRANSACTION_IDIOMS,
+  transactionIdiomUses,
+  transactionSitesOutsideIdioms,
   unitCycles,
   unitOf,
   upwardImports,
@@ -15,8 +18,9 @@ import {
 
 /**
  * The shape of src/ (docs/decisions.md, "The import graph"): no folder-level cycle, no import running back up the
- * layers of scripts/architecture.ts, and no SQL statement sent outside a store module. `npm run architecture`
- * prints the same measures with the largest functions and files per folder.
+ * layers of scripts/architecture.ts, no SQL statement sent outside a store module, and two ways to open a
+ * transaction (docs/decisions.md, "The unit of work"). `npm run architecture` prints the same measures with the
+ * largest functions and files per folder.
  */
 const ROOT = relative(process.cwd(), join(import.meta.dirname, '..', 'src')) || 'src'
 const files = readSources(ROOT)
@@ -42,6 +46,19 @@ describe('the import graph of src/', () => {
   it('sends SQL only from store modules (store.ts, *-store.ts, src/store/)', () => {
     const sites = querySitesOutsideStores(files).map((s) => `${s.path}:${s.line}`)
     assert.deepEqual(sites, [])
+  })
+})
+
+describe('the transactions of src/', () => {
+  it('are opened only in src/store/, in executeWrite (requests) and in inUnitOfWork (everything else)', () => {
+    // `.transaction(`, `inRequestTransaction(` and `new UnitOfWork(` anywhere else is a third idiom.
+    const sites = transactionSitesOutsideIdioms(files, ROOT).map((s) => `${s.path}:${s.line} ${s.what}`)
+    assert.deepEqual(sites, [])
+  })
+
+  it('has both idioms in use', () => {
+    const uses = transactionIdiomUses(files)
+    for (const idiom of TRANSACTION_IDIOMS) assert.ok((uses.get(idiom.name) ?? 0) > 0, `${idiom.name} has no caller`)
   })
 })
 
@@ -71,5 +88,42 @@ describe('the checks themselves', () => {
       src('store/locks.ts', "await tx.query('SELECT 1')\n"),
     ]
     assert.deepEqual(querySitesOutsideStores(fake), [{ path: 'fake/admin/service.ts', line: 1 }])
+  })
+
+  it('finds a transaction or a unit of work opened outside the two idioms, and leaves theirs and src/store/ alone', () => {
+    const fake = [
+      src(
+        'admin/service.ts',
+        'await store.transaction(async (tx) => new UnitOfWork(tx))\n// store.transaction( in a comment\nawait deps.store.transaction((tx) => f(tx))\n',
+      ),
+      src(
+        'resources/operations.ts',
+        'export async function executeWrite() {\n  return inRequestTransaction(store, slot, async (tx) => new UnitOfWork(tx))\n}\nfunction other() {\n  return inRequestTransaction(store, slot, f)\n}\n',
+      ),
+      src(
+        'resources/unit-of-work.ts',
+        'export async function inUnitOfWork() {\n  return store.transaction(async (tx) => { const uow = new UnitOfWork(tx) })\n}\nconst x = () => store.transaction(f)\n',
+      ),
+      src('resources/payments/service.ts', 'function executeWrite() {\n  return store.transaction(f)\n}\nawait inUnitOfWork(store, f)\n'),
+      src('store/transactions.ts', 'export function inRequestTransaction() {\n  return store.transaction(f)\n}\n'),
+    ]
+    assert.deepEqual(
+      transactionSitesOutsideIdioms(fake, 'fake').map((s) => `${s.path}:${s.line} ${s.what}`),
+      [
+        'fake/admin/service.ts:1 .transaction(',
+        'fake/admin/service.ts:1 new UnitOfWork(',
+        'fake/admin/service.ts:3 .transaction(',
+        'fake/resources/operations.ts:5 inRequestTransaction(',
+        'fake/resources/unit-of-work.ts:4 .transaction(',
+        'fake/resources/payments/service.ts:2 .transaction(',
+      ],
+    )
+    assert.deepEqual(
+      [...transactionIdiomUses(fake)],
+      [
+        ['executeWrite', 0],
+        ['inUnitOfWork', 1],
+      ],
+    )
   })
 })

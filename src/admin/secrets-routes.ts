@@ -4,6 +4,7 @@ import type { Clock } from '../domain/time.ts'
 import { isoNow } from '../domain/time.ts'
 import { defineRoute, type RouteDef } from '../http/route.ts'
 import { recordAudit } from '../resources/audit/store.ts'
+import { inUnitOfWork } from '../resources/unit-of-work.ts'
 import { type EncryptedColumns, type RewrapResult, rewrapAll } from '../store/secret-keys.ts'
 import type { Store } from '../store/store.ts'
 import { EmptyBody } from './schema.ts'
@@ -39,7 +40,7 @@ export function createSecretRewrap({ store, clock, keyRing, tables }: SecretRewr
     async byOperator(): Promise<RewrapResult> {
       const ring = await keyRing()
       const result = await rewrapAll(store, ring, tables)
-      await store.transaction((tx) =>
+      await inUnitOfWork(store, ({ tx }) =>
         recordAudit(tx, {
           action: 'secrets.rewrapped',
           clientCode: null,

@@ -19,6 +19,7 @@ import { Problem } from '../domain/problems.ts'
 import { type Clock, isoNow, Timestamp } from '../domain/time.ts'
 import { listAuditEvents, recordAudit } from '../resources/audit/store.ts'
 import { recordClientFact } from '../resources/holds/client-facts-store.ts'
+import { inUnitOfWork } from '../resources/unit-of-work.ts'
 import type { Queryable, Store, Tx } from '../store/store.ts'
 import { ApiKeyParams, type GrantPut } from './schema.ts'
 import {
@@ -108,7 +109,7 @@ export function createAdminService({ store, clock, environment, onGrantRevoked, 
   return {
     async putClient(clientCode: string, body: { name?: string; collectionEnabled?: boolean }) {
       let factRecorded = false
-      const result = await store.transaction(async (tx) => {
+      const result = await inUnitOfWork(store, async ({ tx }) => {
         const now = isoNow(clock)
         // Locked: two concurrent toggles must see each other, or both would record a fact for one change.
         const existing = await findClient(tx, clientCode, true)
@@ -143,7 +144,7 @@ export function createAdminService({ store, clock, environment, onGrantRevoked, 
     },
 
     putIntegration(integrationId: string, body: { name: string }) {
-      return store.transaction(async (tx) => {
+      return inUnitOfWork(store, async ({ tx }) => {
         const now = isoNow(clock)
         const existing = await findIntegration(tx, integrationId)
         const row = await upsertIntegration(tx, integrationId, body.name, now)
@@ -162,7 +163,7 @@ export function createAdminService({ store, clock, environment, onGrantRevoked, 
 
     /** The key is returned once; only its digest is stored. */
     createApiKey(integrationId: string) {
-      return store.transaction(async (tx) => {
+      return inUnitOfWork(store, async ({ tx }) => {
         if (!(await findIntegration(tx, integrationId))) {
           throw new Problem('integration_not_found', `No integration ${integrationId}.`)
         }
@@ -192,7 +193,7 @@ export function createAdminService({ store, clock, environment, onGrantRevoked, 
 
     /** Idempotent: revoking a revoked key answers the key as it is, and changes and records nothing. */
     revokeApiKey(apiKeyId: string) {
-      return store.transaction(async (tx) => {
+      return inUnitOfWork(store, async ({ tx }) => {
         const now = isoNow(clock)
         const row = await revokeApiKey(tx, apiKeyId, now)
         if (!row) {
@@ -215,7 +216,7 @@ export function createAdminService({ store, clock, environment, onGrantRevoked, 
 
     /** Replace semantics: omitted settings take their defaults. Re-activates a revoked grant. */
     putGrant(integrationId: string, clientCode: string, body: GrantPut) {
-      return store.transaction(async (tx) => {
+      return inUnitOfWork(store, async ({ tx }) => {
         if (!(await findIntegration(tx, integrationId))) throw new Problem('integration_not_found', `No integration ${integrationId}.`)
         if (!(await findClient(tx, clientCode))) throw new Problem('client_not_found', `No client ${clientCode}.`)
         const now = isoNow(clock)
@@ -244,7 +245,7 @@ export function createAdminService({ store, clock, environment, onGrantRevoked, 
 
     /** Idempotent like a key's revocation: revoking a revoked grant answers it as it is, and changes and records nothing. */
     revokeGrant(integrationId: string, clientCode: string) {
-      return store.transaction(async (tx) => {
+      return inUnitOfWork(store, async ({ tx }) => {
         const now = isoNow(clock)
         const row = await revokeGrant(tx, integrationId, clientCode, now)
         if (!row) {
@@ -351,7 +352,7 @@ export function createAdminService({ store, clock, environment, onGrantRevoked, 
      */
     resetClient(clientCode: string) {
       if (environment !== 'sandbox') throw new Problem('route_not_found', 'A client reset exists only in sandbox.')
-      return store.transaction(async (tx) => {
+      return inUnitOfWork(store, async ({ tx }) => {
         if (!(await findClient(tx, clientCode, true))) throw new Problem('client_not_found', `No client ${clientCode}.`)
         const deleted = await deleteClientData(tx, clientCode)
         const now = isoNow(baseClock)

@@ -28,6 +28,8 @@ export interface OperationContext {
   id: string
   /** The path's other parameters, for operations whose resource is named by more than one (a refund of a request). */
   params?: Readonly<Record<string, string>>
+  /** An operator acts (an `operator` write route): an operation that audits operator actions records one. */
+  operator?: true
 }
 
 /** The grant of an operation only an Integration runs (one with scopes): its absence is a programming error. */
@@ -37,9 +39,12 @@ export function grantOf(ctx: OperationContext): Grant {
 }
 
 export interface OperationResult {
-  status: 200 | 201
+  /** 202: the write queued work (a batch), nothing of it accepted yet. */
+  status: 200 | 201 | 202
   /** The response, rendered on demand inside the transaction after the flush: a batch record needs only the status. */
   body: () => Promise<unknown>
+  /** Told after COMMIT (a queued batch wakes its runner), never inside the transaction and never waited for. */
+  afterCommit?: () => void
 }
 
 export interface WriteOperation<S extends z.ZodType = z.ZodType> {
@@ -48,9 +53,21 @@ export interface WriteOperation<S extends z.ZodType = z.ZodType> {
   /** The batch record kind, for the operations a batch may carry; a name for the others. */
   kind: RecordKind | (string & {})
   scopes: readonly Scope[]
+  /**
+   * Further scopes the body needs (a batch needs the write scope of each record kind it carries): the route
+   * checks them, after the body is valid and before the transaction opens.
+   */
+  scopesFor?(body: z.output<S>): readonly Scope[]
   body: S
   /** What the write answers; the answer is parsed against it before COMMIT (a misfit rolls the write back). */
   response: z.ZodType
+  /** A status whose answer has a schema of its own (a webhook endpoint's 201 shows its secret): `response` otherwise. */
+  responses?: Partial<Record<200 | 201 | 202, z.ZodType>>
+  /**
+   * Work that must hold no connection (a DNS lookup, loading a key ring), run by `executeWrite` before its
+   * transaction opens; it may refuse the write (a Problem).
+   */
+  before?(ctx: OperationContext, body: z.output<S>): Promise<void>
   /** A Source write records that the Source was heard from (lastReceivedAt, and the stale-to-fresh flip). */
   source: boolean
   run(uow: UnitOfWork, ctx: OperationContext, body: z.output<S>): Promise<OperationResult>
@@ -151,23 +168,27 @@ export async function executeWrite(
   ctx: OperationContext,
   body: unknown,
   slot: SlotRelease = NO_SLOT,
-): Promise<{ status: 200 | 201; body: unknown; validated: true }> {
+): Promise<{ status: 200 | 201 | 202; body: unknown; validated: true }> {
+  await op.before?.(ctx, body)
   let appended = false
   // (6) The request's concurrency slot is freed by this transaction: free exactly when the write commits.
-  const answer = await inRequestTransaction(store, slot, async (tx) => {
+  const { answer, afterCommit } = await inRequestTransaction(store, slot, async (tx) => {
     const uow = new UnitOfWork(tx)
     const result = await runOperation(uow, op, ctx, body, isoNow(clock))
     await uow.flush()
     appended = uow.feedAppended
-    return { status: result.status, body: op.response.parse(await result.body()), validated: true as const }
+    const parsed = (op.responses?.[result.status] ?? op.response).parse(await result.body())
+    return { answer: { status: result.status, body: parsed, validated: true as const }, afterCommit: result.afterCommit }
   })
-  // (7) After COMMIT, told and never waited for: the answer is already decided.
+  // (7) After COMMIT, told and never waited for: the answer is already decided (the feed's wake-up, the operation's own).
   if (appended) onFeedAppended?.()
+  afterCommit?.()
   return answer
 }
 
 /** What a write route answers with each status, when the defaults of its method do not say it. */
-const DEFAULT_ANSWERS: Record<WriteMethod, Partial<Record<200 | 201, string>>> = {
+type Answers = Partial<Record<200 | 201 | 202, string>>
+const DEFAULT_ANSWERS: Record<WriteMethod, Answers> = {
   PUT: { 201: 'Created', 200: 'Replaced, or an identical retry' },
   POST: { 200: 'Done, or already done' },
   PATCH: { 200: 'Updated, or a safe no-op' },
@@ -177,9 +198,9 @@ const DEFAULT_ANSWERS: Record<WriteMethod, Partial<Record<200 | 201, string>>> =
 type WriteMethod = 'PUT' | 'POST' | 'PATCH' | 'DELETE'
 
 /**
- * The route of a write operation, derived from it: the operation's body schema is the route's, its scopes the
- * route's authorization, its response schema every success status's, and the handler is `executeWrite` (one
- * transaction, the answer parsed once, before COMMIT). Every write route of the API is one of these (PUTs,
+ * The route of a write operation, derived from it: the operation's body schema is the route's, its scopes (with
+ * those its body adds, `scopesFor`) the route's authorization, its response schema every success status's, and
+ * the handler is `executeWrite` (one transaction, the answer parsed once, before COMMIT). Every write route of the API is one of these (PUTs,
  * PATCHes, commands and resolutions); `auth: 'operator'` makes it an operator route (the admin token, not in the
  * public contract), whose operation runs with no grant.
  */
@@ -201,14 +222,17 @@ export function writeRoute(
     mediaType?: MediaType
     /** A command that takes no body may be sent none. */
     optionalBody?: boolean
+    /** A command that takes no body declares none (one sent is read as JSON, then ignored). */
+    noBody?: boolean
     /** The success statuses and their descriptions; the method's defaults otherwise. */
-    answers?: Partial<Record<200 | 201, string>>
+    answers?: Answers
     auth?: 'operator'
   },
 ): RouteDef {
   const answers = meta.answers ?? DEFAULT_ANSWERS[meta.method]
   const responses: Record<number, { schema: z.ZodType; description: string }> = {}
-  for (const [status, description] of Object.entries(answers)) responses[Number(status)] = { schema: op.response, description }
+  for (const [status, description] of Object.entries(answers))
+    responses[Number(status)] = { schema: op.responses?.[Number(status) as 200] ?? op.response, description }
   const operator = meta.auth === 'operator'
   return defineRoute({
     method: meta.method,
@@ -219,11 +243,14 @@ export function writeRoute(
     tags: meta.tags,
     auth: operator ? { kind: 'admin' } : { kind: 'api_key', scopes: op.scopes },
     params: meta.params,
-    body: { schema: op.body, mediaType: meta.mediaType ?? 'application/json', ...(meta.optionalBody ? { optional: true } : {}) },
+    ...(meta.noBody
+      ? {}
+      : { body: { schema: op.body, mediaType: meta.mediaType ?? 'application/json', ...(meta.optionalBody ? { optional: true } : {}) } }),
     responses,
     problems: meta.problems,
     public: !operator,
-    handler: async ({ clientCode, grant, params, body, slot }) => {
+    handler: async ({ clientCode, grant, params, body, slot, requireScopes }) => {
+      if (op.scopesFor) requireScopes(op.scopesFor(body))
       const path = params as Record<string, unknown>
       const named: Record<string, string> = {}
       for (const [key, value] of Object.entries(path)) named[key] = String(value)
@@ -232,6 +259,7 @@ export function writeRoute(
         grant: operator ? null : grant,
         id: String(path[meta.idParam]),
         params: named,
+        ...(operator ? { operator: true as const } : {}),
       }
       return executeWrite(deps, op, ctx, body, slot)
     },

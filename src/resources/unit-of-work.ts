@@ -19,8 +19,9 @@ import { bumpReceivableRevisions, type HoldSnapshot, holdSnapshot } from './hold
  *   revisions follow in the background, except those this unit of work changed, which the feed statement
  *   brings up to the client's last fact (one revision per Receivable per write, facts included).
  *
- * Whoever opened the transaction flushes it, visibly, before COMMIT: `runOperation` (src/resources/operations.ts)
- * for every write, the batch runner once per chunk. Nothing is kept per transaction anywhere else.
+ * Whoever opened the transaction flushes it, visibly, before COMMIT: `executeWrite` (src/resources/operations.ts)
+ * for a request's write, `inUnitOfWork` (below) for every other transaction, a batch chunk's included. Nothing is
+ * kept per transaction anywhere else.
  */
 export class UnitOfWork {
   /** Events in append order, by client. A list per client, appended in place: linear in the number of events. */
@@ -192,8 +193,12 @@ export interface UnitOfWorkMark {
 }
 
 /**
- * A transaction with a unit of work, flushed before COMMIT: for writes that are not a WriteOperation
- * (workers, sweepers, operator actions). `fn`'s result is returned after the flush.
+ * The one way to open a transaction outside a request (a request's write is `executeWrite`,
+ * src/resources/operations.ts): workers, sweepers, operator actions, the seed. The transaction comes with a unit of
+ * work, flushed before COMMIT; `fn`'s result is returned once committed, and `onFeedAppended` is told then (never
+ * inside the transaction) when the flush appended change-feed events. A transaction that buffers nothing (an
+ * operator write and its audit row, a delivery's lease) flushes nothing: no statement. test/architecture.test.ts
+ * holds the tree to these two: no other `.transaction(` or `new UnitOfWork(` outside src/store/.
  */
 export async function inUnitOfWork<T>(store: Store, fn: (uow: UnitOfWork) => Promise<T>, onFeedAppended?: () => void): Promise<T> {
   let appended = false

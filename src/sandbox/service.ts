@@ -6,6 +6,7 @@ import type { Freshness } from '../resources/freshness/service.ts'
 import { allSourceActivity } from '../resources/holds/source-activity-store.ts'
 import { sweepExpiredPaymentRequests } from '../resources/payment-requests/expiry.ts'
 import { retainClient } from '../resources/retention/service.ts'
+import { inUnitOfWork } from '../resources/unit-of-work.ts'
 import type { Queryable, Store } from '../store/store.ts'
 import type { SandboxClock } from './clock.ts'
 import { durationMs, type SandboxClockAdvance, type SandboxClockView } from './schema.ts'
@@ -70,7 +71,7 @@ export function createSandboxClockService({ store, sandbox, freshness, drainClie
       if ((body.by === undefined) === (body.to === undefined)) {
         throw fieldProblem(body.by === undefined ? '' : '/to', 'custom', 'give exactly one of `by` (a duration) or `to` (an instant)')
       }
-      await store.transaction(async (tx) => {
+      await inUnitOfWork(store, async ({ tx }) => {
         await lockClient(tx, clientCode)
         const realNow = isoNow(base)
         const frozen = await findClock(tx, clientCode, true)
@@ -108,7 +109,7 @@ export function createSandboxClockService({ store, sandbox, freshness, drainClie
 
     /** Back to real time (idempotent; audited when the clock was stopped). Recorded times stay as they are. */
     async reset(clientCode: string): Promise<SandboxClockView> {
-      await store.transaction(async (tx) => {
+      await inUnitOfWork(store, async ({ tx }) => {
         await lockClient(tx, clientCode)
         const frozen = await findClock(tx, clientCode, true)
         if (!frozen) return

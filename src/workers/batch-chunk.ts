@@ -15,10 +15,10 @@ import {
 } from '../resources/batches/store.ts'
 import type { ChangeInput } from '../resources/feed/store.ts'
 import { type RecordKind, runOperation, type SetOperation, type SetOutcome, type WriteOperation } from '../resources/operations.ts'
-import { UnitOfWork, type UnitOfWorkMark } from '../resources/unit-of-work.ts'
+import { inUnitOfWork, type UnitOfWork, type UnitOfWorkMark } from '../resources/unit-of-work.ts'
 import { lockIdentities } from '../store/locks.ts'
 import { rollbackToSavepoint, setSavepoint } from '../store/savepoints.ts'
-import type { Store, Tx } from '../store/store.ts'
+import type { Store } from '../store/store.ts'
 import { errorClass, isTransientStoreError } from './batch-errors.ts'
 import { nextWave, type WaveItem } from './batch-waves.ts'
 
@@ -343,37 +343,49 @@ export interface ChunkResult {
   appendedFeed: boolean
 }
 
-/** The chunk's work inside its transaction, the lease held. */
-async function chunkInTransaction(deps: ChunkDeps, tx: Tx, batch: ClaimedBatch, token: string): Promise<ChunkResult> {
+/** The chunk's work inside its transaction, the lease held; its unit of work is flushed once, before COMMIT (inUnitOfWork). */
+async function chunkInTransaction(
+  deps: ChunkDeps,
+  uow: UnitOfWork,
+  batch: ClaimedBatch,
+  token: string,
+): Promise<Omit<ChunkResult, 'appendedFeed'>> {
+  const { tx } = uow
   const lease = await holdLease(tx, batch, token, deps.leaseSeconds)
-  if (!lease) return { more: false, decided: 0, appendedFeed: false }
+  if (!lease) return { more: false, decided: 0 }
   const { records } = lease
   const done = new Map(records.map((r) => [r.record_id, r.status]))
   const pending = records.filter((r) => r.status === 'pending').slice(0, deps.chunkSize)
   if (pending.length === 0) {
     await completeBatch(tx, batch, batchStatus(records.map((r) => r.status)), isoNow(deps.clock))
-    return { more: false, decided: 0, appendedFeed: false }
+    return { more: false, decided: 0 }
   }
   if (lease.failedAttempts >= deps.maxChunkFailures) {
     const given = notRun(records, done, lease.failedAttempts, lease.lastError ?? '')
     await saveOutcomes(tx, batch, given)
-    return { more: true, decided: given.length, appendedFeed: false }
+    return { more: true, decided: given.length }
   }
   const grant = await loadActiveGrant(tx, batch.integration_id, batch.client_code)
-  const uow = new UnitOfWork(tx)
   const outcomes = await runPending({ deps, uow, batch, grant, done, savepoints: 0 }, pending)
-  await uow.flush()
   await saveOutcomes(tx, batch, outcomes)
   if (lease.failedAttempts > 0) await clearChunkFailures(tx, batch)
   // The chunk that runs the last records completes the batch too: no transaction of its own for that.
   if (records.every((r) => done.get(r.record_id) !== 'pending')) {
     await completeBatch(tx, batch, batchStatus(records.map((r) => done.get(r.record_id))), isoNow(deps.clock))
-    return { more: false, decided: outcomes.length, appendedFeed: uow.feedAppended }
+    return { more: false, decided: outcomes.length }
   }
-  return { more: true, decided: outcomes.length, appendedFeed: uow.feedAppended }
+  return { more: true, decided: outcomes.length }
 }
 
 /** One chunk in one transaction; `more` is false when the batch is finished or the lease was lost. */
-export function runChunk(deps: ChunkDeps, batch: ClaimedBatch, token: string): Promise<ChunkResult> {
-  return deps.store.transaction((tx) => chunkInTransaction(deps, tx, batch, token))
+export async function runChunk(deps: ChunkDeps, batch: ClaimedBatch, token: string): Promise<ChunkResult> {
+  let appendedFeed = false
+  const result = await inUnitOfWork(
+    deps.store,
+    (uow) => chunkInTransaction(deps, uow, batch, token),
+    () => {
+      appendedFeed = true
+    },
+  )
+  return { ...result, appendedFeed }
 }

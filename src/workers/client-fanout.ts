@@ -7,7 +7,7 @@ import {
   recordFanoutFailure,
   saveFanoutProgress,
 } from '../resources/holds/client-facts-store.ts'
-import { UnitOfWork } from '../resources/unit-of-work.ts'
+import { inUnitOfWork } from '../resources/unit-of-work.ts'
 import type { Store } from '../store/store.ts'
 import { createWorker, type Worker } from './worker.ts'
 
@@ -70,40 +70,40 @@ export function createClientFanout(opts: ClientFanoutOptions): ClientFanout {
   async function runChunk(clientCode?: string, opt: { rethrow?: boolean } = {}): Promise<string | undefined> {
     let claimed: string | undefined
     try {
-      let appended = false
-      const client = await store.transaction(async (tx) => {
-        const f = await claimFanout(tx, clientCode)
-        if (!f) return undefined
-        claimed = f.client_code
-        const done = Number(f.done_seq)
-        let target = Number(f.target_seq)
-        let afterId = f.after_id ?? ''
-        let reached = Number(f.reached)
-        if (target <= done) {
-          // A new pass, to the client's last fact now.
-          target = Number(f.last_seq)
-          afterId = ''
-          reached = 0
-        }
-        const at = f.target_recorded_at ?? new Date().toISOString()
-        const uow = new UnitOfWork(tx)
-        const { events, lastId } = await advanceReceivables(tx, f.client_code, afterId, target, chunkSize, at)
-        uow.appendChanges(f.client_code, events)
-        await uow.flush()
-        appended = uow.feedAppended
-        reached += events.length
-        if (events.length === chunkSize) {
-          await saveFanoutProgress(tx, f.client_code, { targetSeq: target, afterId: lastId ?? afterId, reached })
-        } else if ((await receivablesBehind(tx, f.client_code, target)) === 0) {
-          await saveFanoutProgress(tx, f.client_code, { targetSeq: target, afterId: null, reached, doneSeq: target })
-        } else {
-          // The end of the pass, with Receivables a write held locked: another pass shortly.
-          await saveFanoutProgress(tx, f.client_code, { targetSeq: target, afterId: '', reached, retryInMs: revisitMs })
-        }
-        return f.client_code
-      })
-      if (appended) tell(opts.onFeedAppended)
-      return client
+      return await inUnitOfWork(
+        store,
+        async (uow) => {
+          const { tx } = uow
+          const f = await claimFanout(tx, clientCode)
+          if (!f) return undefined
+          claimed = f.client_code
+          const done = Number(f.done_seq)
+          let target = Number(f.target_seq)
+          let afterId = f.after_id ?? ''
+          let reached = Number(f.reached)
+          if (target <= done) {
+            // A new pass, to the client's last fact now.
+            target = Number(f.last_seq)
+            afterId = ''
+            reached = 0
+          }
+          const at = f.target_recorded_at ?? new Date().toISOString()
+          const { events, lastId } = await advanceReceivables(tx, f.client_code, afterId, target, chunkSize, at)
+          // Flushed before COMMIT (inUnitOfWork), after the progress below: the feed statement comes last.
+          uow.appendChanges(f.client_code, events)
+          reached += events.length
+          if (events.length === chunkSize) {
+            await saveFanoutProgress(tx, f.client_code, { targetSeq: target, afterId: lastId ?? afterId, reached })
+          } else if ((await receivablesBehind(tx, f.client_code, target)) === 0) {
+            await saveFanoutProgress(tx, f.client_code, { targetSeq: target, afterId: null, reached, doneSeq: target })
+          } else {
+            // The end of the pass, with Receivables a write held locked: another pass shortly.
+            await saveFanoutProgress(tx, f.client_code, { targetSeq: target, afterId: '', reached, retryInMs: revisitMs })
+          }
+          return f.client_code
+        },
+        () => tell(opts.onFeedAppended),
+      )
     } catch (err) {
       opts.onError?.(err)
       if (claimed) {

@@ -14,6 +14,7 @@ import {
   UnsafeDestinationError,
 } from '../http/destination.ts'
 import type { ClientClocks } from '../resources/client-clocks.ts'
+import { inUnitOfWork } from '../resources/unit-of-work.ts'
 import {
   type AttemptOutcome,
   claimDeliveries,
@@ -128,7 +129,7 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions): Worker 
   }
 
   async function deriveChunk(after: { clientCode: string; integrationId: string } | null, within: Within) {
-    return store.transaction(async (tx) => {
+    return inUnitOfWork(store, async ({ tx }) => {
       const chunk = await lockEnabledEndpoints(tx, after, 100)
       for (const e of chunk) {
         const now = within(e.client_code, nowIso)
@@ -155,7 +156,7 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions): Worker 
   type Reason = NonNullable<EndpointRow['disabled_reason']>
 
   async function disable(endpoint: EndpointRow, reason: Reason) {
-    await store.transaction(async (tx) => {
+    await inUnitOfWork(store, async ({ tx }) => {
       const now = nowIso()
       if (!(await disableIn(tx, endpoint, reason, now))) return
       // The integrator has to act (a new secret): the delivery log says why nothing goes out.

@@ -1,31 +1,26 @@
 import { defineRoute, type RouteDef } from '../../http/route.ts'
-import { BatchParams, BatchResponse, BatchWrite } from './schema.ts'
-import { type BatchService, type OperationsByKind, scopesForKinds } from './service.ts'
+import { type RouteDeps, writeRoute } from '../operations.ts'
+import { BatchParams, BatchResponse } from './schema.ts'
+import type { BatchService } from './service.ts'
 
 const path = '/v1/clients/:clientCode/batches/:externalBatchId'
 
-export function batchRoutes(batches: BatchService, operations: OperationsByKind): RouteDef[] {
+export function batchRoutes(deps: RouteDeps, batches: BatchService): RouteDef[] {
   return [
-    defineRoute({
+    writeRoute(deps, batches.submitOperation, {
       method: 'PUT',
       path,
+      idParam: 'externalBatchId',
+      params: BatchParams,
       operationId: 'putBatch',
       summary: 'Queue up to 100 records for asynchronous processing',
       description:
         'Needs the write scope of every kind in the batch. 202 acknowledges queued work only, never that a record was accepted; poll the GET. Each record runs exactly as its synchronous PUT would, in array order.',
       tags: ['Batches'],
-      auth: { kind: 'api_key', scopes: [] },
-      params: BatchParams,
-      body: { schema: BatchWrite, mediaType: 'application/json' },
-      responses: {
-        202: { schema: BatchResponse, description: 'Queued; nothing accepted yet' },
-        200: { schema: BatchResponse, description: 'An identical retry: the current state, nothing new queued' },
-      },
       problems: ['batch_conflict'],
-      public: true,
-      handler: async ({ clientCode, grant, params, body, requireScopes, slot }) => {
-        requireScopes(scopesForKinds(operations, new Set(body.records.map((r) => r.kind))))
-        return batches.submit(clientCode, grant, params.externalBatchId, body, slot)
+      answers: {
+        202: 'Queued; nothing accepted yet',
+        200: 'An identical retry: the current state, nothing new queued',
       },
     }),
     defineRoute({

@@ -5,9 +5,9 @@ import type { Scope } from '../../domain/scopes.ts'
 import { type Clock, isoNow } from '../../domain/time.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable, Store } from '../../store/store.ts'
-import { inRequestTransaction, NO_SLOT, type SlotRelease } from '../../store/transactions.ts'
-import type { RecordKind, WriteOperation } from '../operations.ts'
-import type { BatchResponse, BatchWrite } from './schema.ts'
+import { defineOperation, grantOf, type OperationContext, type RecordKind, type WriteOperation } from '../operations.ts'
+import type { UnitOfWork } from '../unit-of-work.ts'
+import { BatchResponse, BatchWrite } from './schema.ts'
 import { type BatchRecordRow, type BatchRow, batchRecords, findBatch, insertBatch } from './store.ts'
 
 export type OperationsByKind = Record<RecordKind, WriteOperation>
@@ -78,54 +78,65 @@ export function createBatchService({ store, clock, operations, docsUrl, onQueued
     return { batch, records: await batchRecords(db, clientCode, id) }
   }
 
-  return {
-    /** 202 with the queued batch; 200 with its current state on an identical retry; 409 for a different body. */
-    async submit(
-      clientCode: string,
-      grant: Grant,
-      id: string,
-      body: BatchWrite,
-      slot: SlotRelease = NO_SLOT,
-    ): Promise<{ status: 200 | 202; body: BatchResponse }> {
+  /**
+   * 202 with the queued batch; 200 with its current state on an identical retry; 409 for a different body. It
+   * needs the write scope of every record kind it carries (`scopesFor`); a queued batch wakes the runner.
+   */
+  const submitOperation = defineOperation({
+    kind: 'batch',
+    scopes: [],
+    scopesFor: (body: BatchWrite) => scopesForKinds(operations, new Set(body.records.map((r) => r.kind))),
+    body: BatchWrite,
+    response: BatchResponse,
+    // Queued work, not yet heard: each record is a Source write when it runs.
+    source: false,
+    async run(uow: UnitOfWork, ctx: OperationContext, body: BatchWrite) {
+      const { tx } = uow
+      const { clientCode, id } = ctx
+      const { integrationId } = grantOf(ctx)
       const digest = canonicalDigest(body)
-      const result = await inRequestTransaction(store, slot, async (tx) => {
-        await lockIdentity(tx, clientCode, 'batch', id)
-        const existing = await findBatch(tx, clientCode, id)
-        if (existing) {
-          if (existing.body_digest !== digest) {
-            throw new Problem('batch_conflict', `Batch ${id} already holds a different submission.`)
-          }
-          const { batch, records } = await load(tx, clientCode, id)
-          return { status: 200 as const, body: batchView(batch, records, docsUrl) }
+      await lockIdentity(tx, clientCode, 'batch', id)
+      const existing = await findBatch(tx, clientCode, id)
+      if (existing) {
+        if (existing.body_digest !== digest) {
+          throw new Problem('batch_conflict', `Batch ${id} already holds a different submission.`)
         }
-        const now = isoNow(clock)
-        await insertBatch(tx, clientCode, id, grant.integrationId, digest, body, now)
-        // Rendered from what the statement wrote: the batch queued, every record pending.
-        const batch: BatchRow = {
-          external_batch_id: id,
-          integration_id: grant.integrationId,
-          body_digest: digest,
-          status: 'queued',
-          submitted_at: now,
-          completed_at: null,
-        }
-        const records = body.records.map((r, i) => ({
-          position: i + 1,
-          record_id: r.recordId,
-          kind: r.kind,
-          external_id: r.externalId,
-          depends_on: r.dependsOn ?? [],
-          status: 'pending' as const,
-          http_status: null,
-          problem_code: null,
-          problem: null,
-          blocked_by: null,
-        }))
-        return { status: 202 as const, body: batchView(batch, records, docsUrl) }
-      })
-      if (result.status === 202) onQueued?.()
-      return result
+        const { batch, records } = await load(tx, clientCode, id)
+        return { status: 200 as const, body: async () => batchView(batch, records, docsUrl) }
+      }
+      const now = isoNow(clock)
+      await insertBatch(tx, clientCode, id, integrationId, digest, body, now)
+      // Rendered from what the statement wrote: the batch queued, every record pending.
+      const batch: BatchRow = {
+        external_batch_id: id,
+        integration_id: integrationId,
+        body_digest: digest,
+        status: 'queued',
+        submitted_at: now,
+        completed_at: null,
+      }
+      const records = body.records.map((r, i) => ({
+        position: i + 1,
+        record_id: r.recordId,
+        kind: r.kind,
+        external_id: r.externalId,
+        depends_on: r.dependsOn ?? [],
+        status: 'pending' as const,
+        http_status: null,
+        problem_code: null,
+        problem: null,
+        blocked_by: null,
+      }))
+      return {
+        status: 202 as const,
+        body: async () => batchView(batch, records, docsUrl),
+        ...(onQueued ? { afterCommit: onQueued } : {}),
+      }
     },
+  })
+
+  return {
+    submitOperation,
 
     /**
      * Authorized before anything about the batch is said (docs/decisions.md, "Reading a batch leaks nothing"):

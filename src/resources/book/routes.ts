@@ -1,29 +1,23 @@
 import { defineRoute, type RouteDef } from '../../http/route.ts'
-import { BookCompletion, BookCompletionParams, BookCompletionWrite } from './schema.ts'
+import { type RouteDeps, writeRoute } from '../operations.ts'
+import { BookCompletion, BookCompletionParams } from './schema.ts'
 import type { BookService } from './service.ts'
 
 const path = '/v1/clients/:clientCode/book-completions/:externalCompletionId'
 
-export function bookRoutes(book: BookService): RouteDef[] {
+export function bookRoutes(deps: RouteDeps, book: BookService): RouteDef[] {
   return [
-    defineRoute({
+    writeRoute(deps, book.declareOperation, {
       method: 'PUT',
       path,
+      idParam: 'externalCompletionId',
+      params: BookCompletionParams,
       operationId: 'putBookCompletion',
       summary: 'Declare the complete book: the listed batches cover every Receivable',
       description: 'Every other non-closed Receivable is flagged and held until the Source writes it again or closes it.',
       tags: ['Complete-book declarations'],
-      auth: { kind: 'api_key', scopes: ['receivables:write'] },
-      params: BookCompletionParams,
-      body: { schema: BookCompletionWrite, mediaType: 'application/json' },
-      responses: {
-        201: { schema: BookCompletion, description: 'Accepted' },
-        200: { schema: BookCompletion, description: 'An identical retry' },
-      },
       problems: ['batches_not_finished', 'stale_source_position', 'book_completion_conflict'],
-      public: true,
-      handler: async ({ clientCode, grant, params, body, slot }) =>
-        book.declare(clientCode, grant, params.externalCompletionId, body, slot),
+      answers: { 201: 'Accepted', 200: 'An identical retry' },
     }),
     defineRoute({
       method: 'GET',

@@ -1,12 +1,10 @@
-import type { Grant } from '../../access/grants.ts'
 import { canonicalJson } from '../../domain/canonical.ts'
 import { Problem, unknownReferences } from '../../domain/problems.ts'
 import { isoNow } from '../../domain/time.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
-import type { SlotRelease } from '../../store/transactions.ts'
 import type { HoldStore } from '../holds/store.ts'
-import { defineOperation, executeWrite, type OperationContext, type RouteDeps } from '../operations.ts'
+import { defineOperation, type OperationContext, type RouteDeps } from '../operations.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import { BookCompletion, BookCompletionWrite, MAX_LISTED_OMISSIONS } from './schema.ts'
 import {
@@ -109,9 +107,6 @@ export function createBookService(deps: BookServiceDeps) {
 
   return {
     declareOperation,
-    declare(clientCode: string, grant: Grant, id: string, body: BookCompletionWrite, slot?: SlotRelease) {
-      return executeWrite(deps, declareOperation, { clientCode, grant, id }, body, slot)
-    },
 
     async get(clientCode: string, id: string) {
       const row = await findCompletion(store, clientCode, id)

@@ -1,7 +1,7 @@
 import { ClientParams, ListQuery } from '../../http/common-schemas.ts'
 import { defineRoute, type RouteDef } from '../../http/route.ts'
 import { type RouteDeps, writeRoute } from '../operations.ts'
-import { CustomerList, CustomerParams, CustomerPatch, CustomerResponse } from './schema.ts'
+import { CustomerList, CustomerParams, CustomerResponse } from './schema.ts'
 import type { CustomerService } from './service.ts'
 
 const base = '/v1/clients/:clientCode/customers'
@@ -18,21 +18,16 @@ export function customerRoutes(deps: RouteDeps, customers: CustomerService): Rou
       tags: ['Customers'],
       problems: ['contact_update_unsupported'],
     }),
-    defineRoute({
+    writeRoute(deps, customers.patchOperation, {
       method: 'PATCH',
       path: `${base}/:externalCustomerId`,
+      idParam: 'externalCustomerId',
+      params: CustomerParams,
       operationId: 'patchCustomer',
       summary: 'Apply a JSON Merge Patch to a Customer',
       tags: ['Customers'],
-      auth: { kind: 'api_key', scopes: ['customers:write'] },
-      params: CustomerParams,
-      body: { schema: CustomerPatch, mediaType: 'application/merge-patch+json' },
-      responses: { 200: { schema: CustomerResponse, description: 'Updated, or a safe no-op' } },
       problems: ['customer_not_found', 'contact_update_unsupported'],
-      public: true,
-      async handler({ clientCode, grant, params, body, slot }) {
-        return customers.patch(clientCode, grant, params.externalCustomerId, body, slot)
-      },
+      mediaType: 'application/merge-patch+json',
     }),
     defineRoute({
       method: 'GET',

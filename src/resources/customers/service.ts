@@ -1,5 +1,4 @@
 import mergePatch from 'json-merge-patch'
-import type { Grant } from '../../access/grants.ts'
 import { canonicalJson } from '../../domain/canonical.ts'
 import { encodeCursor, IdentifierCursor, readCursor } from '../../domain/cursor.ts'
 import { isProblem, Problem } from '../../domain/problems.ts'
@@ -8,17 +7,8 @@ import { isoNow } from '../../domain/time.ts'
 import { issuesToErrors, validationProblem } from '../../http/validation.ts'
 import { lockIdentities, lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
-import type { SlotRelease } from '../../store/transactions.ts'
 import type { RestrictionRules } from '../holds/restrictions.ts'
-import {
-  defineOperation,
-  executeWrite,
-  type OperationContext,
-  type RouteDeps,
-  runOne,
-  type SetOperation,
-  type SetOutcome,
-} from '../operations.ts'
+import { defineOperation, type OperationContext, type RouteDeps, runOne, type SetOperation, type SetOutcome } from '../operations.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import { type ContactT, CustomerPatch, CustomerResponse, CustomerWrite } from './schema.ts'
 import {
@@ -93,6 +83,30 @@ function sortedRestrictions(list: readonly RestrictionT[] | undefined) {
   return [...(list ?? [])].sort((a, b) => (a.type < b.type ? -1 : 1))
 }
 
+/** What a write of an existing Customer changes: its new representation, its deactivated contacts, its restrictions? */
+interface CustomerReplace {
+  representation: CustomerRow['representation']
+  deactivated: ContactT[]
+  restrictionsChanged: boolean
+}
+
+/**
+ * What a write of an existing Customer does, decided in memory, for the set-based run and the per-record write
+ * alike: nothing (an identical retry, or a write equal to what is kept), or a replace. Throws
+ * contact_update_unsupported (mergeContacts).
+ */
+function decideReplace(existing: CustomerRow, input: CustomerWrite): 'unchanged' | CustomerReplace {
+  const { active, deactivated } = mergeContacts(existing, input.contacts)
+  const representation = { ...input, contacts: active }
+  const unchanged =
+    canonicalJson(representation) === canonicalJson(existing.representation) &&
+    canonicalJson(deactivated) === canonicalJson(existing.deactivated_contacts)
+  if (unchanged) return 'unchanged'
+  const restrictionsChanged =
+    canonicalJson(sortedRestrictions(input.restrictions)) !== canonicalJson(sortedRestrictions(existing.representation.restrictions))
+  return { representation, deactivated, restrictionsChanged }
+}
+
 export function createCustomerService(deps: CustomerServiceDeps) {
   const { store, clock } = deps
   const { applyRestrictionChange, receivablesOfCustomer, syncRestrictions } = deps.restrictions
@@ -120,15 +134,10 @@ export function createCustomerService(deps: CustomerServiceDeps) {
       return { status: 201, resource: toCustomerResponse(created) }
     }
     const { existing } = written
-    const { active, deactivated } = mergeContacts(existing, input.contacts)
-    const representation = { ...input, contacts: active }
-    const unchanged =
-      canonicalJson(representation) === canonicalJson(existing.representation) &&
-      canonicalJson(deactivated) === canonicalJson(existing.deactivated_contacts)
-    if (unchanged) return { status: 200, resource: toCustomerResponse(existing) }
-    const restrictionsChanged =
-      canonicalJson(sortedRestrictions(input.restrictions)) !== canonicalJson(sortedRestrictions(existing.representation.restrictions))
-    if (restrictionsChanged) {
+    const decided = decideReplace(existing, input)
+    if (decided === 'unchanged') return { status: 200, resource: toCustomerResponse(existing) }
+    const { representation, deactivated } = decided
+    if (decided.restrictionsChanged) {
       // A Customer's restrictions protect every Receivable it is responsible for.
       const affected = await receivablesOfCustomer(tx, clientCode, id)
       await applyRestrictionChange(uow, clientCode, affected, now, async () => {
@@ -179,27 +188,24 @@ export function createCustomerService(deps: CustomerServiceDeps) {
           continue
         }
         const { existing } = w
-        let merged: { active: ContactT[]; deactivated: ContactT[] }
+        let decided: ReturnType<typeof decideReplace>
         try {
-          merged = mergeContacts(existing, body.contacts)
+          decided = decideReplace(existing, body)
         } catch (err) {
           if (!isProblem(err)) throw err
           outcomes.push({ problem: err })
           continue
         }
-        const representation = { ...body, contacts: merged.active }
-        const unchanged =
-          canonicalJson(representation) === canonicalJson(existing.representation) &&
-          canonicalJson(merged.deactivated) === canonicalJson(existing.deactivated_contacts)
-        if (unchanged) {
+        if (decided === 'unchanged') {
           const resource = toCustomerResponse(existing)
           outcomes.push({ status: 200, body: async () => resource })
           continue
         }
-        const restrictionsChanged =
-          canonicalJson(sortedRestrictions(body.restrictions)) !== canonicalJson(sortedRestrictions(existing.representation.restrictions))
+        // A change is answered by the update below, except a change of restrictions: it changes the holds of the
+        // Customer's Receivables, so the per-record write (putInTx) does it.
         outcomes.push({ fallback: true, state: existing })
-        if (!restrictionsChanged) updates.push({ index, id, representation, deactivated: merged.deactivated })
+        if (!decided.restrictionsChanged)
+          updates.push({ index, id, representation: decided.representation, deactivated: decided.deactivated })
       }
       const rows = await updateCustomers(tx, clientCode, updates, now)
       for (const { index, id } of updates) {
@@ -259,10 +265,6 @@ export function createCustomerService(deps: CustomerServiceDeps) {
   return {
     putOperation,
     patchOperation,
-
-    patch(clientCode: string, grant: Grant, id: string, patch: Record<string, unknown>, slot?: SlotRelease) {
-      return executeWrite(deps, patchOperation, { clientCode, grant, id }, patch, slot)
-    },
 
     async get(clientCode: string, id: string, db: Queryable = store): Promise<CustomerResponse> {
       const row = await findCustomer(db, clientCode, id)

@@ -10,6 +10,7 @@ import {
   type SourceActivity,
   setStaleRecorded,
 } from '../holds/source-activity-store.ts'
+import { inUnitOfWork } from '../unit-of-work.ts'
 
 /**
  * Source freshness: how recently the Source was heard from. A `transaction` connection streams changes,
@@ -73,7 +74,7 @@ export function createFreshness({ clock, thresholds, clientFacts, onFact }: Fres
 
   /** One client: flips its recorded freshness if the clock says it changed; true when it did. */
   async function sweepClient(store: Store, clientCode: string): Promise<boolean> {
-    const flipped = await store.transaction(async (tx) => {
+    const flipped = await inUnitOfWork(store, async ({ tx }) => {
       const row = await lockSourceActivity(tx, clientCode)
       if (!row) return false
       const stale = evaluate(row, row.feed_mode).state === 'stale'

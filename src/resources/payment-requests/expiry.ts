@@ -50,21 +50,25 @@ async function sweepPass(
   const filter = only.clientCode !== undefined ? { clientCode: only.clientCode } : only.realTimeOnly ? { realTimeOnly: true } : {}
   let total = 0
   for (let i = 0; i < maxChunks; i++) {
-    const expired = await inUnitOfWork(store, async (uow) => {
-      const now = clock.now().toISOString()
-      const rows = await expireDue(uow.tx, now, chunk, filter)
-      for (const r of rows) {
-        uow.appendChange(r.client_code, {
-          type: 'payment_request.expired',
-          resourceType: 'payment_request',
-          resourceId: r.id,
-          revision: r.revision,
-          occurredAt: now,
-        })
-      }
-      return rows.length
-    })
-    if (expired > 0) opts.onFeedAppended?.()
+    const expired = await inUnitOfWork(
+      store,
+      async (uow) => {
+        const now = clock.now().toISOString()
+        const rows = await expireDue(uow.tx, now, chunk, filter)
+        for (const r of rows) {
+          uow.appendChange(r.client_code, {
+            type: 'payment_request.expired',
+            resourceType: 'payment_request',
+            resourceId: r.id,
+            revision: r.revision,
+            occurredAt: now,
+          })
+        }
+        return rows.length
+        // Told after a chunk that expired requests (and so appended feed events) committed.
+      },
+      opts.onFeedAppended,
+    )
     total += expired
     if (expired < chunk) break
   }

@@ -7,10 +7,11 @@ import type { PaymentProvider, ProviderOutcome } from '../payments/provider.ts'
 import { allocateToReceivable, findPayment, insertPayment, type PaymentRow } from '../payments/store.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import {
+  lockPayingReceivable,
   lockPaymentRequest,
+  type PayingReceivableRow,
   type PaymentRequestRow,
   type PaymentRequestStatus,
-  receivableHoldsNow,
   setPaymentRequestStatus,
 } from './store.ts'
 
@@ -18,11 +19,12 @@ import {
  * Recording what a payment provider decided. Every confirmation, whatever its source (the hosted page's
  * sandbox form, the operator `simulate`, a future provider webhook), goes through `recordOutcome`:
  *
- * - the request is row-locked first, so two confirmations of one request run one after the other and the
- *   second sees the first's Payment (one Payment per request, whatever the race);
+ * - the request is row-locked first, and only once, so two confirmations of one request run one after the other
+ *   and the second sees the first's Payment (one Payment per request, whatever the race);
  * - an expiry not yet recorded is recorded first (status expired, revision + 1, `payment_request.expired`);
- * - the same outcome again returns the one Payment and changes nothing; the opposite outcome after a
- *   decision, or any outcome on an expired request, is 409 payment_request_state_conflict;
+ * - whether it takes the payment is confirmationOf(payability(...)), the hosted page's decision too: the same
+ *   outcome again returns the one Payment and changes nothing; the opposite outcome after a decision, or any
+ *   outcome on an expired request, is 409 payment_request_state_conflict;
  * - a confirmed Payment allocates min(amount, workingAmount) to the Receivable in the same transaction.
  */
 export const paymentRequestNotFound = (id: string) => new Problem('payment_request_not_found', `No Payment request ${id} for this client.`)
@@ -40,7 +42,7 @@ export type Payability = { state: 'payable' } | { state: 'held'; holds: Hold[] }
  * POST and the operator's simulate (whether they take the payment): payable while the request is open, its
  * expiresAt has not passed, and its Receivable has no hold as it is now. `holds` are the Receivable's holds now:
  * client-wide facts included at once, not when the background fan-out reaches it (payment-requests/store.ts,
- * receivableHoldsNow and the page's read use the same facts).
+ * lockPayingReceivable and the page's read use the same facts).
  */
 export function payability(
   request: { status: PaymentRequestStatus; expires_at: string },
@@ -75,76 +77,113 @@ export async function recordExpiryIfDue(
 export interface RecordedOutcome {
   /** True when this call made the Payment; false when it had already been recorded. */
   created: boolean
+  /** The request as the transaction leaves it (decided, or as it was when the outcome was already recorded). */
+  request: PaymentRequestRow
   payment: PaymentRow
 }
 
+/**
+ * What a confirmation asking for `outcome` may do with a request that stands at `verdict` (payability): `take`
+ * it (record the Payment), or find it `already` taken that way (the same outcome again: its one Payment stands and
+ * nothing changes). Refused otherwise: 409 recovery_held while the Receivable has a hold, 409
+ * payment_request_state_conflict when the request expired or the provider decided it the other way. The one
+ * decision of the hosted page's POST (on its read, before any transaction) and of every confirmation (on the
+ * locked request, recordOutcome).
+ */
+export function confirmationOf(verdict: Payability, outcome: 'confirmed' | 'failed'): 'take' | 'already' {
+  if (verdict.state === 'payable') return 'take'
+  if (verdict.state === outcome) return 'already'
+  if (verdict.state === 'held') throw recoveryHeld(verdict.holds)
+  const detail =
+    verdict.state === 'expired'
+      ? 'The Payment request is expired; it takes no payment.'
+      : `The provider already decided this Payment request: its Payment is ${verdict.state}; it cannot become ${outcome}.`
+  throw new Problem('payment_request_state_conflict', detail, { extensions: { status: verdict.state } })
+}
+
+/**
+ * Records what a provider decided about a request. `report` is the provider's account of the Payment, asked only
+ * when the request takes it (the sandbox settles the request then). With `refuseWhileHeld` (the sandbox) a held
+ * Receivable refuses the payment; a real provider's report of money already taken is recorded whatever the holds.
+ */
 export async function recordOutcome(
   uow: UnitOfWork,
   clientCode: string,
   requestId: string,
-  outcome: ProviderOutcome,
+  outcome: 'confirmed' | 'failed',
+  report: (request: PaymentRequestRow) => ProviderOutcome,
   now: string,
   opts: { refuseWhileHeld: boolean },
 ): Promise<RecordedOutcome> {
   const { tx } = uow
+  // The one lock of the request: a second confirmation waits here, then finds the request decided.
   const locked = await lockPaymentRequest(tx, clientCode, requestId)
   if (!locked) throw paymentRequestNotFound(requestId)
   const request = await recordExpiryIfDue(uow, clientCode, locked, now)
-  const existing = await findPayment(tx, clientCode, requestId)
-  if (existing) {
-    if (existing.status === outcome.outcome) return { created: false, payment: existing }
-    throw new Problem(
-      'payment_request_state_conflict',
-      `The provider already decided this Payment request: its Payment is ${existing.status}; it cannot become ${outcome.outcome}.`,
-      { extensions: { status: request.status } },
-    )
-  }
-  if (request.status !== 'open') {
-    throw new Problem('payment_request_state_conflict', `The Payment request is ${request.status}; it takes no payment.`, {
-      extensions: { status: request.status },
-    })
-  }
-  if (outcome.currency !== request.currency || outcome.amountMinor !== BigInt(request.amount_minor)) {
-    throw new Error(`provider ${outcome.provider} reported an amount other than the request's`)
-  }
   const receivableId = request.external_receivable_id
-  await lockIdentity(tx, clientCode, 'receivable', receivableId)
-  if (opts.refuseWhileHeld) {
-    // Its holds as they are now, client-wide changes the fan-out has not brought to it yet included.
-    // (The catch-up gives the Receivable its revision and event; the judgement below needs no catch-up.)
-    const caughtUp = await catchUpReceivable(tx, clientCode, receivableId, now)
-    if (caughtUp) uow.appendChange(clientCode, caughtUp)
-    const verdict = payability(request, holdsFromRow((await receivableHoldsNow(tx, clientCode, receivableId)) ?? {}), Date.parse(now))
-    if (verdict.state === 'held') throw recoveryHeld(verdict.holds)
-    // Open and unexpired (both checked above): only a hold could refuse it here.
-    if (verdict.state !== 'payable') throw new Error(`an open request judged ${verdict.state}`)
+  // An open request may take the payment: its Receivable, locked, with its holds as they are now (client-wide
+  // changes the fan-out has not brought to it yet included). A decided or expired one is judged as it stands.
+  let receivable: PayingReceivableRow | undefined
+  if (request.status === 'open') {
+    await lockIdentity(tx, clientCode, 'receivable', receivableId)
+    if (opts.refuseWhileHeld) {
+      // The catch-up gives the Receivable its revision and event; the judgement needs no catch-up.
+      const caughtUp = await catchUpReceivable(tx, clientCode, receivableId, now)
+      if (caughtUp) uow.appendChange(clientCode, caughtUp)
+    }
+    receivable = await lockPayingReceivable(tx, clientCode, receivableId)
+    if (!receivable) throw new Error(`Receivable ${receivableId} of Payment request ${requestId} is missing`)
   }
+  const holds = receivable && opts.refuseWhileHeld ? holdsFromRow(receivable) : []
+  if (confirmationOf(payability(request, holds, Date.parse(now)), outcome) === 'already') {
+    // Decided (never open) in the transaction that made its Payment: read after the lock, it is there.
+    const payment = await findPayment(tx, clientCode, requestId)
+    if (!payment) throw new Error(`Payment request ${requestId} is ${request.status} without its Payment`)
+    return { created: false, request, payment }
+  }
+  const reported = report(request)
+  if (reported.outcome !== outcome) throw new Error(`provider ${reported.provider} reported ${reported.outcome}, not ${outcome}`)
+  if (reported.currency !== request.currency || reported.amountMinor !== BigInt(request.amount_minor)) {
+    throw new Error(`provider ${reported.provider} reported an amount other than the request's`)
+  }
+  // Taken only from an open request, whose Receivable was locked and read above.
+  const amounts = receivable as PayingReceivableRow
   const allocation =
-    outcome.outcome === 'confirmed'
-      ? await allocateToReceivable(tx, clientCode, receivableId, outcome.amountMinor, now)
+    outcome === 'confirmed'
+      ? await allocateToReceivable(
+          tx,
+          clientCode,
+          receivableId,
+          {
+            sourceAmountMinor: BigInt(amounts.source_amount_minor),
+            confirmedUnreconciledMinor: BigInt(amounts.confirmed_unreconciled_minor),
+          },
+          reported.amountMinor,
+          now,
+        )
       : { allocatedMinor: 0n, revision: null }
   const payment = await insertPayment(tx, clientCode, {
     requestId,
     receivableId,
-    provider: outcome.provider,
-    providerPaymentId: outcome.providerPaymentId,
-    status: outcome.outcome,
-    currency: outcome.currency,
-    amountMinor: outcome.amountMinor,
+    provider: reported.provider,
+    providerPaymentId: reported.providerPaymentId,
+    status: outcome,
+    currency: reported.currency,
+    amountMinor: reported.amountMinor,
     allocatedMinor: allocation.allocatedMinor,
-    unappliedMinor: outcome.outcome === 'confirmed' ? outcome.amountMinor - allocation.allocatedMinor : 0n,
+    unappliedMinor: outcome === 'confirmed' ? reported.amountMinor - allocation.allocatedMinor : 0n,
     decidedAt: now,
   })
-  const decided = await setPaymentRequestStatus(tx, clientCode, requestId, outcome.outcome, now)
+  const decided = await setPaymentRequestStatus(tx, clientCode, requestId, outcome, now)
   uow.appendChange(clientCode, {
-    type: `payment.${outcome.outcome}`,
+    type: `payment.${outcome}`,
     resourceType: 'payment',
     resourceId: requestId,
     revision: 1,
     occurredAt: now,
   })
   uow.appendChange(clientCode, {
-    type: `payment_request.${outcome.outcome}`,
+    type: `payment_request.${outcome}`,
     resourceType: 'payment_request',
     resourceId: requestId,
     revision: Number(decided.revision),
@@ -159,16 +198,15 @@ export async function recordOutcome(
       occurredAt: now,
     })
   }
-  return { created: true, payment }
+  return { created: true, request: decided, payment }
 }
 
 /**
- * The sandbox's confirmation (the hosted page's form, the operator `simulate`): the provider settles the
- * request as asked, and the outcome is recorded. Refused with 409 recovery_held while the Receivable has any
- * hold: the sandbox takes no money from a held debtor (a real provider's report of money already taken would
- * still be recorded, through recordOutcome without that refusal).
+ * The sandbox's confirmation (the hosted page's form, the operator `simulate`, both through the service's
+ * `confirmOperation`): the provider settles the request as asked, for its amount, and the outcome is recorded.
+ * Refused with 409 recovery_held while the Receivable has any hold: the sandbox takes no money from a held debtor.
  */
-export async function settleInSandbox(
+export function settleInSandbox(
   uow: UnitOfWork,
   provider: PaymentProvider,
   clientCode: string,
@@ -176,15 +214,22 @@ export async function settleInSandbox(
   outcome: 'confirmed' | 'failed',
   now: string,
 ): Promise<RecordedOutcome> {
-  const request = await lockPaymentRequest(uow.tx, clientCode, requestId)
-  if (!request) throw paymentRequestNotFound(requestId)
-  const settled = provider.settle(
-    { clientCode, externalPaymentRequestId: requestId, amountMinor: BigInt(request.amount_minor), currency: request.currency },
-    outcome,
-  )
-  return recordOutcome(uow, clientCode, requestId, settled, now, { refuseWhileHeld: true })
+  const report = (request: PaymentRequestRow) =>
+    provider.settle(
+      { clientCode, externalPaymentRequestId: requestId, amountMinor: BigInt(request.amount_minor), currency: request.currency },
+      outcome,
+    )
+  return recordOutcome(uow, clientCode, requestId, outcome, report, now, { refuseWhileHeld: true })
 }
 
 /** The payment rules, for the factories that receive them as a `Pick<>`. */
-export const paymentRules = { payability, paymentRequestNotFound, recoveryHeld, recordExpiryIfDue, recordOutcome, settleInSandbox }
+export const paymentRules = {
+  confirmationOf,
+  payability,
+  paymentRequestNotFound,
+  recoveryHeld,
+  recordExpiryIfDue,
+  recordOutcome,
+  settleInSandbox,
+}
 export type PaymentRules = typeof paymentRules

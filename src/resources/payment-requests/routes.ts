@@ -1,46 +1,39 @@
 import { defineRoute, type RouteDef } from '../../http/route.ts'
-import { PaymentRequestParams, PaymentRequestResponse, PaymentRequestWrite, ReceiptDelivery, SimulateOutcome } from './schema.ts'
+import { executeWrite, type RouteDeps, writeRoute } from '../operations.ts'
+import { PaymentRequestParams, ReceiptDelivery } from './schema.ts'
 import type { PaymentRequestService } from './service.ts'
 
 const path = '/v1/clients/:clientCode/payment-requests/:externalPaymentRequestId'
 
-export function paymentRequestRoutes(requests: PaymentRequestService): RouteDef[] {
+export function paymentRequestRoutes(deps: RouteDeps, requests: PaymentRequestService): RouteDef[] {
   return [
-    defineRoute({
+    writeRoute(deps, requests.putOperation, {
       method: 'PUT',
       path,
+      idParam: 'externalPaymentRequestId',
+      params: PaymentRequestParams,
       operationId: 'putPaymentRequest',
       summary: 'Ask the debtor of a Receivable for a fixed amount through a hosted payment page',
       description:
         'Answers 201 with hostedUrl, the page the debtor pays on; an identical retry answers 200 with the current state. expiresAt defaults to 7 days ahead and must lie between 5 minutes and 30 days ahead. Refused with 409 recovery_held (listing `holds`) while the Receivable has any hold.',
       tags: ['Payment requests'],
-      auth: { kind: 'api_key', scopes: ['payment_requests:write'] },
-      params: PaymentRequestParams,
-      body: { schema: PaymentRequestWrite, mediaType: 'application/json' },
-      responses: {
-        201: { schema: PaymentRequestResponse, description: 'Created, status open' },
-        200: { schema: PaymentRequestResponse, description: 'An identical retry: the current state' },
-      },
+      answers: { 201: 'Created, status open', 200: 'An identical retry: the current state' },
       problems: ['payment_request_conflict', 'recovery_held'],
-      public: true,
-      handler: async ({ clientCode, grant, params, body, slot }) =>
-        requests.put(clientCode, grant, params.externalPaymentRequestId, body, slot),
     }),
+    // A read that may record a passed expiry: the operation's transaction and answer (executeWrite).
     defineRoute({
       method: 'GET',
       path,
       operationId: 'getPaymentRequest',
       summary: 'Read a Payment request with its Payment, if the provider has decided',
       tags: ['Payment requests'],
-      auth: { kind: 'api_key', scopes: ['payment_requests:read'] },
+      auth: { kind: 'api_key', scopes: requests.getOperation.scopes },
       params: PaymentRequestParams,
-      responses: { 200: { schema: PaymentRequestResponse, description: 'The Payment request' } },
+      responses: { 200: { schema: requests.getOperation.response, description: 'The Payment request' } },
       problems: ['payment_request_not_found'],
       public: true,
-      handler: async ({ clientCode, params, slot }) => ({
-        status: 200,
-        body: await requests.get(clientCode, params.externalPaymentRequestId, slot),
-      }),
+      handler: ({ clientCode, grant, params, slot }) =>
+        executeWrite(deps, requests.getOperation, { clientCode, grant, id: params.externalPaymentRequestId }, undefined, slot),
     }),
     defineRoute({
       method: 'GET',
@@ -65,29 +58,25 @@ export function paymentRequestRoutes(requests: PaymentRequestService): RouteDef[
 
 /**
  * The sandbox provider's confirmation, for operators (served with the operator API): absent in production,
- * as it would be on a live provider, so there it answers 404 route_not_found.
+ * as it would be on a live provider, so there it answers 404 route_not_found. The hosted page's form runs the
+ * same operation (confirmOperation).
  */
-export function paymentSimulateRoutes(requests: PaymentRequestService, opts: { sandbox: boolean }): RouteDef[] {
+export function paymentSimulateRoutes(deps: RouteDeps, requests: PaymentRequestService, opts: { sandbox: boolean }): RouteDef[] {
   if (!opts.sandbox) return []
   return [
-    defineRoute({
+    writeRoute(deps, requests.confirmOperation, {
       method: 'POST',
       path: '/admin/v1/clients/:clientCode/payment-requests/:externalPaymentRequestId/simulate',
+      idParam: 'externalPaymentRequestId',
+      params: PaymentRequestParams,
       operationId: 'adminSimulatePayment',
       summary: 'Confirm or fail a Payment request through the sandbox provider',
       description:
         'Sandbox only. 201 when it recorded the Payment, 200 when the same outcome was already recorded. Refused with 409 recovery_held while the Receivable has any hold.',
       tags: ['Operator'],
-      auth: { kind: 'admin' },
-      params: PaymentRequestParams,
-      body: { schema: SimulateOutcome, mediaType: 'application/json' },
-      responses: {
-        201: { schema: PaymentRequestResponse, description: 'The Payment was recorded' },
-        200: { schema: PaymentRequestResponse, description: 'The same outcome was already recorded' },
-      },
+      answers: { 201: 'The Payment was recorded', 200: 'The same outcome was already recorded' },
       problems: ['payment_request_not_found', 'payment_request_state_conflict', 'recovery_held'],
-      public: false,
-      handler: async ({ params, body }) => requests.simulate(params.clientCode, params.externalPaymentRequestId, body.outcome),
+      auth: 'operator',
     }),
   ]
 }

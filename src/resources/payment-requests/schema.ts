@@ -143,6 +143,7 @@ export type PaymentRequestResponse = z.output<typeof PaymentRequestResponse>
 export const SimulateOutcome = z
   .strictObject({ outcome: z.enum(PAYMENT_OUTCOMES) })
   .meta({ id: 'SimulatePaymentOutcome', examples: [{ outcome: 'confirmed' }] })
+export type SimulateOutcome = z.output<typeof SimulateOutcome>
 
 export const ReceiptDeliveryAttempt = z
   .object({

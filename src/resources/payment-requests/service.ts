@@ -1,24 +1,23 @@
 import { randomBytes } from 'node:crypto'
-import type { z } from 'zod'
+import { z } from 'zod'
 import type { Grant } from '../../access/grants.ts'
 import { canonicalJson } from '../../domain/canonical.ts'
 import { holdsFromRow } from '../../domain/holds.ts'
 import { describeMoney, money, toMinor } from '../../domain/money.ts'
 import { paymentRequestExpired, workingAmountMinor } from '../../domain/money-rules.ts'
 import { fieldProblem, Problem, unknownReferences } from '../../domain/problems.ts'
-import { type Clock, isoNow } from '../../domain/time.ts'
+import { isoNow } from '../../domain/time.ts'
 import { lockIdentity } from '../../store/locks.ts'
-import type { Queryable, Store } from '../../store/store.ts'
-import { inRequestTransaction, NO_SLOT, type SlotRelease } from '../../store/transactions.ts'
+import type { Queryable } from '../../store/store.ts'
 import { recordAudit } from '../audit/store.ts'
 import { catchUpReceivable } from '../holds/client-facts-store.ts'
-import { defineOperation, executeWrite, type OperationContext } from '../operations.ts'
+import { defineOperation, executeWrite, type OperationContext, type RouteDeps } from '../operations.ts'
 import type { PaymentProvider } from '../payments/provider.ts'
 import type { PaymentRow, PaymentStore } from '../payments/store.ts'
 import type { ReceivableStore } from '../receivables/store.ts'
-import { inUnitOfWork, UnitOfWork } from '../unit-of-work.ts'
+import type { UnitOfWork } from '../unit-of-work.ts'
 import type { PaymentRules } from './payment-rules.ts'
-import { PaymentRequestResponse, PaymentRequestWrite, type ReceiptDelivery } from './schema.ts'
+import { PaymentRequestResponse, PaymentRequestWrite, type ReceiptDelivery, SimulateOutcome } from './schema.ts'
 import { findPageRow, findPaymentRequest, insertPaymentRequest, lockPaymentRequest, type PageRow, type PaymentRequestRow } from './store.ts'
 
 const MINUTE_MS = 60_000
@@ -40,22 +39,22 @@ export interface HostedPageView {
   sandboxForm: boolean
 }
 
-export interface PaymentRequestServiceDeps {
-  store: Store
-  clock: Clock
+/** `store`, `clock` and `onFeedAppended` (RouteDeps): the hosted page's confirmation runs through executeWrite. */
+export interface PaymentRequestServiceDeps extends RouteDeps {
   provider: PaymentProvider
   /** PUBLIC_BASE_URL without a trailing slash: hostedUrl is absolute. */
   publicBaseUrl: string
   receivables: Pick<ReceivableStore, 'findReceivable'>
   payments: Pick<PaymentStore, 'deliveryAttempts' | 'findPayment' | 'hasHeldReconciliation' | 'matchedMinor'>
-  paymentRules: Pick<PaymentRules, 'payability' | 'paymentRequestNotFound' | 'recordExpiryIfDue' | 'recoveryHeld' | 'settleInSandbox'>
+  paymentRules: Pick<
+    PaymentRules,
+    'confirmationOf' | 'payability' | 'paymentRequestNotFound' | 'recordExpiryIfDue' | 'recoveryHeld' | 'settleInSandbox'
+  >
   /**
    * Sandbox clocks (src/sandbox): runs the hosted page's work at the time of the client its
    * token names. The API's routes get their client's time from the HTTP layer.
    */
   atClientTime?: <T>(clientCode: string, fn: () => Promise<T>) => Promise<T>
-  /** Told after COMMIT when a write appended change-feed events (the webhook dispatcher's wake-up). */
-  onFeedAppended?: () => void
 }
 
 function paymentView(p: PaymentRow) {
@@ -75,7 +74,7 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
   const atClientTime = deps.atClientTime ?? (<T>(_clientCode: string, fn: () => Promise<T>) => fn())
   const { findReceivable } = deps.receivables
   const { deliveryAttempts, findPayment, hasHeldReconciliation, matchedMinor } = deps.payments
-  const { payability, paymentRequestNotFound, recordExpiryIfDue, recoveryHeld, settleInSandbox } = deps.paymentRules
+  const { confirmationOf, payability, paymentRequestNotFound, recordExpiryIfDue, recoveryHeld, settleInSandbox } = deps.paymentRules
   /** `payment`: the request's Payment when the caller knows it (null: none yet); read when omitted. */
   async function view(
     db: Queryable,
@@ -99,14 +98,6 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
     }
   }
 
-  /** The answer of a write: the request as the transaction leaves it, rendered after the flush. */
-  function answer(uow: UnitOfWork, clientCode: string, id: string, status: 200 | 201) {
-    return {
-      status,
-      body: async () => view(uow.tx, clientCode, (await findPaymentRequest(uow.tx, clientCode, id)) as PaymentRequestRow),
-    }
-  }
-
   /** The request as it is now, its expiry recorded first if it has passed unrecorded. */
   async function current(uow: UnitOfWork, clientCode: string, id: string): Promise<PaymentRequestRow | undefined> {
     const row = await findPaymentRequest(uow.tx, clientCode, id)
@@ -121,7 +112,8 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
     await lockIdentity(tx, clientCode, 'payment_request', id)
     const existing = await current(uow, clientCode, id)
     if (existing) {
-      if (canonicalJson(existing.body) === canonicalJson(body)) return answer(uow, clientCode, id, 200)
+      // The current state, as `current` left it (an expiry it recorded included).
+      if (canonicalJson(existing.body) === canonicalJson(body)) return { status: 200 as const, body: () => view(tx, clientCode, existing) }
       throw new Problem('payment_request_conflict', `Payment request ${id} was already created with a different body.`)
     }
     const nowMs = clock.now().getTime()
@@ -188,56 +180,60 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
     run: (uow: UnitOfWork, { clientCode, id }: OperationContext, body: PaymentRequestWrite) => create(uow, clientCode, id, body),
   })
 
+  /**
+   * The GET: the current state. It writes when the request's expiry has passed unrecorded (recorded first, so
+   * `open` is never stale), hence a write's transaction and answer (executeWrite); it takes no body.
+   */
+  const getOperation = defineOperation({
+    kind: 'payment_request_read',
+    scopes: ['payment_requests:read'],
+    body: z.undefined(),
+    response: PaymentRequestResponse,
+    source: false,
+    async run(uow: UnitOfWork, { clientCode, id }: OperationContext) {
+      const row = await current(uow, clientCode, id)
+      if (!row) throw paymentRequestNotFound(id)
+      return { status: 200 as const, body: () => view(uow.tx, clientCode, row) }
+    },
+  })
+
+  /**
+   * The payment confirmation through the sandbox provider: the hosted page's form (settleFromPage) and the
+   * operator's `simulate` run this one operation. It locks the request once (settleInSandbox) and answers from
+   * the rows it holds: 201 when it recorded the Payment, 200 when that outcome was already recorded. When an
+   * operator acts, the audit trail says who decided the outcome. Not a Source write.
+   */
+  const confirmOperation = defineOperation({
+    kind: 'payment_confirmation',
+    scopes: [],
+    body: SimulateOutcome,
+    response: PaymentRequestResponse,
+    source: false,
+    async run(uow: UnitOfWork, ctx: OperationContext, { outcome }: SimulateOutcome) {
+      const { clientCode, id } = ctx
+      const now = isoNow(clock)
+      const recorded = await settleInSandbox(uow, provider, clientCode, id, outcome, now)
+      // An operator made money move (in the sandbox): the audit trail says who decided the outcome.
+      if (recorded.created && ctx.operator) {
+        await recordAudit(uow.tx, {
+          action: 'payment_request.simulated',
+          clientCode,
+          targetType: 'payment_request',
+          targetId: id,
+          details: { outcome },
+          change: { outcome },
+          occurredAt: now,
+        })
+      }
+      return { status: recorded.created ? 201 : 200, body: () => view(uow.tx, clientCode, recorded.request, recorded.payment) }
+    },
+  })
+
   return {
     /** PUT: 201 created, 200 identical retry (the current state). */
     putOperation,
-    put(clientCode: string, grant: Grant, id: string, body: PaymentRequestWrite, slot?: SlotRelease) {
-      return executeWrite(
-        { store, clock, ...(deps.onFeedAppended ? { onFeedAppended: deps.onFeedAppended } : {}) },
-        putOperation,
-        { clientCode, grant, id },
-        body,
-        slot,
-      )
-    },
-
-    /** GET: the current state; an expiry that passed unrecorded is recorded first, so `open` is never stale. */
-    get(clientCode: string, id: string, slot: SlotRelease = NO_SLOT) {
-      return inRequestTransaction(store, slot, async (tx) => {
-        const uow = new UnitOfWork(tx)
-        const row = await current(uow, clientCode, id)
-        if (!row) throw paymentRequestNotFound(id)
-        // It may have recorded an expiry: checked before COMMIT like every write's answer.
-        const answer = PaymentRequestResponse.parse(await view(uow.tx, clientCode, row))
-        await uow.flush()
-        return answer
-      })
-    },
-
-    /** The operator's sandbox confirmation: 201 when it made the Payment, 200 when it was already recorded. */
-    simulate(clientCode: string, id: string, outcome: 'confirmed' | 'failed', response: z.ZodType = PaymentRequestResponse) {
-      return store.transaction(async (tx) => {
-        const uow = new UnitOfWork(tx)
-        const now = isoNow(clock)
-        const recorded = await settleInSandbox(uow, provider, clientCode, id, outcome, now)
-        // An operator made money move (in the sandbox): the audit trail says who decided the outcome.
-        if (recorded.created) {
-          await recordAudit(tx, {
-            action: 'payment_request.simulated',
-            clientCode,
-            targetType: 'payment_request',
-            targetId: id,
-            details: { outcome },
-            change: { outcome },
-            occurredAt: now,
-          })
-        }
-        // An operator action, not a Source write: no source activity. The feed, then the answer, before COMMIT.
-        await uow.flush()
-        const result = answer(uow, clientCode, id, recorded.created ? 201 : 200)
-        return { status: result.status, body: response.parse(await result.body()) }
-      })
-    },
+    getOperation,
+    confirmOperation,
 
     async receiptDelivery(clientCode: string, grant: Grant, id: string): Promise<ReceiptDelivery> {
       const row = await findPaymentRequest(store, clientCode, id)
@@ -290,28 +286,17 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
      * The hosted page's sandbox form. Throws a Problem: payment_request_not_found (unknown token),
      * recovery_held, payment_request_state_conflict; route_not_found when the provider offers no form.
      * A request the page read finds not payable now is refused from that read alone, with no transaction; a
-     * payable one is settled in a transaction that judges it again under its locks (recordOutcome).
+     * payable one is confirmed by confirmOperation, which judges it again under its lock. Both judge with one rule:
+     * confirmationOf(payability(...)).
      */
     async settleFromPage(token: string, outcome: 'confirmed' | 'failed'): Promise<void> {
       if (!provider.offersSandboxForm) throw new Problem('route_not_found', 'No payment provider form is offered by this deployment.')
       const row = await findPageRow(store, token)
       if (!row) throw new Problem('payment_request_not_found', 'No Payment request at this address.')
-      const verdict = payability(row, holdsFromRow(row), nowOf(row))
-      if (verdict.state === 'held') throw recoveryHeld(verdict.holds)
       // The same outcome again is no refusal: the Payment it asks for exists (post/redirect/get shows it).
-      if (verdict.state === outcome) return
-      if (verdict.state !== 'payable') {
-        throw new Problem('payment_request_state_conflict', `The Payment request is ${verdict.state}; it takes no payment.`, {
-          extensions: { status: verdict.state },
-        })
-      }
-      await atClientTime(row.client_code, () =>
-        inUnitOfWork(
-          store,
-          (uow) => settleInSandbox(uow, provider, row.client_code, row.external_payment_request_id, outcome, isoNow(clock)),
-          deps.onFeedAppended,
-        ),
-      )
+      if (confirmationOf(payability(row, holdsFromRow(row), nowOf(row)), outcome) === 'already') return
+      const ctx = { clientCode: row.client_code, grant: null, id: row.external_payment_request_id }
+      await atClientTime(row.client_code, () => executeWrite(deps, confirmOperation, ctx, { outcome }))
     },
   }
 

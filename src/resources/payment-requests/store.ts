@@ -158,15 +158,26 @@ function holdFactsNow(outer: string): string {
     OFFSET 0) h`
 }
 
-/** The holds of one Receivable as they are now (see holdFactsNow): `hold_<category>` booleans. */
-export async function receivableHoldsNow(
-  db: Queryable,
-  clientCode: string,
-  receivableId: string,
-): Promise<Record<string, unknown> | undefined> {
+/** The Receivable a Payment is recorded against, row-locked: the amounts it is allocated from, and its holds now. */
+export interface PayingReceivableRow {
+  source_amount_minor: string
+  confirmed_unreconciled_minor: string
+  [hold: `hold_${string}`]: boolean | null
+}
+
+/**
+ * One statement: the Receivable row-locked to the end of the transaction (its working amount is allocated from the
+ * amounts read under the lock, so two confirmations of different requests for one Receivable never both take the
+ * same working amount) with its holds as they are now (see holdFactsNow; `hold_<category>` booleans).
+ */
+export async function lockPayingReceivable(tx: Tx, clientCode: string, receivableId: string): Promise<PayingReceivableRow | undefined> {
   return (
-    await db.query<Record<string, unknown>>(
-      `SELECT ${holdColumns()} FROM (SELECT $1::text AS client_code, $2::text AS external_receivable_id) k JOIN ${holdFactsNow('k')} ON true`,
+    await tx.query<PayingReceivableRow>(
+      `SELECT r.source_amount_minor, r.confirmed_unreconciled_minor, ${holdColumns()}
+         FROM receivables r
+         LEFT JOIN ${holdFactsNow('r')} ON true
+        WHERE r.client_code = $1 AND r.external_receivable_id = $2
+          FOR UPDATE OF r`,
       [clientCode, receivableId],
       PREPARED,
     )

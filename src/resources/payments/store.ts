@@ -1,4 +1,4 @@
-import { workingAmountMinor } from '../../domain/money-rules.ts'
+import { type WorkingAmountFacts, workingAmountMinor } from '../../domain/money-rules.ts'
 import type { Queryable, Tx } from '../../store/store.ts'
 
 export interface PaymentRow {
@@ -66,28 +66,21 @@ export async function insertPayment(
 }
 
 /**
- * Allocates a confirmed Payment to its Receivable: at most the working amount (src/domain/money-rules.ts) at this
- * moment, read under the row lock so that two confirmations of different requests for one Receivable cannot both
- * take the same working amount. Nothing changes when nothing is allocated. Returns what was allocated and, when something was, the Receivable's new revision.
+ * Allocates a confirmed Payment to its Receivable: at most its working amount (src/domain/money-rules.ts) at this
+ * moment, computed from `amounts`, which the caller read under the Receivable's row lock (payment-requests/store.ts,
+ * lockPayingReceivable) so that two confirmations of different requests for one Receivable cannot both take the
+ * same working amount. Nothing changes when nothing is allocated. Returns what was allocated and, when something
+ * was, the Receivable's new revision.
  */
 export async function allocateToReceivable(
   tx: Tx,
   clientCode: string,
   receivableId: string,
+  amounts: WorkingAmountFacts,
   amountMinor: bigint,
   now: string,
 ): Promise<{ allocatedMinor: bigint; revision: number | null }> {
-  const locked = await tx.query<{ source_amount_minor: string; confirmed_unreconciled_minor: string }>(
-    `SELECT source_amount_minor, confirmed_unreconciled_minor FROM receivables
-      WHERE client_code = $1 AND external_receivable_id = $2 FOR UPDATE`,
-    [clientCode, receivableId],
-  )
-  const row = locked[0]
-  if (!row) throw new Error(`Receivable ${receivableId} of a Payment request is missing`)
-  const working = workingAmountMinor({
-    sourceAmountMinor: BigInt(row.source_amount_minor),
-    confirmedUnreconciledMinor: BigInt(row.confirmed_unreconciled_minor),
-  })
+  const working = workingAmountMinor(amounts)
   const allocatedMinor = working < amountMinor ? working : amountMinor
   if (allocatedMinor === 0n) return { allocatedMinor, revision: null }
   const updated = await tx.query<{ revision: string }>(

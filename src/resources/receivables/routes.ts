@@ -1,26 +1,16 @@
-import type { z } from 'zod'
 import { ClientParams } from '../../http/common-schemas.ts'
 import { defineRoute, type RouteDef } from '../../http/route.ts'
 import { type RouteDeps, writeRoute } from '../operations.ts'
-import {
-  CloseCommand,
-  PauseCommand,
-  ReceivableList,
-  ReceivableListQuery,
-  ReceivableParams,
-  ReceivableResponse,
-  ReopenCommand,
-  ResumeCommand,
-} from './schema.ts'
+import { ReceivableList, ReceivableListQuery, ReceivableParams, ReceivableResponse } from './schema.ts'
 import type { LifecycleCommand, ReceivableService } from './service.ts'
 
 const base = '/v1/clients/:clientCode/receivables'
 
-const commands: { command: LifecycleCommand; body: z.ZodType; summary: string }[] = [
-  { command: 'pause', body: PauseCommand, summary: 'Pause a Receivable (active to paused)' },
-  { command: 'resume', body: ResumeCommand, summary: 'Resume a paused Receivable (paused to active)' },
-  { command: 'close', body: CloseCommand, summary: 'Close a Receivable (active or paused to closed)' },
-  { command: 'reopen', body: ReopenCommand, summary: 'Reopen a closed Receivable; recovery is never resumed automatically' },
+const commands: { command: LifecycleCommand; summary: string }[] = [
+  { command: 'pause', summary: 'Pause a Receivable (active to paused)' },
+  { command: 'resume', summary: 'Resume a paused Receivable (paused to active)' },
+  { command: 'close', summary: 'Close a Receivable (active or paused to closed)' },
+  { command: 'reopen', summary: 'Reopen a closed Receivable; recovery is never resumed automatically' },
 ]
 
 export function receivableRoutes(deps: RouteDeps, receivables: ReceivableService): RouteDef[] {
@@ -64,21 +54,17 @@ export function receivableRoutes(deps: RouteDeps, receivables: ReceivableService
       public: true,
       handler: async ({ clientCode, query }) => ({ status: 200, body: await receivables.list(clientCode, query) }),
     }),
-    ...commands.map(({ command, body, summary }) =>
-      defineRoute({
+    ...commands.map(({ command, summary }) =>
+      writeRoute(deps, receivables.commands[command], {
         method: 'POST',
         path: `${base}/:externalReceivableId/${command}`,
+        idParam: 'externalReceivableId',
+        params: ReceivableParams,
         operationId: `${command}Receivable`,
         summary,
         tags: ['Receivables'],
-        auth: { kind: 'api_key', scopes: ['receivables:write'] },
-        params: ReceivableParams,
-        body: { schema: body, mediaType: 'application/json' },
-        responses: { 200: { schema: ReceivableResponse, description: 'The Receivable after the command' } },
         problems: ['receivable_not_found', 'receivable_state_conflict'],
-        public: true,
-        handler: async ({ clientCode, grant, params, body: b, slot }) =>
-          receivables.command(clientCode, grant, params.externalReceivableId, command, b as { effectiveAt: string; reason?: string }, slot),
+        answers: { 200: 'The Receivable after the command' },
       }),
     ),
   ]

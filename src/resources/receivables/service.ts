@@ -8,12 +8,10 @@ import { fieldProblem, Problem, unknownReferences } from '../../domain/problems.
 import { isoNow } from '../../domain/time.ts'
 import { lockIdentities, lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
-import type { SlotRelease } from '../../store/transactions.ts'
 import type { RestrictionRules } from '../holds/restrictions.ts'
 import { bumpRevision, type HoldStore } from '../holds/store.ts'
 import {
   defineOperation,
-  executeWrite,
   type OperationContext,
   type RouteDeps,
   runOne,
@@ -82,6 +80,14 @@ const TRANSITIONS = {
   reopen: { from: ['closed'], to: 'active' },
 } as const satisfies Record<string, { from: readonly ReceivableStatus[]; to: ReceivableStatus }>
 export type LifecycleCommand = keyof typeof TRANSITIONS
+
+/** What a PUT of an existing Receivable does (`decideReplace`), when it is not refused. */
+type ReplaceDecision = 'retry' | 'replace' | 'replace_restrictions'
+/** A record `many` hands to the per-record rules: the row it read and what was decided of it. */
+interface Replacing {
+  existing: ReceivableCore
+  decided: ReplaceDecision
+}
 const COMMAND_BODIES = { pause: PauseCommand, resume: ResumeCommand, close: CloseCommand, reopen: ReopenCommand } as const
 
 export function createReceivableService(deps: ReceivableServiceDeps) {
@@ -162,10 +168,13 @@ export function createReceivableService(deps: ReceivableServiceDeps) {
           outcomes[index] = { status: 201, body: read(id) }
           continue
         }
-        const decided = decideReplace(body, f.existing as ReceivableCore, f.heldOmission)
-        if (decided === 'replace') replaces.push({ ...it, existing: f.existing as ReceivableCore })
-        else if (decided === 'unchanged') outcomes[index] = { status: 200, body: read(id) }
-        else outcomes[index] = decided
+        const existing = f.existing as ReceivableCore
+        const decided = decideReplace(body, existing)
+        if (decided instanceof Problem) outcomes[index] = { problem: decided }
+        else if (decided === 'replace') replaces.push({ ...it, existing })
+        else if (decided === 'retry' && !f.heldOmission) outcomes[index] = { status: 200, body: read(id) }
+        // The per-record rules (`single`): a retry that releases a held omission, a replace that changes restrictions.
+        else outcomes[index] = { fallback: true, state: { existing, decided } satisfies Replacing }
       }
       const revisions = await replaceReceivables(tx, clientCode, replaces, now)
       for (const { id, index } of replaces) {
@@ -182,29 +191,27 @@ export function createReceivableService(deps: ReceivableServiceDeps) {
     },
   }
 
-  /** What a PUT of an existing Receivable does, decided in memory: the same rules, in the same order, as `run`. */
-  function decideReplace(body: ReceivableWrite, existing: ReceivableCore, heldOmission: boolean): 'replace' | 'unchanged' | SetOutcome {
+  /**
+   * What a PUT of an existing Receivable does, decided in memory, once, for the set-based run and the per-record
+   * rules alike: an identical retry (the same source revision and body), a refusal, or a replace (with or
+   * without a change of restrictions).
+   */
+  function decideReplace(body: ReceivableWrite, existing: ReceivableCore): ReplaceDecision | Problem {
     const current = Number(existing.source_revision)
-    if (body.sourceRevision === current && canonicalJson(body) === canonicalJson(existing.representation)) {
-      return heldOmission ? { fallback: true, state: existing } : 'unchanged'
-    }
+    if (body.sourceRevision === current && canonicalJson(body) === canonicalJson(existing.representation)) return 'retry'
     if (body.sourceRevision <= current) {
-      return {
-        problem: new Problem(
-          'stale_source_revision',
-          `sourceRevision ${body.sourceRevision} is not newer than the Receivable's current source revision ${current}.`,
-          { extensions: { currentSourceRevision: current } },
-        ),
-      }
+      return new Problem(
+        'stale_source_revision',
+        `sourceRevision ${body.sourceRevision} is not newer than the Receivable's current source revision ${current}.`,
+        { extensions: { currentSourceRevision: current } },
+      )
     }
     if (body.recoverableAmount.currency !== existing.currency) {
-      return {
-        problem: fieldProblem('/recoverableAmount/currency', 'custom', `must stay ${existing.currency}: a Receivable has one currency`),
-      }
+      return fieldProblem('/recoverableAmount/currency', 'custom', `must stay ${existing.currency}: a Receivable has one currency`)
     }
     const restrictionsChanged =
       canonicalJson(sortRestrictions(body.restrictions)) !== canonicalJson(sortRestrictions(existing.representation.restrictions))
-    return restrictionsChanged ? { fallback: true, state: existing } : 'replace'
+    return restrictionsChanged ? 'replace_restrictions' : 'replace'
   }
 
   const put = defineOperation({
@@ -217,25 +224,24 @@ export function createReceivableService(deps: ReceivableServiceDeps) {
     /** A list of one through `many`; what it does not do set-based runs the per-record rules (`single`). */
     run(uow: UnitOfWork, ctx: OperationContext, body: ReceivableWrite) {
       const now = isoNow(clock)
-      return runOne(many, uow, ctx, body, now, (existing) => single(uow, ctx, body, existing as ReceivableCore, now))
+      return runOne(many, uow, ctx, body, now, (state) => single(uow, ctx, body, state as Replacing, now))
     },
   })
 
   /**
    * The per-record rules of a PUT of an existing Receivable that `many` does not do set-based (its `fallback`,
-   * with the row it read and the identity it locked): a retry that releases a held omission, and a replace that
-   * changes restrictions.
+   * with the row it read, the identity it locked and what `decideReplace` decided): a retry that releases a
+   * held omission, and a replace that changes restrictions.
    */
   async function single(
     uow: UnitOfWork,
     { clientCode, id }: OperationContext,
     body: ReceivableWrite,
-    existing: ReceivableCore,
+    { existing, decided }: Replacing,
     now: string,
   ) {
     const { tx } = uow
-    const current = Number(existing.source_revision)
-    if (body.sourceRevision === current && canonicalJson(body) === canonicalJson(existing.representation)) {
+    if (decided === 'retry') {
       // The Source wrote it again: a complete-book omission is released (a change of holds).
       if (await releaseOmissions(tx, clientCode, [id], now)) {
         await bumpAndRecord(uow, clientCode, id, now)
@@ -328,18 +334,6 @@ export function createReceivableService(deps: ReceivableServiceDeps) {
     },
 
     commands,
-
-    /** pause, resume, close, reopen: the command's write operation in its own transaction. */
-    command(
-      clientCode: string,
-      grant: Grant,
-      id: string,
-      command: LifecycleCommand,
-      body: { effectiveAt: string; reason?: string },
-      slot?: SlotRelease,
-    ) {
-      return executeWrite(deps, commands[command], { clientCode, grant, id }, body, slot)
-    },
   }
 }
 export type ReceivableService = ReturnType<typeof createReceivableService>

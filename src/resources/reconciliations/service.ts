@@ -1,13 +1,11 @@
-import type { Grant } from '../../access/grants.ts'
 import { canonicalJson } from '../../domain/canonical.ts'
 import { describeMoney, money, toMinor } from '../../domain/money.ts'
 import { type FieldError, Problem, unknownReferences } from '../../domain/problems.ts'
 import { isoNow } from '../../domain/time.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
-import type { SlotRelease } from '../../store/transactions.ts'
 import type { RestrictionRules } from '../holds/restrictions.ts'
-import { defineOperation, executeWrite, type OperationContext, type RouteDeps } from '../operations.ts'
+import { defineOperation, type OperationContext, type RouteDeps } from '../operations.ts'
 import { matchedMinor } from '../payments/store.ts'
 import type { ReceivableStore } from '../receivables/store.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
@@ -299,12 +297,6 @@ export function createReconciliationService(deps: ReconciliationServiceDeps) {
   return {
     putOperation,
     resolveOperation,
-    put(clientCode: string, grant: Grant, id: string, body: ReconciliationWrite, slot?: SlotRelease) {
-      return executeWrite(deps, putOperation, { clientCode, grant, id }, body, slot)
-    },
-    resolve(clientCode: string, grant: Grant, id: string, body: ResolutionWrite, slot?: SlotRelease) {
-      return executeWrite(deps, resolveOperation, { clientCode, grant, id }, body, slot)
-    },
     async get(clientCode: string, id: string) {
       const row = await findReconciliation(store, clientCode, id)
       if (!row) throw notFound(id)

@@ -1,26 +1,22 @@
 import { defineRoute, type RouteDef } from '../../http/route.ts'
-import { InstructionParams, InstructionResponse, InstructionWrite } from './schema.ts'
+import { type RouteDeps, writeRoute } from '../operations.ts'
+import { InstructionParams, InstructionResponse } from './schema.ts'
 import type { RecoveryService } from './service.ts'
 
 const path = '/v1/clients/:clientCode/recovery-instructions/:externalInstructionId'
 
-export function recoveryRoutes(recovery: RecoveryService): RouteDef[] {
+export function recoveryRoutes(deps: RouteDeps, recovery: RecoveryService): RouteDef[] {
   return [
-    defineRoute({
+    writeRoute(deps, recovery.putOperation, {
       method: 'PUT',
       path,
+      idParam: 'externalInstructionId',
+      params: InstructionParams,
       operationId: 'putRecoveryInstruction',
       summary: 'Authorize or withdraw recovery for one Receivable',
       description:
         'Only for connections in explicit_instruction mode. An authorized instruction is never accepted while the Source holds a restriction or Dispute, and clears no hold other than recovery_not_authorized.',
       tags: ['Recovery instructions'],
-      auth: { kind: 'api_key', scopes: ['recovery_instructions:write'] },
-      params: InstructionParams,
-      body: { schema: InstructionWrite, mediaType: 'application/json' },
-      responses: {
-        201: { schema: InstructionResponse, description: 'Created at revision 1' },
-        200: { schema: InstructionResponse, description: 'A later revision, or an identical retry' },
-      },
       problems: [
         'recovery_mode_mismatch',
         'instruction_revision_conflict',
@@ -28,9 +24,7 @@ export function recoveryRoutes(recovery: RecoveryService): RouteDef[] {
         'instruction_state_conflict',
         'source_restriction_active',
       ],
-      public: true,
-      handler: async ({ clientCode, grant, params, body, slot }) =>
-        recovery.put(clientCode, grant, params.externalInstructionId, body, slot),
+      answers: { 201: 'Created at revision 1', 200: 'A later revision, or an identical retry' },
     }),
     defineRoute({
       method: 'GET',

@@ -4,8 +4,7 @@ import { Problem, unknownReferences } from '../../domain/problems.ts'
 import { isoNow } from '../../domain/time.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
-import type { SlotRelease } from '../../store/transactions.ts'
-import { defineOperation, executeWrite, grantOf, type OperationContext, type RouteDeps } from '../operations.ts'
+import { defineOperation, grantOf, type OperationContext, type RouteDeps } from '../operations.ts'
 import type { ReceivableStore } from '../receivables/store.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import { InstructionResponse, InstructionWrite } from './schema.ts'
@@ -126,9 +125,6 @@ export function createRecoveryService(deps: RecoveryServiceDeps) {
 
   return {
     putOperation,
-    put(clientCode: string, grant: Grant, id: string, body: InstructionWrite, slot?: SlotRelease) {
-      return executeWrite(deps, putOperation, { clientCode, grant, id }, body, slot)
-    },
     async get(clientCode: string, id: string) {
       const row = await findInstruction(store, clientCode, id)
       if (!row) throw new Problem('recovery_instruction_not_found', `No recovery instruction ${id} for this client.`)

@@ -1,27 +1,22 @@
 import { defineRoute, type RouteDef } from '../../http/route.ts'
-import { BalanceSnapshot, BalanceSnapshotParams, BalanceSnapshotWrite } from './schema.ts'
+import { type RouteDeps, writeRoute } from '../operations.ts'
+import { BalanceSnapshot, BalanceSnapshotParams } from './schema.ts'
 import type { SnapshotService } from './service.ts'
 
 const path = '/v1/clients/:clientCode/balance-snapshots/:externalSnapshotId'
 
-export function snapshotRoutes(snapshots: SnapshotService): RouteDef[] {
+export function snapshotRoutes(deps: RouteDeps, snapshots: SnapshotService): RouteDef[] {
   return [
-    defineRoute({
+    writeRoute(deps, snapshots.putOperation, {
       method: 'PUT',
       path,
+      idParam: 'externalSnapshotId',
+      params: BalanceSnapshotParams,
       operationId: 'putBalanceSnapshot',
       summary: 'Record an ordered Source balance snapshot',
       tags: ['Balance snapshots'],
-      auth: { kind: 'api_key', scopes: ['receivables:write'] },
-      params: BalanceSnapshotParams,
-      body: { schema: BalanceSnapshotWrite, mediaType: 'application/json' },
-      responses: {
-        201: { schema: BalanceSnapshot, description: 'Accepted, with each balance outcome' },
-        200: { schema: BalanceSnapshot, description: 'An identical retry' },
-      },
       problems: ['feed_mode_mismatch', 'snapshot_out_of_order', 'snapshot_conflict'],
-      public: true,
-      handler: async ({ clientCode, grant, params, body, slot }) => snapshots.put(clientCode, grant, params.externalSnapshotId, body, slot),
+      answers: { 201: 'Accepted, with each balance outcome', 200: 'An identical retry' },
     }),
     defineRoute({
       method: 'GET',

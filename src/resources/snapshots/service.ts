@@ -1,13 +1,11 @@
-import type { Grant } from '../../access/grants.ts'
 import { canonicalJson } from '../../domain/canonical.ts'
 import { toMinor } from '../../domain/money.ts'
 import { fieldProblem, Problem } from '../../domain/problems.ts'
 import { isoNow } from '../../domain/time.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
-import type { SlotRelease } from '../../store/transactions.ts'
 import type { BookStore } from '../book/store.ts'
-import { defineOperation, executeWrite, grantOf, type OperationContext, type RouteDeps } from '../operations.ts'
+import { defineOperation, grantOf, type OperationContext, type RouteDeps } from '../operations.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import { BalanceSnapshot, BalanceSnapshotWrite } from './schema.ts'
 import {
@@ -125,9 +123,6 @@ export function createSnapshotService(deps: SnapshotServiceDeps) {
 
   return {
     putOperation,
-    put(clientCode: string, grant: Grant, id: string, body: BalanceSnapshotWrite, slot?: SlotRelease) {
-      return executeWrite(deps, putOperation, { clientCode, grant, id }, body, slot)
-    },
 
     async get(clientCode: string, id: string, db: Queryable = store) {
       const row = await findSnapshot(db, clientCode, id)

@@ -1,16 +1,13 @@
 import { defineRoute, type RouteDef } from '../../http/route.ts'
+import { type RouteDeps, writeRoute } from '../operations.ts'
 import {
   DeliveriesQuery,
   DeliveryParams,
   ReplayBody,
   ReplayResult,
-  WebhookDelivery,
   WebhookDeliveryPage,
   WebhookEndpoint,
   WebhookEndpointParams,
-  WebhookEndpointPut,
-  WebhookEndpointReconfigured,
-  WebhookEndpointWithSecret,
 } from './schema.ts'
 import type { WebhookService } from './service.ts'
 
@@ -18,30 +15,29 @@ const path = '/v1/clients/:clientCode/webhook-endpoint'
 const auth = { kind: 'api_key', scopes: ['webhooks:manage'] } as const
 const tags = ['Webhooks']
 
-export function webhookRoutes(webhooks: WebhookService): RouteDef[] {
+/**
+ * The endpoint's writes are WriteOperations (src/resources/webhooks/service.ts) served by `writeRoute`; an endpoint
+ * is the calling Integration's for the path's client, so `clientCode` names it. The replay writes in chunks (its
+ * service method).
+ */
+export function webhookRoutes(deps: RouteDeps, webhooks: WebhookService): RouteDef[] {
+  const { operations } = webhooks
   return [
-    defineRoute({
+    writeRoute(deps, operations.put, {
       method: 'PUT',
       path,
+      idParam: 'clientCode',
       operationId: 'putWebhookEndpoint',
       summary: "Configure this Integration's webhook endpoint for the client",
       description:
         'One endpoint per Integration per Client. The first call answers 201 with `signingSecret` (shown once); later calls change the URL and answer 200 without it (unless the stored secret can no longer be decrypted: the PUT then issues a new one, `secretVersion` + 1, and answers it once). A PUT re-enables a disabled endpoint; notifications then cover changes committed after it. The URL must be `https` on port 443 with a public DNS name that resolves only to public addresses, with no credentials and no fragment.',
       tags,
-      auth,
       params: WebhookEndpointParams,
-      body: { schema: WebhookEndpointPut, mediaType: 'application/json' },
-      responses: {
-        201: { schema: WebhookEndpointWithSecret, description: 'Configured; the signing secret is shown this once' },
-        200: {
-          schema: WebhookEndpointReconfigured,
-          description:
-            'Reconfigured (and re-enabled if it was disabled); with a new `signingSecret` only when the stored one could not be decrypted',
-        },
+      answers: {
+        201: 'Configured; the signing secret is shown this once',
+        200: 'Reconfigured (and re-enabled if it was disabled); with a new `signingSecret` only when the stored one could not be decrypted',
       },
       problems: ['webhook_destination_unsafe'],
-      public: true,
-      handler: async ({ grant, body, slot }) => webhooks.put(grant, body.url, slot),
     }),
     defineRoute({
       method: 'GET',
@@ -56,34 +52,32 @@ export function webhookRoutes(webhooks: WebhookService): RouteDef[] {
       public: true,
       handler: async ({ grant }) => ({ status: 200, body: await webhooks.get(grant) }),
     }),
-    defineRoute({
+    writeRoute(deps, operations.rotateSecret, {
       method: 'POST',
       path: `${path}/rotate-secret`,
+      idParam: 'clientCode',
       operationId: 'rotateWebhookSecret',
       summary: 'Issue a new signing secret',
       description:
         'Returns the new secret once. For 24 hours every notification carries two `v1` signatures, one with the new secret and one with the previous. When the previous secret can no longer be decrypted (`disabledReason` `signing_secret_unreadable`), the new one is issued without it and signs alone; a PUT then re-enables the endpoint.',
       tags,
-      auth,
       params: WebhookEndpointParams,
-      responses: { 200: { schema: WebhookEndpointWithSecret, description: 'The new secret, shown this once' } },
+      noBody: true,
+      answers: { 200: 'The new secret, shown this once' },
       problems: ['webhook_endpoint_not_found'],
-      public: true,
-      handler: async ({ grant, slot }) => ({ status: 200, body: await webhooks.rotateSecret(grant, slot) }),
     }),
-    defineRoute({
+    writeRoute(deps, operations.disable, {
       method: 'POST',
       path: `${path}/disable`,
+      idParam: 'clientCode',
       operationId: 'disableWebhookEndpoint',
       summary: 'Stop delivery',
       description: 'Nothing is sent while disabled (pending deliveries wait). A PUT enables it again.',
       tags,
-      auth,
       params: WebhookEndpointParams,
-      responses: { 200: { schema: WebhookEndpoint, description: 'Disabled' } },
+      noBody: true,
+      answers: { 200: 'Disabled' },
       problems: ['webhook_endpoint_not_found'],
-      public: true,
-      handler: async ({ grant, slot }) => ({ status: 200, body: await webhooks.disable(grant, slot) }),
     }),
     defineRoute({
       method: 'GET',
@@ -101,19 +95,18 @@ export function webhookRoutes(webhooks: WebhookService): RouteDef[] {
       public: true,
       handler: async ({ grant, query }) => ({ status: 200, body: await webhooks.deliveries(grant, query) }),
     }),
-    defineRoute({
+    writeRoute(deps, operations.retry, {
       method: 'POST',
       path: `${path}/deliveries/:deliveryId/retry`,
+      idParam: 'deliveryId',
       operationId: 'retryWebhookDelivery',
       summary: 'Send one delivery again now (our extension)',
       description: 'Queues the delivery, due now, with a new round of the retry schedule. The worker sends it on its next run.',
       tags,
-      auth,
       params: DeliveryParams,
-      responses: { 202: { schema: WebhookDelivery, description: 'Queued' } },
+      noBody: true,
+      answers: { 202: 'Queued' },
       problems: ['webhook_endpoint_not_found', 'webhook_delivery_not_found', 'webhook_endpoint_disabled'],
-      public: true,
-      handler: async ({ grant, params, slot }) => ({ status: 202, body: await webhooks.retry(grant, params.deliveryId, slot) }),
     }),
     defineRoute({
       method: 'POST',

@@ -134,3 +134,10 @@ export const ReplayBody = z
 export const ReplayResult = z
   .object({ queued: z.number().int().min(0).describe('Deliveries queued, each due now.') })
   .meta({ id: 'WebhookReplayResult', examples: [{ queued: 12 }] })
+
+/** A command that takes no body (rotate-secret, disable, a delivery's retry): the route declares none. */
+export const NoBody = z.undefined()
+
+/** One chunk of a replay, inside its request (never answered on its own). */
+export const ReplayChunk = z.object({ queued: z.number().int().min(0), lastSeq: z.string().nullable() })
+export type ReplayChunk = z.output<typeof ReplayChunk>

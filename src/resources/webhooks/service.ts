@@ -7,11 +7,20 @@ import { type Clock, isoNow } from '../../domain/time.ts'
 import { checkDestination, type Resolver, UnsafeDestinationError } from '../../http/destination.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable, Store, Tx } from '../../store/store.ts'
-import { inRequestTransaction, NO_SLOT, type SlotRelease } from '../../store/transactions.ts'
+import { NO_SLOT, type SlotRelease } from '../../store/transactions.ts'
 import { FEED_READ_SCOPES } from '../changes/service.ts'
 import { purgedThrough } from '../changes/store.ts'
 import type { ResourceType } from '../feed/store.ts'
-import type { WebhookDelivery } from './schema.ts'
+import { defineOperation, executeWrite, grantOf, type OperationResult } from '../operations.ts'
+import {
+  NoBody,
+  ReplayChunk,
+  WebhookDelivery,
+  WebhookEndpoint,
+  WebhookEndpointPut,
+  WebhookEndpointReconfigured,
+  WebhookEndpointWithSecret,
+} from './schema.ts'
 import { newSigningSecret, secretAad } from './secrets.ts'
 import {
   attemptsOf,
@@ -36,6 +45,22 @@ import {
  * 12,000 held it 0.45 to 0.7 s.
  */
 export const REPLAY_CHUNK_SIZE = 500
+
+/** Every write of an endpoint is its Integration's, under this scope. */
+const MANAGE = ['webhooks:manage'] as const
+
+/** A write's answer, rendered already (the operations here render inside their run). */
+const answer = (status: OperationResult['status'], body: unknown): OperationResult => ({ status, body: async () => body })
+
+/** A replay's progress across its chunks (one request): `throughSeq` fixed by the first, `last` set by the last. */
+interface ReplayState {
+  cursor: string
+  afterSeq: string
+  throughSeq: string | null
+  types: ResourceType[]
+  now: string
+  last: boolean
+}
 
 /** For 24 hours after a rotation notifications carry a signature with each secret. */
 export const ROTATION_OVERLAP_MS = 24 * 3600 * 1000
@@ -160,12 +185,21 @@ export function createWebhookService({ store, clock, resolver, allowLoopback, ke
     return row
   }
 
-  return {
-    /** 201 with the signing secret on the first configuration; 200 after (re-enabling a disabled endpoint). */
-    async put(grant: Grant, url: string, slot: SlotRelease = NO_SLOT) {
-      // Resolved before the transaction: a slow DNS answer never holds a database connection.
+  /**
+   * PUT: 201 with the signing secret on the first configuration; 200 after (re-enabling a disabled endpoint). The
+   * URL is checked (its name resolved) and the key ring loaded before the transaction: a slow DNS answer never
+   * holds a database connection.
+   */
+  const putOperation = defineOperation({
+    kind: 'webhook_endpoint',
+    scopes: MANAGE,
+    body: WebhookEndpointPut,
+    response: WebhookEndpointReconfigured,
+    responses: { 201: WebhookEndpointWithSecret, 200: WebhookEndpointReconfigured },
+    source: false,
+    async before(_ctx, body) {
       try {
-        await checkDestination(url, { allowLoopback, resolver })
+        await checkDestination(body.url, { allowLoopback, resolver })
       } catch (err) {
         if (err instanceof UnsafeDestinationError) {
           throw new Problem('webhook_destination_unsafe', `The url ${err.reason}.`, {
@@ -174,76 +208,160 @@ export function createWebhookService({ store, clock, resolver, allowLoopback, ke
         }
         throw err
       }
+      await keyRing()
+    },
+    async run({ tx }, ctx, { url }) {
+      const grant = grantOf(ctx)
+      // Loaded by `before`: the loader's promise, settled, runs no statement here.
       const ring = await keyRing()
-      return inRequestTransaction(store, slot, async (tx) => {
-        const now = isoNow(clock)
-        await lockIdentity(tx, grant.clientCode, 'webhook-endpoint', grant.integrationId)
-        const row = await findEndpoint(tx, grant.clientCode, grant.integrationId, true)
-        const head = await feedHead(tx, grant.clientCode)
-        if (!row) {
-          const signingSecret = newSigningSecret()
-          await insertEndpoint(tx, {
-            clientCode: grant.clientCode,
-            integrationId: grant.integrationId,
-            url,
-            secretCiphertext: ring.encrypt(secretAad(grant.clientCode, grant.integrationId), signingSecret),
-            seq: head,
-            now,
-          })
-          const created = { url, status: 'enabled' as const, disabled_reason: null, secret_version: 1 }
-          await audit(tx, grant, 'webhook_endpoint.created', created, now)
-          return { status: 201 as const, body: { ...view(created), signingSecret } }
-        }
-        const reenable = row.status === 'disabled'
-        await reconfigureEndpoint(tx, {
+      const now = isoNow(clock)
+      await lockIdentity(tx, grant.clientCode, 'webhook-endpoint', grant.integrationId)
+      const row = await findEndpoint(tx, grant.clientCode, grant.integrationId, true)
+      const head = await feedHead(tx, grant.clientCode)
+      if (!row) {
+        const signingSecret = newSigningSecret()
+        await insertEndpoint(tx, {
           clientCode: grant.clientCode,
           integrationId: grant.integrationId,
           url,
-          reenableAtSeq: reenable ? head : null,
+          secretCiphertext: ring.encrypt(secretAad(grant.clientCode, grant.integrationId), signingSecret),
+          seq: head,
           now,
         })
-        // A secret no key opens can never sign again: this PUT issues a new one (shown once), as rotate-secret would.
-        const replaced = openSecret(ring, row) === null ? await replaceSecret(tx, ring, grant, now) : null
-        const after = {
-          url,
-          status: 'enabled' as const,
-          disabled_reason: null,
-          secret_version: row.secret_version + (replaced ? 1 : 0),
-        }
-        if (replaced) await audit(tx, grant, 'webhook_endpoint.secret_rotated', { ...after, status: row.status }, now)
-        if (reenable || row.url !== url)
-          await audit(tx, grant, reenable ? 'webhook_endpoint.enabled' : 'webhook_endpoint.updated', after, now)
-        return { status: 200 as const, body: { ...view(after), ...(replaced ? { signingSecret: replaced } : {}) } }
+        const created = { url, status: 'enabled' as const, disabled_reason: null, secret_version: 1 }
+        await audit(tx, grant, 'webhook_endpoint.created', created, now)
+        return answer(201, { ...view(created), signingSecret })
+      }
+      const reenable = row.status === 'disabled'
+      await reconfigureEndpoint(tx, {
+        clientCode: grant.clientCode,
+        integrationId: grant.integrationId,
+        url,
+        reenableAtSeq: reenable ? head : null,
+        now,
       })
+      // A secret no key opens can never sign again: this PUT issues a new one (shown once), as rotate-secret would.
+      const replaced = openSecret(ring, row) === null ? await replaceSecret(tx, ring, grant, now) : null
+      const after = {
+        url,
+        status: 'enabled' as const,
+        disabled_reason: null,
+        secret_version: row.secret_version + (replaced ? 1 : 0),
+      }
+      if (replaced) await audit(tx, grant, 'webhook_endpoint.secret_rotated', { ...after, status: row.status }, now)
+      if (reenable || row.url !== url)
+        await audit(tx, grant, reenable ? 'webhook_endpoint.enabled' : 'webhook_endpoint.updated', after, now)
+      return answer(200, { ...view(after), ...(replaced ? { signingSecret: replaced } : {}) })
+    },
+  })
+
+  const rotateSecretOperation = defineOperation({
+    kind: 'webhook_secret_rotation',
+    scopes: MANAGE,
+    body: NoBody,
+    response: WebhookEndpointWithSecret,
+    source: false,
+    async before() {
+      await keyRing()
+    },
+    async run({ tx }, ctx) {
+      const grant = grantOf(ctx)
+      const ring = await keyRing()
+      const now = isoNow(clock)
+      const row = await existing(tx, grant, true)
+      const signingSecret = await replaceSecret(tx, ring, grant, now, openSecret(ring, row))
+      const after = { ...row, secret_version: row.secret_version + 1 }
+      await audit(tx, grant, 'webhook_endpoint.secret_rotated', after, now)
+      return answer(200, { ...view(after), signingSecret })
+    },
+  })
+
+  const disableOperation = defineOperation({
+    kind: 'webhook_endpoint_disable',
+    scopes: MANAGE,
+    body: NoBody,
+    response: WebhookEndpoint,
+    source: false,
+    async run({ tx }, ctx) {
+      const grant = grantOf(ctx)
+      const now = isoNow(clock)
+      const row = await existing(tx, grant, true)
+      if (row.status === 'enabled') {
+        await disableEndpoint(tx, grant.clientCode, grant.integrationId, null, now)
+        await audit(tx, grant, 'webhook_endpoint.disabled', { ...row, status: 'disabled' }, now)
+        return answer(200, view({ ...row, status: 'disabled', disabled_reason: null }))
+      }
+      return answer(200, view(row))
+    },
+  })
+
+  /** Queues one delivery (the path's `deliveryId`) again now, in a new round of the retry schedule: 202. */
+  const retryOperation = defineOperation({
+    kind: 'webhook_delivery_retry',
+    scopes: MANAGE,
+    body: NoBody,
+    response: WebhookDelivery,
+    source: false,
+    async run({ tx }, ctx) {
+      const grant = grantOf(ctx)
+      const deliveryId = ctx.id
+      await enabledEndpoint(tx, grant)
+      const row = await findDelivery(tx, grant.clientCode, grant.integrationId, deliveryId)
+      if (!row) throw new Problem('webhook_delivery_not_found', `No webhook delivery ${deliveryId} for this endpoint.`)
+      const now = isoNow(clock)
+      await requeueDelivery(tx, grant.clientCode, grant.integrationId, deliveryId, now)
+      const after = (await findDelivery(tx, grant.clientCode, grant.integrationId, deliveryId)) as DeliveryRow
+      const [delivery] = await deliveryViews(tx, grant, [after])
+      return answer(202, delivery)
+    },
+  })
+
+  /**
+   * One chunk of a replay (REPLAY_CHUNK_SIZE feed events), an operation of its own request: the first checks the
+   * endpoint and the cursor and fixes the end (what the worker has scanned); `state.last` tells the request's
+   * slot release whether this chunk is the last.
+   */
+  function replayChunkOperation(grant: Grant, state: ReplayState) {
+    return defineOperation({
+      kind: 'webhook_replay_chunk',
+      scopes: MANAGE,
+      body: NoBody,
+      response: ReplayChunk,
+      source: false,
+      async run({ tx }) {
+        if (state.throughSeq === null) {
+          const endpoint = await enabledEndpoint(tx, grant)
+          if (BigInt(state.cursor) < (await purgedThrough(tx, grant.clientCode))) {
+            throw new Problem(
+              'cursor_expired',
+              'Events after this cursor were purged (kept 30 days); replay from a newer cursor and re-read the resources.',
+            )
+          }
+          state.throughSeq = endpoint.scanned_seq
+        }
+        const c = await replayDeliveries(tx, grant.clientCode, grant.integrationId, {
+          afterSeq: state.afterSeq,
+          throughSeq: state.throughSeq,
+          types: state.types,
+          now: state.now,
+          limit: REPLAY_CHUNK_SIZE,
+        })
+        state.last = c.lastSeq === null || c.queued < REPLAY_CHUNK_SIZE
+        return answer(200, { queued: c.queued, lastSeq: c.lastSeq })
+      },
+    })
+  }
+
+  return {
+    operations: {
+      put: putOperation,
+      rotateSecret: rotateSecretOperation,
+      disable: disableOperation,
+      retry: retryOperation,
     },
 
     async get(grant: Grant) {
       return view(await existing(store, grant))
-    },
-
-    async rotateSecret(grant: Grant, slot: SlotRelease = NO_SLOT) {
-      const ring = await keyRing()
-      return inRequestTransaction(store, slot, async (tx) => {
-        const now = isoNow(clock)
-        const row = await existing(tx, grant, true)
-        const signingSecret = await replaceSecret(tx, ring, grant, now, openSecret(ring, row))
-        const after = { ...row, secret_version: row.secret_version + 1 }
-        await audit(tx, grant, 'webhook_endpoint.secret_rotated', after, now)
-        return { ...view(after), signingSecret }
-      })
-    },
-
-    async disable(grant: Grant, slot: SlotRelease = NO_SLOT) {
-      return inRequestTransaction(store, slot, async (tx) => {
-        const now = isoNow(clock)
-        const row = await existing(tx, grant, true)
-        if (row.status === 'enabled') {
-          await disableEndpoint(tx, grant.clientCode, grant.integrationId, null, now)
-          await audit(tx, grant, 'webhook_endpoint.disabled', { ...row, status: 'disabled' }, now)
-          return view({ ...row, status: 'disabled', disabled_reason: null })
-        }
-        return view(row)
-      })
     },
 
     async deliveries(grant: Grant, q: { cursor?: string | undefined; limit: number; eventId?: string | undefined }) {
@@ -262,60 +380,35 @@ export function createWebhookService({ store, clock, resolver, allowLoopback, ke
       }
     },
 
-    /** Queues one delivery again now, in a new round of the retry schedule. */
-    async retry(grant: Grant, deliveryId: string, slot: SlotRelease = NO_SLOT) {
-      return inRequestTransaction(store, slot, async (tx) => {
-        await enabledEndpoint(tx, grant)
-        const row = await findDelivery(tx, grant.clientCode, grant.integrationId, deliveryId)
-        if (!row) throw new Problem('webhook_delivery_not_found', `No webhook delivery ${deliveryId} for this endpoint.`)
-        const now = isoNow(clock)
-        await requeueDelivery(tx, grant.clientCode, grant.integrationId, deliveryId, now)
-        const after = (await findDelivery(tx, grant.clientCode, grant.integrationId, deliveryId)) as DeliveryRow
-        return (await deliveryViews(tx, grant, [after]))[0] as WebhookDelivery
-      })
-    },
-
     /**
      * Queues again every notification after a change-feed cursor (of the types the grant may read), in chunks of
-     * REPLAY_CHUNK_SIZE feed events, each its own transaction, all before answering: the 202's `queued` is exact,
-     * and between chunks every other request gets the store (on PGlite one transaction excludes all others).
-     * The first chunk checks the endpoint and the cursor, and fixes the end (what the worker has scanned); the
-     * last frees the request's slot. A failure after a chunk committed leaves those deliveries queued (a replay
-     * asks for at-least-once re-delivery; repeating it queues them again), and says so.
+     * REPLAY_CHUNK_SIZE feed events, each its own write (`executeWrite`, the request's idiom), all before
+     * answering: the 202's `queued` is exact, and between chunks every other request gets the store (on PGlite
+     * one transaction excludes all others; docs/decisions.md, "replay in chunks"). A replay is bounded (the feed
+     * keeps 30 days) but one transaction for it would hold PGlite for the whole of it. The first chunk checks the
+     * endpoint and the cursor, and fixes the end; the last frees the request's slot. A failure after a chunk
+     * committed leaves those deliveries queued (a replay asks for at-least-once re-delivery; repeating it queues
+     * them again), and says so.
      */
     async replay(grant: Grant, after: string, slot: SlotRelease = NO_SLOT) {
       const cursor = readCursor(after, FeedCursor, '/after', 'is not a cursor the change feed returned') as { s: string }
-      const types = readableTypes(grant.scopes)
-      const now = isoNow(clock)
-      let afterSeq = cursor.s
-      let throughSeq = '0'
+      const state: ReplayState = {
+        cursor: cursor.s,
+        afterSeq: cursor.s,
+        throughSeq: null,
+        types: readableTypes(grant.scopes),
+        now: isoNow(clock),
+        last: false,
+      }
+      const chunkOperation = replayChunkOperation(grant, state)
+      // Read when the chunk's transaction frees the slot, after the chunk ran: only the last chunk frees it.
+      const lastChunkFrees: SlotRelease = { releaseIn: (tx) => (state.last ? slot.releaseIn(tx) : NO_SLOT.releaseIn(tx)) }
       let queued = 0
       for (let first = true; ; first = false) {
-        let released = () => {}
-        let chunk: { queued: number; lastSeq: string | null; last: boolean }
+        let chunk: ReplayChunk
         try {
-          chunk = await store.transaction(async (tx) => {
-            if (first) {
-              const endpoint = await enabledEndpoint(tx, grant)
-              if (BigInt(cursor.s) < (await purgedThrough(tx, grant.clientCode))) {
-                throw new Problem(
-                  'cursor_expired',
-                  'Events after this cursor were purged (kept 30 days); replay from a newer cursor and re-read the resources.',
-                )
-              }
-              throughSeq = endpoint.scanned_seq
-            }
-            const c = await replayDeliveries(tx, grant.clientCode, grant.integrationId, {
-              afterSeq,
-              throughSeq,
-              types,
-              now,
-              limit: REPLAY_CHUNK_SIZE,
-            })
-            const last = c.lastSeq === null || c.queued < REPLAY_CHUNK_SIZE
-            if (last) released = await slot.releaseIn(tx)
-            return { ...c, last }
-          })
+          const ctx = { clientCode: grant.clientCode, grant, id: grant.integrationId }
+          chunk = (await executeWrite({ store, clock }, chunkOperation, ctx, undefined, lastChunkFrees)).body as ReplayChunk
         } catch (err) {
           if (first || err instanceof Problem) throw err
           throw new Problem(
@@ -323,10 +416,9 @@ export function createWebhookService({ store, clock, resolver, allowLoopback, ke
             `The replay stopped after queueing ${queued} deliveries: the store failed before the rest was queued. Those are queued and will be sent; repeat the replay to queue the rest (what is queued already is queued again, at least once).`,
           )
         }
-        released()
         queued += chunk.queued
-        if (chunk.last || chunk.lastSeq === null) return { queued }
-        afterSeq = chunk.lastSeq
+        if (state.last || chunk.lastSeq === null) return { queued }
+        state.afterSeq = chunk.lastSeq
         // A turn of the event loop: requests waiting for the store (PGlite's one backend) run before the next chunk.
         await new Promise<void>((resolve) => setImmediate(resolve))
       }

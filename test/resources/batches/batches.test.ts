@@ -223,6 +223,31 @@ describe('submission', () => {
     assert.equal(problemCode(await putBatch(k, 'b-c', [records[0]])), 'batch_conflict')
   })
 
+  test('only a queued batch wakes the runner, after its COMMIT: an identical retry, a conflict and a refusal do not', async () => {
+    const k = await t.tenant('bw')
+    const narrow = await t.tenant('bw', { scopes: ['customers:write'], integrationId: 'ti-bw-narrow' })
+    const runner = t.app.batchRunner
+    const wake = runner.wake
+    /** At each wake-up, the batches of the client a fresh query sees (the committed ones). */
+    const seen: Promise<number>[] = []
+    runner.wake = () => {
+      seen.push(batchRows('bw'))
+      wake.call(runner)
+    }
+    try {
+      const records = [{ recordId: 'c1', kind: 'customer', externalId: 'cust-1', body: customer(1) }]
+      assert.equal((await putBatch(k, 'b-w', records)).status, 202)
+      assert.equal((await putBatch(k, 'b-w', records)).status, 200)
+      assert.equal(problemCode(await putBatch(k, 'b-w', [{ ...records[0], externalId: 'cust-2' }])), 'batch_conflict')
+      const adjustment = { recordId: 'a1', kind: 'adjustment', externalId: 'e-1', body: event('adjustment', 'r-1', 2) }
+      assert.equal(problemCode(await putBatch(narrow, 'b-w2', [adjustment])), 'client_scope_denied')
+      assert.deepEqual(await Promise.all(seen), [1])
+    } finally {
+      runner.wake = wake
+    }
+    assert.equal(await batchRows('bw'), 1)
+  })
+
   test('GET of an unknown batch is 404 batch_not_found', async () => {
     const k = await t.tenant('bnf')
     const res = await getBatch(k, 'b-none')
