@@ -1,4 +1,6 @@
 import { z } from 'zod'
+import { paymentProviderRoutes } from './admin/payment-provider-routes.ts'
+import { createPaymentProviderService } from './admin/payment-provider-service.ts'
 import { adminRoutes, adminSandboxRoutes } from './admin/routes.ts'
 import { createSecretRewrap, secretRoutes } from './admin/secrets-routes.ts'
 import { createAdminService } from './admin/service.ts'
@@ -38,7 +40,11 @@ import { paymentRules } from './resources/payment-requests/payment-rules.ts'
 import { paymentRequestRoutes, paymentSimulateRoutes } from './resources/payment-requests/routes.ts'
 import { createPaymentRequestService } from './resources/payment-requests/service.ts'
 import { providerFor } from './resources/payments/provider.ts'
+import { paymentProviderSecretColumns } from './resources/payments/provider-config-store.ts'
 import { paymentStore } from './resources/payments/store.ts'
+import { receiptRoutes } from './resources/receipts/routes.ts'
+import { createReceiptService } from './resources/receipts/service.ts'
+import { receiptSecretColumns } from './resources/receipts/store.ts'
 import { receivableRoutes } from './resources/receivables/routes.ts'
 import { createReceivableService } from './resources/receivables/service.ts'
 import { receivableStore } from './resources/receivables/store.ts'
@@ -46,6 +52,9 @@ import { reconciliationRoutes } from './resources/reconciliations/routes.ts'
 import { createReconciliationService } from './resources/reconciliations/service.ts'
 import { recoveryRoutes } from './resources/recovery/routes.ts'
 import { createRecoveryService } from './resources/recovery/service.ts'
+import { refundRoutes } from './resources/refunds/routes.ts'
+import { createRefundService } from './resources/refunds/service.ts'
+import { refundStore } from './resources/refunds/store.ts'
 import { snapshotRoutes } from './resources/snapshots/routes.ts'
 import { createSnapshotService } from './resources/snapshots/service.ts'
 import { webhookRoutes } from './resources/webhooks/routes.ts'
@@ -59,6 +68,8 @@ import type { Store } from './store/store.ts'
 import { createBatchRunner } from './workers/batch-runner.ts'
 import { createClientFanout } from './workers/client-fanout.ts'
 import { createPaymentExpiryWorker } from './workers/payment-expiry.ts'
+import { createReceiptDispatcher } from './workers/receipt-dispatcher.ts'
+import { createRefundWorker } from './workers/refund-worker.ts'
 import { createRetentionWorker } from './workers/retention.ts'
 import { createWebhookDispatcher } from './workers/webhook-dispatcher.ts'
 import { createWorker, type Worker } from './workers/worker.ts'
@@ -108,7 +119,7 @@ export function createApp({
     currentHex: config.webhooks.secretKeyHex,
     previousHex: config.webhooks.previousSecretKeysHex,
   })
-  const encryptedSecrets: EncryptedColumns[] = [webhookSecretColumns]
+  const encryptedSecrets: EncryptedColumns[] = [webhookSecretColumns, receiptSecretColumns, ...paymentProviderSecretColumns]
   const secretRewrap = createSecretRewrap({ store, clock: baseClock, keyRing, tables: encryptedSecrets })
   const webhooks = createWebhookService({
     store,
@@ -117,17 +128,29 @@ export function createApp({
     allowLoopback: config.webhooks.allowLoopback,
     keyRing,
   })
+  // The client's receipt-posting route (src/resources/receipts); its dispatcher sends the receipts.
+  const receipts = createReceiptService({
+    store,
+    clock,
+    resolver,
+    allowLoopback: config.webhooks.allowLoopback,
+    keyRing,
+    onQueued: () => receiptDispatcher.wake(),
+  })
   // Each factory receives the other families' store functions and rules it uses (a Pick<> in its deps type).
   // Every commit that appended change-feed events wakes the webhook dispatcher (src/workers/worker.ts coalesces the
   // wake-ups; the dispatcher's per-run budget still holds). After COMMIT: a failing wake-up is logged, nothing more.
   const onFeedAppended = () => {
     try {
       webhookDispatcher.wake()
+      receiptDispatcher.wake()
     } catch (err) {
       app.log.error({ errMessage: (err as Error).message }, 'webhook dispatcher wake-up failed')
     }
   }
   const db = { store, clock, onFeedAppended }
+  // A refund recorded pending (the PUT, or a confirmation's unapplied money): the refund worker asks the provider now.
+  const onRefundQueued = () => refundWorker.wake()
   // Client-wide changes (collection toggles, freshness flips) record one fact; this worker gives each Receivable
   // its new revision and event in the background (src/workers/client-fanout.ts).
   const clientFanout = createClientFanout({
@@ -155,19 +178,23 @@ export function createApp({
       ...db,
       provider: providerFor(config.environment),
       publicBaseUrl: config.publicBaseUrl,
-      receivables: receivableStore,
       payments: paymentStore,
       paymentRules,
+      onRefundQueued,
       ...(atClientTime ? { atClientTime } : {}),
       onFeedAppended,
     }),
+    refunds: createRefundService({ ...db, refunds: refundStore, onRefundQueued }),
     changes: createChangeService({ store }),
     webhooks,
     admin: createAdminService({
       store,
       clock,
       environment: config.environment,
-      onGrantRevoked: webhooks.onGrantRevoked,
+      onGrantRevoked: async (tx, integrationId, clientCode) => {
+        await webhooks.onGrantRevoked(tx, integrationId, clientCode)
+        await receipts.onGrantRevoked(tx, integrationId, clientCode)
+      },
       baseClock,
       onClientFact: () => clientFanout.wake(),
     }),
@@ -205,6 +232,7 @@ export function createApp({
     ...financialEventRoutes(routeDeps, services.financialEvents),
     ...paymentObservationRoutes(routeDeps, services.paymentObservations),
     ...paymentRequestRoutes(routeDeps, services.paymentRequests),
+    ...refundRoutes(routeDeps, services.refunds),
     ...changeRoutes(services.changes),
     ...batchRoutes(routeDeps, batches),
     ...bookRoutes(routeDeps, services.book),
@@ -214,11 +242,21 @@ export function createApp({
     ...reconciliationRoutes(routeDeps, services.reconciliations),
     ...collectionRoutes(store, createCollectionSummary({ clock })),
     ...webhookRoutes(routeDeps, webhooks),
+    ...receiptRoutes(routeDeps, receipts),
     ...adminRoutes(services.admin, store, { serverUrl: config.publicBaseUrl, docsUrl: config.docsUrl }, [
       ...paymentSimulateRoutes(routeDeps, services.paymentRequests, { sandbox: config.environment === 'sandbox' }),
       ...sandboxClockRoutes(sandboxClock),
       ...adminSandboxRoutes(services.admin, { sandbox: config.environment === 'sandbox' }),
       ...secretRoutes(secretRewrap),
+      ...paymentProviderRoutes(
+        createPaymentProviderService({
+          store,
+          clock: baseClock,
+          environment: config.environment,
+          keyRing,
+          publicBaseUrl: config.publicBaseUrl,
+        }),
+      ),
     ]),
   ]
   let document: Record<string, unknown> | undefined
@@ -283,6 +321,17 @@ export function createApp({
     ...(sandbox ? { sandbox } : {}),
     onError: (err) => app.log.error({ errMessage: (err as Error).message, stack: (err as Error).stack }, 'webhook dispatcher error'),
   })
+  // Receipts to the Source (design.md section 7): on the webhooks' schedule and destination rules, real time.
+  const receiptDispatcher = createReceiptDispatcher({
+    store,
+    clock: baseClock,
+    resolver,
+    allowLoopback: config.webhooks.allowLoopback,
+    keyRing,
+    intervalMs: config.webhooks.intervalMs,
+    retryScheduleMs: config.webhooks.retryScheduleMs,
+    onError: (err) => app.log.error({ errMessage: (err as Error).message, stack: (err as Error).stack }, 'receipt dispatcher error'),
+  })
   // At start, before the first request: every stored secret moves under the current key (bounded chunks, safe with
   // instances starting together). A failure is logged and does not stop the start: the old keys still open them.
   // A process that waits for its database (src/main.ts, `isReady`) runs it once the store answers instead.
@@ -306,14 +355,26 @@ export function createApp({
   /** The periodic freshness sweep (src/main.ts): in sandbox, each client at its own time. */
   const sweepFreshness = () => (sandbox ? sweepFreshnessAtClientTimes(store, sandbox, freshness) : freshness.sweep(store))
   const logged = (message: string) => (err: unknown) => app.log.error({ errMessage: (err as Error).message }, message)
+  // Asks the payment provider for pending refunds, outside any transaction, and records its decisions.
+  const refundWorker = createRefundWorker({
+    store,
+    clock: baseClock,
+    clientClock: clock,
+    provider: providerFor(config.environment),
+    ...(atClientTime ? { atClientTime } : {}),
+    onFeedAppended,
+    onError: logged('refund worker failed'),
+  })
   // Every background worker of the process, in one list: src/main.ts starts and stops them together.
   const workers: Worker[] = [
     batchRunner,
     webhookDispatcher,
+    receiptDispatcher,
     clientFanout,
     // Records the expiry of open Payment requests nobody reads, so the change feed hears of each.
     createPaymentExpiryWorker({ store, clock: baseClock, sandbox, onFeedAppended, onError: logged('payment request expiry sweep failed') }),
     createRetentionWorker({ db: store, sandbox, onError: logged('retention failed') }),
+    refundWorker,
     // Flips the recorded freshness of Sources that went quiet (hold source_stale): one client fact each, whose
     // Receivable revisions the client fan-out gives in the background.
     createWorker({
@@ -331,7 +392,9 @@ export function createApp({
     routes: allRoutes,
     batchRunner,
     webhookDispatcher,
+    receiptDispatcher,
     clientFanout,
+    refundWorker,
     metrics,
     sandbox,
     sandboxClock,

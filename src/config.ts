@@ -56,6 +56,28 @@ const TrustProxy = z
 
 const Flag = z.enum(['0', '1', 'true', 'false']).transform((v) => v === '1' || v === 'true')
 
+/**
+ * Where the Stripe SDK sends its calls (a proxy, or a local stand-in in tests): scheme, host and port only, because
+ * the SDK adds `/v1/...` itself and would silently drop a path (src/resources/payments/stripe/gateway.ts).
+ */
+const StripeApiBase = z
+  .string()
+  .trim()
+  .superRefine((v, ctx) => {
+    let url: URL
+    try {
+      url = new URL(v)
+    } catch {
+      ctx.addIssue({ code: 'custom', message: 'is not a URL' })
+      return
+    }
+    if (url.protocol !== 'https:' && url.protocol !== 'http:') ctx.addIssue({ code: 'custom', message: 'is not an http or https URL' })
+    else if (url.pathname !== '/' || url.search !== '' || url.hash !== '' || url.username !== '' || url.password !== '') {
+      ctx.addIssue({ code: 'custom', message: 'has a path, query or credentials (only a scheme, host and port are taken)' })
+    }
+  })
+  .transform((v) => new URL(v).origin)
+
 export const ConfigSchema = z
   .object({
     HOST: z.string().min(1).default('127.0.0.1'),
@@ -85,6 +107,7 @@ export const ConfigSchema = z
       .regex(/^$|^[0-9a-fA-F]{64}(,[0-9a-fA-F]{64})*$/, 'is not a comma-separated list of keys of 64 hexadecimal digits each')
       .transform((v) => (v === '' ? [] : v.split(',')))
       .prefault(''),
+    STRIPE_API_BASE: StripeApiBase.prefault('https://api.stripe.com'),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     SEED_DEMO: Flag.default(true),
     FRESHNESS_STALE_AFTER_TRANSACTION_SECONDS: z.coerce.number().int().min(1).default(172_800),
@@ -151,6 +174,7 @@ export const ConfigSchema = z
         pollMs: c.BATCH_POLL_MS,
         concurrency: c.BATCH_WORKER_CONCURRENCY,
       },
+      stripe: { apiBase: c.STRIPE_API_BASE },
       logLevel: c.LOG_LEVEL,
       seedDemo: c.SEED_DEMO,
     }
@@ -183,6 +207,8 @@ const FIXES: Record<string, string> = {
     'set WEBHOOK_SECRET_KEY to 64 hexadecimal digits (for example the output of `openssl rand -hex 32`); it may be unset only in sandbox, where a key is generated and stored',
   WEBHOOK_SECRET_KEY_PREVIOUS:
     'set WEBHOOK_SECRET_KEY_PREVIOUS to the keys WEBHOOK_SECRET_KEY replaced, 64 hexadecimal digits each, separated by commas, or unset it',
+  STRIPE_API_BASE:
+    'set STRIPE_API_BASE to a scheme, host and optional port such as https://api.stripe.com (the default) or http://127.0.0.1:12111, with no path, or unset it',
   LOG_LEVEL: 'set LOG_LEVEL to one of fatal, error, warn, info, debug, trace, silent',
   SEED_DEMO: 'set SEED_DEMO to 0 or 1',
   FRESHNESS_STALE_AFTER_TRANSACTION_SECONDS: 'set it to a whole number of seconds of at least 1, or unset it for 172800',

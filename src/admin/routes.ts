@@ -302,7 +302,7 @@ export function adminSandboxRoutes(svc: AdminService, opts: { sandbox: boolean }
       operationId: 'adminResetSandboxClient',
       summary: 'Delete every resource, feed event and batch of a sandbox client (keeping its credentials and grants)',
       description:
-        "Sandbox only. Deletes the client's Customers, Receivables, events, observations, declarations, snapshots, recovery instructions, Payment requests and Payments, reconciliations, batches, change-feed events, webhook deliveries, Source activity and sandbox clock (back to real time), in one transaction. Keeps the client, its grants (so every API key still works), its webhook endpoints, its feed head (a cursor from before the reset answers 410 `cursor_expired`; new events continue the sequence) and the audit trail. Audited as `client.sandbox_reset` with the rows deleted per table.",
+        "Sandbox only. Deletes the client's Customers, Receivables, events, observations, declarations, snapshots, recovery instructions, Payment requests and Payments, reconciliations, batches, change-feed events, webhook deliveries, Source activity and sandbox clock (back to real time), in one transaction. Keeps the client, its grants (so every API key still works), its webhook endpoints, its payment provider, its feed head (a cursor from before the reset answers 410 `cursor_expired`; new events continue the sequence) and the audit trail. Audited as `client.sandbox_reset` with the rows deleted per table.",
       tags: ['Operator'],
       auth: admin,
       params: ClientCodeParams,

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs'
+import { text as readStream } from 'node:stream/consumers'
 import { parseArgs } from 'node:util'
 import { request } from 'undici'
 
@@ -29,6 +30,15 @@ Commands:
   audit list [--client C] [PAGING]
   secrets rewrap                             re-encrypt every stored secret under WEBHOOK_SECRET_KEY
                                              (docs/operations.md, changing the encryption key)
+  provider set <clientCode> --secret-key-file F --webhook-secret-file F
+                                             configure the client's Stripe account: its secret or
+                                             restricted key and its webhook signing secret (whsec_),
+                                             each read from a file (- for stdin), never from the command
+                                             line; without the option, from STRIPE_SECRET_KEY /
+                                             STRIPE_WEBHOOK_SECRET. Test keys in sandbox, live keys in
+                                             production. Prints the webhook URL and events for Stripe
+  provider show <clientCode>                 the client's payment provider (never its secrets)
+  provider remove <clientCode>               delete it (sandbox: the sandbox provider again)
 
 Sandbox only (a production service answers 404 route_not_found):
   clock show <clientCode>                    the client's sandbox clock
@@ -79,6 +89,8 @@ const { values: opts, positionals } = (() => {
         by: { type: 'string' },
         to: { type: 'string' },
         yes: { type: 'boolean', default: false },
+        'secret-key-file': { type: 'string' },
+        'webhook-secret-file': { type: 'string' },
       },
     })
   } catch (err) {
@@ -103,7 +115,7 @@ const list = (v: string | undefined) =>
         .filter(Boolean)
     : undefined
 
-async function admin(method: 'GET' | 'PUT' | 'POST', path: string, body?: unknown): Promise<Record<string, unknown>> {
+async function admin(method: 'GET' | 'PUT' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<Record<string, unknown>> {
   if (!token) throw new UsageError('no operator token: pass --token or set ADMIN_TOKEN')
   const res = await request(`${baseUrl}${path}`, {
     method,
@@ -216,6 +228,27 @@ async function listing(path: string, filters: Record<string, string | undefined>
 
 const seg = encodeURIComponent
 
+/**
+ * A secret for `provider set`: from the file named by `option` (`-`: stdin), else from the environment variable
+ * `env`; never from the command line, where any user of the machine could read it in the process list. Surrounding
+ * whitespace (a file's final newline) is dropped.
+ */
+async function secretFrom(option: 'secret-key-file' | 'webhook-secret-file', env: string): Promise<string> {
+  const file = opts[option]
+  let value: string | undefined
+  if (file === '-') value = await readStream(process.stdin)
+  else if (file !== undefined) {
+    try {
+      value = readFileSync(file, 'utf8')
+    } catch (err) {
+      throw new UsageError(`--${option}: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`)
+    }
+  } else value = process.env[env]
+  value = value?.trim()
+  if (!value) throw new UsageError(`missing --${option} F (or the environment variable ${env})`)
+  return value
+}
+
 function version(): string {
   // package.json is two folders up both from src/cli/ and from a compiled dist/cli/.
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
@@ -321,6 +354,34 @@ async function main(): Promise<void> {
       )
       if (Number(result.undecryptable) > 0)
         process.stdout.write('No configured key opens those: set WEBHOOK_SECRET_KEY_PREVIOUS to the key they were encrypted under.\n')
+      return
+    }
+    case 'provider set': {
+      const clientCode = need(a, 'clientCode')
+      if (opts['secret-key-file'] === '-' && opts['webhook-secret-file'] === '-')
+        throw new UsageError('only one of --secret-key-file and --webhook-secret-file can be - (stdin)')
+      const secretKey = await secretFrom('secret-key-file', 'STRIPE_SECRET_KEY')
+      const webhookSecret = await secretFrom('webhook-secret-file', 'STRIPE_WEBHOOK_SECRET')
+      const result = await admin('PUT', `/admin/v1/clients/${seg(clientCode)}/payment-provider`, {
+        provider: 'stripe',
+        secretKey,
+        webhookSecret,
+      })
+      show(result)
+      if (!opts.json)
+        process.stdout.write(
+          "\nIn Stripe's dashboard (Developers, Webhooks), the endpoint whose signing secret this is must send to\n" +
+            `webhookUrl and select the events listed.\n`,
+        )
+      return
+    }
+    case 'provider show':
+      return show(await admin('GET', `/admin/v1/clients/${seg(need(a, 'clientCode'))}/payment-provider`))
+    case 'provider remove': {
+      const clientCode = need(a, 'clientCode')
+      await admin('DELETE', `/admin/v1/clients/${seg(clientCode)}/payment-provider`)
+      if (opts.json) return show({ clientCode, removed: true })
+      process.stdout.write(`payment provider of ${clientCode} removed\n`)
       return
     }
     case 'audit list':

@@ -9,15 +9,19 @@
 export interface WorkingAmountFacts {
   sourceAmountMinor: bigint
   confirmedUnreconciledMinor: bigint
+  /** Money matched receipt lines acknowledged after the Source last declared the balance (receivables.acknowledged_undeclared_minor). */
+  acknowledgedUndeclaredMinor: bigint
 }
 
 /**
- * What recovery may still collect on a Receivable: its Source amount less what confirmed Payments took and no
- * reconciliation has settled yet, never below zero. SQL: working_amount_minor(source_amount_minor,
- * confirmed_unreconciled_minor).
+ * What recovery may still collect on a Receivable (design.md section 5): its Source amount less what confirmed
+ * Payments took that the Source has not acknowledged, less what the Source acknowledged but has not yet included in
+ * a declaration of the balance, never below zero. So reconciling a Payment never raises it; the Source's next
+ * declaration (which includes the acknowledged receipt) replaces it. SQL: working_amount_minor(source_amount_minor,
+ * confirmed_unreconciled_minor, acknowledged_undeclared_minor).
  */
 export function workingAmountMinor(facts: WorkingAmountFacts): bigint {
-  const working = facts.sourceAmountMinor - facts.confirmedUnreconciledMinor
+  const working = facts.sourceAmountMinor - facts.confirmedUnreconciledMinor - facts.acknowledgedUndeclaredMinor
   return working > 0n ? working : 0n
 }
 

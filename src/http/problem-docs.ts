@@ -47,7 +47,7 @@ export const problemDocs = {
   },
   method_not_allowed: {
     cause:
-      'The path exists, but not with this method: for example `POST` to a resource written with `PUT` (resources are created and replaced by `PUT` at their caller-assigned identifier), or `DELETE`, which no route accepts.',
+      'The path exists, but not with this method: for example `POST` to a resource written with `PUT` (resources are created and replaced by `PUT` at their caller-assigned identifier), or `DELETE`, which no `/v1` route accepts.',
     fix: 'Use one of the methods listed in the `Allow` header of the response.',
     retry: NEVER,
   },
@@ -115,6 +115,12 @@ export const problemDocs = {
     fix: 'Check both identifiers; a grant is created by `PUT /admin/v1/integrations/{integrationId}/grants/{clientCode}`.',
     retry: 'Only once the grant exists.',
   },
+  payment_provider_not_found: {
+    cause:
+      'Operator API: `GET` or `DELETE /admin/v1/clients/{clientCode}/payment-provider` names a client that exists but has no payment provider configured (never configured, or removed).',
+    fix: 'Configure one with `PUT /admin/v1/clients/{clientCode}/payment-provider` (`inbound provider set`); check the client code if you expected one.',
+    retry: 'Only once a payment provider is configured for the client.',
+  },
   batch_conflict: {
     cause:
       '`PUT /v1/clients/{clientCode}/batches/{externalBatchId}` reuses an identifier that already holds a different submission. Bodies are compared as canonical JSON, so key order and number formatting do not count; any other difference in `records` does.',
@@ -129,7 +135,7 @@ export const problemDocs = {
   },
   payment_not_confirmed: {
     cause:
-      '`GET /v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}/receipt-delivery` on a Payment request that has no provider-confirmed Payment (still open, expired, or its Payment failed), so there is nothing to deliver a receipt for; also `PUT /v1/clients/{clientCode}/payment-reconciliations/{externalReconciliationId}` naming such a Payment request.',
+      '`GET /v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}/receipt-delivery` on a Payment request that has no provider-confirmed Payment (still open, expired, or its Payment failed), so there is nothing to deliver a receipt for; also `PUT /v1/clients/{clientCode}/payment-reconciliations/{externalReconciliationId}` naming such a Payment request, a refund of one (`PUT .../payment-requests/{externalPaymentRequestId}/refunds/{externalRefundId}`), and the operator sandbox reversal (`simulate` with outcome `reversed`).',
     fix: 'Wait until the Payment request is paid and confirmed by the provider (`GET /v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}` shows its `status`). In sandbox the operator can confirm it with `POST /admin/v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}/simulate`.',
     retry: 'Yes, once a Payment has been confirmed; poll the Payment request, not this route, until then.',
   },
@@ -285,6 +291,18 @@ export const problemDocs = {
     fix: 'Create a new Payment request under a new identifier. `GET` the existing one to see what it asks for.',
     retry: NEVER,
   },
+  refund_not_found: {
+    cause:
+      'There is no refund with this `externalRefundId` of this Payment request for this client (`GET /v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}/refunds/{externalRefundId}`). An unknown Payment request answers `payment_request_not_found` instead.',
+    fix: 'Create the refund with `PUT` on the same path first, or correct the identifier; `GET .../refunds` lists the refunds of the Payment request.',
+    retry: 'Only once the refund has been created.',
+  },
+  refund_conflict: {
+    cause:
+      '`PUT /v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}/refunds/{externalRefundId}` reuses a refund identifier already used with a different body (compared as canonical JSON). The service names its own refund of unapplied money `unapplied-{externalPaymentRequestId}`: that identifier is taken once the Payment confirmed more than it could allocate.',
+    fix: 'Ask for a new refund under a new `externalRefundId`. `GET` the existing one to see its amount, reason and status.',
+    retry: NEVER,
+  },
   payment_reconciliation_not_found: {
     cause:
       'There is no Payment reconciliation with this `externalReconciliationId` for this client: on its `GET` or on `PUT /v1/clients/{clientCode}/payment-reconciliations/{externalReconciliationId}/resolution`.',
@@ -305,7 +323,7 @@ export const problemDocs = {
   },
   payment_request_state_conflict: {
     cause:
-      'The operator `POST /admin/v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}/simulate` (or the sandbox form of the hosted page) asked for an outcome the Payment request can no longer take: it is `expired`, or the provider already decided it the other way (a `confirmed` request cannot fail, a `failed` one cannot be confirmed). The same outcome again is not a conflict: it answers the one Payment already recorded.',
+      'The operator `POST /admin/v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}/simulate` (or the sandbox form of the hosted page) asked for an outcome the Payment request can no longer take: it is `expired` or `canceled`, or the provider already decided it the other way (a `confirmed` request cannot fail, a `failed` one cannot be confirmed). The same outcome again is not a conflict: it answers the one Payment already recorded. When the debtor comes to pay a request whose amount no longer fits the Receivable workingAmount less the open requests made before it (a credit note or a new balance since), the request is canceled (`cancelReason` `balance_changed`, committed), nothing is charged, and simulate answers this problem. `POST .../payment-requests/{externalPaymentRequestId}/cancel` answers it for a request that is `confirmed`, `failed` or `expired`: only an open one can be canceled. The sandbox reversal (`simulate` with outcome `reversed` and no amount) answers it when nothing remains of the Payment to reverse (refunds and reversals took it all).',
     fix: 'Read the Payment request: its `status` and `payment` show what the provider decided. Create a new Payment request to ask again.',
     retry: NEVER,
   },
@@ -332,6 +350,12 @@ export const problemDocs = {
       "`GET /v1/clients/{clientCode}/webhook-endpoint` (or `rotate-secret`, `disable`, the delivery log, a delivery retry or a replay) while this Integration has no webhook endpoint configured for the client. Each Integration has its own endpoint per client: another Integration's does not count.",
     fix: 'Configure one with `PUT /v1/clients/{clientCode}/webhook-endpoint`.',
     retry: 'Only once an endpoint has been configured.',
+  },
+  receipt_route_not_found: {
+    cause:
+      '`GET /v1/clients/{clientCode}/receipt-route` or `POST .../receipt-route/confirm` while the client has no receipt-posting route configured.',
+    fix: 'Configure one with `PUT /v1/clients/{clientCode}/receipt-route`; the service then posts a signed test receipt carrying the confirmation code to send back.',
+    retry: 'Only once a route has been configured.',
   },
   sandbox_clock_backwards: {
     cause:

@@ -28,6 +28,11 @@ export const LOG_REDACT_PATHS = [
   '*.adminToken',
   'signingSecret',
   '*.signingSecret',
+  // A client's Stripe keys (src/admin/payment-provider-routes.ts).
+  'secretKey',
+  '*.secretKey',
+  'webhookSecret',
+  '*.webhookSecret',
   // Webhook destinations (request paths stay visible: they carry only opaque identifiers).
   'webhookUrl',
   '*.webhookUrl',

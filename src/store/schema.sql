@@ -159,6 +159,21 @@ CREATE TABLE client_fanouts (
   CONSTRAINT client_fanouts_pkey PRIMARY KEY (client_code)
 );
 
+CREATE TABLE client_payment_providers (
+  client_code text NOT NULL,
+  provider text NOT NULL,
+  mode text NOT NULL,
+  secret_key_ciphertext text NOT NULL,
+  webhook_secret_ciphertext text NOT NULL,
+  secret_key_hint text NOT NULL,
+  created_at timestamp with time zone NOT NULL,
+  updated_at timestamp with time zone NOT NULL,
+  CONSTRAINT client_payment_providers_client_code_fkey FOREIGN KEY (client_code) REFERENCES clients(client_code),
+  CONSTRAINT client_payment_providers_mode_check CHECK ((mode = ANY (ARRAY['test'::text, 'live'::text]))),
+  CONSTRAINT client_payment_providers_pkey PRIMARY KEY (client_code),
+  CONSTRAINT client_payment_providers_provider_check CHECK ((provider = 'stripe'::text))
+);
+
 CREATE TABLE clients (
   client_code text NOT NULL,
   name text,
@@ -296,12 +311,16 @@ CREATE TABLE payment_requests (
   page_token text NOT NULL,
   created_at timestamp with time zone NOT NULL,
   updated_at timestamp with time zone NOT NULL,
+  cancel_reason text,
+  cancellation_note text,
   CONSTRAINT payment_requests_amount_minor_check CHECK ((amount_minor > 0)),
+  CONSTRAINT payment_requests_cancel_reason_check CHECK ((cancel_reason = ANY (ARRAY['requested'::text, 'balance_changed'::text]))),
+  CONSTRAINT payment_requests_canceled_reason CHECK (((status = 'canceled'::text) = (cancel_reason IS NOT NULL))),
   CONSTRAINT payment_requests_client_code_external_receivable_id_fkey FOREIGN KEY (client_code, external_receivable_id) REFERENCES receivables(client_code, external_receivable_id),
   CONSTRAINT payment_requests_client_code_fkey FOREIGN KEY (client_code) REFERENCES clients(client_code),
   CONSTRAINT payment_requests_page_token_key UNIQUE (page_token),
   CONSTRAINT payment_requests_pkey PRIMARY KEY (client_code, external_payment_request_id),
-  CONSTRAINT payment_requests_status_check CHECK ((status = ANY (ARRAY['open'::text, 'confirmed'::text, 'failed'::text, 'expired'::text])))
+  CONSTRAINT payment_requests_status_check CHECK ((status = ANY (ARRAY['open'::text, 'confirmed'::text, 'failed'::text, 'expired'::text, 'canceled'::text])))
 );
 CREATE INDEX payment_requests_open_expiry ON public.payment_requests USING btree (expires_at) WHERE (status = 'open'::text);
 CREATE INDEX payment_requests_receivable ON public.payment_requests USING btree (client_code, external_receivable_id);
@@ -319,6 +338,10 @@ CREATE TABLE payments (
   unapplied_minor bigint NOT NULL,
   external_receivable_id text NOT NULL,
   decided_at timestamp with time zone NOT NULL,
+  refunded_minor bigint NOT NULL DEFAULT 0,
+  reversed_minor bigint NOT NULL DEFAULT 0,
+  taken_back_unapplied_minor bigint NOT NULL DEFAULT 0,
+  taken_back_allocated_minor bigint NOT NULL DEFAULT 0,
   CONSTRAINT payments_allocated_minor_check CHECK ((allocated_minor >= 0)),
   CONSTRAINT payments_amount_minor_check CHECK ((amount_minor > 0)),
   CONSTRAINT payments_check CHECK (((allocated_minor + unapplied_minor) =
@@ -329,7 +352,13 @@ END)),
   CONSTRAINT payments_client_code_external_payment_request_id_fkey FOREIGN KEY (client_code, external_payment_request_id) REFERENCES payment_requests(client_code, external_payment_request_id),
   CONSTRAINT payments_pkey PRIMARY KEY (client_code, external_payment_request_id),
   CONSTRAINT payments_provider_provider_payment_id_key UNIQUE (provider, provider_payment_id),
+  CONSTRAINT payments_refunded_minor_check CHECK ((refunded_minor >= 0)),
+  CONSTRAINT payments_reversed_minor_check CHECK ((reversed_minor >= 0)),
   CONSTRAINT payments_status_check CHECK ((status = ANY (ARRAY['confirmed'::text, 'failed'::text]))),
+  CONSTRAINT payments_taken_back_allocated_minor_check CHECK ((taken_back_allocated_minor >= 0)),
+  CONSTRAINT payments_taken_back_split CHECK ((((taken_back_unapplied_minor + taken_back_allocated_minor) = (refunded_minor + reversed_minor)) AND (taken_back_unapplied_minor <= unapplied_minor) AND (taken_back_allocated_minor <= allocated_minor))),
+  CONSTRAINT payments_taken_back_unapplied_minor_check CHECK ((taken_back_unapplied_minor >= 0)),
+  CONSTRAINT payments_taken_back_within_amount CHECK (((refunded_minor + reversed_minor) <= amount_minor)),
   CONSTRAINT payments_unapplied_minor_check CHECK ((unapplied_minor >= 0))
 );
 
@@ -340,15 +369,49 @@ CREATE UNLOGGED TABLE rate_limit_windows (
   CONSTRAINT rate_limit_windows_pkey PRIMARY KEY (bucket, window_start)
 );
 
+CREATE TABLE receipt_deliveries (
+  client_code text NOT NULL,
+  receipt_id text NOT NULL,
+  kind text NOT NULL,
+  source_key text NOT NULL,
+  external_payment_request_id text,
+  payload jsonb NOT NULL,
+  taken_back_minor bigint,
+  reversed_through_minor bigint,
+  status text NOT NULL,
+  round_attempts integer NOT NULL DEFAULT 0,
+  attempt_count integer NOT NULL DEFAULT 0,
+  next_attempt_at timestamp with time zone,
+  last_error text,
+  lease_token uuid,
+  lease_expires_at timestamp with time zone,
+  lease_holder bigint,
+  created_at timestamp with time zone NOT NULL,
+  completed_at timestamp with time zone,
+  CONSTRAINT receipt_deliveries_check CHECK (((kind = 'test'::text) = (external_payment_request_id IS NULL))),
+  CONSTRAINT receipt_deliveries_client_code_fkey FOREIGN KEY (client_code) REFERENCES clients(client_code),
+  CONSTRAINT receipt_deliveries_client_code_kind_source_key_key UNIQUE (client_code, kind, source_key),
+  CONSTRAINT receipt_deliveries_kind_check CHECK ((kind = ANY (ARRAY['test'::text, 'payment'::text, 'refund'::text, 'reversal'::text]))),
+  CONSTRAINT receipt_deliveries_pkey PRIMARY KEY (client_code, receipt_id),
+  CONSTRAINT receipt_deliveries_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'delivered'::text, 'abandoned'::text])))
+);
+CREATE INDEX receipt_deliveries_due ON public.receipt_deliveries USING btree (client_code, next_attempt_at) WHERE (status = 'pending'::text);
+CREATE INDEX receipt_deliveries_request ON public.receipt_deliveries USING btree (client_code, external_payment_request_id);
+
 CREATE TABLE receipt_delivery_attempts (
   client_code text NOT NULL,
-  external_payment_request_id text NOT NULL,
+  external_payment_request_id text,
   attempt integer NOT NULL,
   route text NOT NULL,
   outcome text NOT NULL,
   attempted_at timestamp with time zone NOT NULL,
-  CONSTRAINT receipt_delivery_attempts_pkey PRIMARY KEY (client_code, external_payment_request_id, attempt)
+  receipt_id text NOT NULL,
+  http_status integer,
+  error_class text,
+  next_attempt_at timestamp with time zone,
+  CONSTRAINT receipt_delivery_attempts_pkey PRIMARY KEY (client_code, receipt_id, attempt)
 );
+CREATE INDEX receipt_delivery_attempts_request ON public.receipt_delivery_attempts USING btree (client_code, external_payment_request_id);
 
 CREATE TABLE receipt_lines (
   client_code text NOT NULL,
@@ -367,6 +430,29 @@ CREATE TABLE receipt_lines (
   CONSTRAINT receipt_lines_state_check CHECK ((state = ANY (ARRAY['matched'::text, 'differs'::text])))
 );
 CREATE INDEX receipt_lines_payment ON public.receipt_lines USING btree (client_code, external_payment_request_id);
+
+CREATE TABLE receipt_routes (
+  client_code text NOT NULL,
+  integration_id text NOT NULL,
+  url text NOT NULL,
+  state text NOT NULL,
+  disabled_reason text,
+  secret_ciphertext text NOT NULL,
+  confirmation_digest text NOT NULL,
+  version integer NOT NULL,
+  verified_at timestamp with time zone,
+  scanned_seq bigint NOT NULL DEFAULT 0,
+  created_at timestamp with time zone NOT NULL,
+  updated_at timestamp with time zone NOT NULL,
+  CONSTRAINT receipt_routes_check CHECK (((state = 'disabled'::text) = (disabled_reason IS NOT NULL))),
+  CONSTRAINT receipt_routes_check1 CHECK (((state <> 'verified'::text) OR (verified_at IS NOT NULL))),
+  CONSTRAINT receipt_routes_client_code_fkey FOREIGN KEY (client_code) REFERENCES clients(client_code),
+  CONSTRAINT receipt_routes_client_code_integration_id_fkey FOREIGN KEY (client_code, integration_id) REFERENCES grants(client_code, integration_id),
+  CONSTRAINT receipt_routes_disabled_reason_check CHECK ((disabled_reason = ANY (ARRAY['grant_revoked'::text, 'destination_unsafe'::text, 'signing_secret_unreadable'::text]))),
+  CONSTRAINT receipt_routes_pkey PRIMARY KEY (client_code),
+  CONSTRAINT receipt_routes_state_check CHECK ((state = ANY (ARRAY['unverified'::text, 'verified'::text, 'disabled'::text])))
+);
+CREATE INDEX receipt_routes_verified ON public.receipt_routes USING btree (client_code) WHERE (state = 'verified'::text);
 
 CREATE TABLE receivable_customers (
   client_code text NOT NULL,
@@ -394,6 +480,8 @@ CREATE TABLE receivables (
   created_at timestamp with time zone NOT NULL,
   updated_at timestamp with time zone NOT NULL,
   client_fact_seq bigint NOT NULL DEFAULT 0,
+  acknowledged_undeclared_minor bigint NOT NULL DEFAULT 0,
+  CONSTRAINT receivables_acknowledged_undeclared_minor_check CHECK ((acknowledged_undeclared_minor >= 0)),
   CONSTRAINT receivables_client_code_fkey FOREIGN KEY (client_code) REFERENCES clients(client_code),
   CONSTRAINT receivables_pkey PRIMARY KEY (client_code, external_receivable_id),
   CONSTRAINT receivables_source_amount_minor_check CHECK ((source_amount_minor >= 0)),
@@ -438,6 +526,37 @@ CREATE TABLE recovery_instructions (
   CONSTRAINT recovery_instructions_pkey PRIMARY KEY (client_code, external_instruction_id),
   CONSTRAINT recovery_instructions_state_check CHECK ((state = ANY (ARRAY['authorized'::text, 'withdrawn'::text, 'suspended'::text])))
 );
+
+CREATE TABLE refunds (
+  client_code text NOT NULL,
+  external_payment_request_id text NOT NULL,
+  external_refund_id text NOT NULL,
+  revision bigint NOT NULL,
+  currency text NOT NULL,
+  amount_minor bigint NOT NULL,
+  reason text NOT NULL,
+  status text NOT NULL,
+  body jsonb NOT NULL,
+  provider_refund_id text,
+  failure_reason text,
+  attempts integer NOT NULL DEFAULT 0,
+  next_attempt_at timestamp with time zone,
+  last_error text,
+  lease_token text,
+  lease_expires_at timestamp with time zone,
+  lease_holder bigint,
+  created_at timestamp with time zone NOT NULL,
+  decided_at timestamp with time zone,
+  CONSTRAINT refunds_amount_minor_check CHECK ((amount_minor > 0)),
+  CONSTRAINT refunds_attempts_check CHECK ((attempts >= 0)),
+  CONSTRAINT refunds_check CHECK (((status = 'pending'::text) = (decided_at IS NULL))),
+  CONSTRAINT refunds_check1 CHECK (((status <> 'failed'::text) OR (failure_reason IS NOT NULL))),
+  CONSTRAINT refunds_client_code_external_payment_request_id_fkey FOREIGN KEY (client_code, external_payment_request_id) REFERENCES payments(client_code, external_payment_request_id),
+  CONSTRAINT refunds_pkey PRIMARY KEY (client_code, external_payment_request_id, external_refund_id),
+  CONSTRAINT refunds_reason_check CHECK ((reason = ANY (ARRAY['requested_by_customer'::text, 'duplicate'::text, 'fraudulent'::text, 'other'::text, 'unapplied_funds'::text]))),
+  CONSTRAINT refunds_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'succeeded'::text, 'failed'::text])))
+);
+CREATE INDEX refunds_to_ask ON public.refunds USING btree (next_attempt_at) WHERE ((status = 'pending'::text) AND (provider_refund_id IS NULL));
 
 CREATE TABLE restrictions (
   client_code text NOT NULL,
@@ -720,10 +839,10 @@ BEGIN
   RETURN NULL;
 END $function$;
 
-CREATE OR REPLACE FUNCTION public.working_amount_minor(source_amount_minor bigint, confirmed_unreconciled_minor bigint)
+CREATE OR REPLACE FUNCTION public.working_amount_minor(source_amount_minor bigint, confirmed_unreconciled_minor bigint, acknowledged_undeclared_minor bigint)
  RETURNS bigint
  LANGUAGE sql
  IMMUTABLE PARALLEL SAFE
 AS $function$
-  SELECT GREATEST(source_amount_minor - confirmed_unreconciled_minor, 0)
+  SELECT GREATEST(source_amount_minor - confirmed_unreconciled_minor - acknowledged_undeclared_minor, 0)
 $function$;

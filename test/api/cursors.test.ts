@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { encodeCursor } from '../../src/domain/cursor.ts'
 import { problemCode, type Response, startTestApp, type Tenant, type TestApp } from '../helpers/app.ts'
+import { payableReceivable } from '../helpers/payments.ts'
 import { routeKey } from '../helpers/route-walk.ts'
 import { engineName } from '../helpers/store.ts'
 
@@ -25,6 +26,13 @@ before(async () => {
   assert.equal(put.status, 201, put.body)
   const hook = await t.call('PUT', `/v1/clients/${C}/webhook-endpoint`, { key: k.apiKey, body: { url: 'https://hooks.cur.com/x' } })
   assert.equal(hook.status, 201, hook.body)
+  // A Payment request, whose refunds list pages.
+  await payableReceivable(t, k, 'cur-r')
+  const request = await t.call('PUT', `/v1/clients/${C}/payment-requests/cur-pr`, {
+    key: k.apiKey,
+    body: { externalReceivableId: 'cur-r', amount: { amount: '1.00', currency: 'USD' } },
+  })
+  assert.equal(request.status, 201, request.body)
 })
 after(() => t.close())
 
@@ -48,6 +56,12 @@ const LISTS: CursorRoute[] = [
   {
     route: 'GET /v1/clients/:clientCode/receivables',
     url: (c) => `/v1/clients/${C}/receivables?cursor=${c}`,
+    pointer: '/query/cursor',
+    boundary: encodeCursor({ after: 'z'.repeat(128) }),
+  },
+  {
+    route: 'GET /v1/clients/:clientCode/payment-requests/:externalPaymentRequestId/refunds',
+    url: (c) => `/v1/clients/${C}/payment-requests/cur-pr/refunds?cursor=${c}`,
     pointer: '/query/cursor',
     boundary: encodeCursor({ after: 'z'.repeat(128) }),
   },

@@ -191,6 +191,8 @@ describe('the request examples, sent as is to the freshly seeded demo', () => {
       // Collection is enabled first (below): a Payment request needs a Receivable free of holds. Not exact: the
       // hosted page's token and the expiry are new on every run.
       ['putPaymentRequest', `${demo}/payment-requests/payreq-demo-1`, 201, false],
+      // A second request (made just before, below) canceled with each example body: 200, then 200 unchanged.
+      ['cancelPaymentRequest', `${demo}/payment-requests/payreq-demo-2/cancel`, 200, false],
       ['pauseReceivable', `${demo}/receivables/rcv-demo-1/pause`, 200, false],
       ['resumeReceivable', `${demo}/receivables/rcv-demo-1/resume`, 200, false],
       ['closeReceivable', `${demo}/receivables/rcv-demo-1/close`, 200, false],
@@ -199,9 +201,15 @@ describe('the request examples, sent as is to the freshly seeded demo', () => {
       // example (which shows it resolved); the resolution then answers the example exactly.
       ['putPaymentReconciliation', `${demo}/payment-reconciliations/rec-demo-1`, 201, false],
       ['putPaymentReconciliationResolution', `${demo}/payment-reconciliations/rec-demo-1/resolution`, 200, true],
+      // A refund of the confirmed demo Payment, pending (no refund worker runs here). Not exact: createdAt is now.
+      ['putRefund', `${demo}/payment-requests/payreq-demo-1/refunds/refund-demo-1`, 201, false],
       // Not exact: the signing secret is new on every run; the replay queues what the feed holds.
       ['putWebhookEndpoint', `${demo}/webhook-endpoint`, 201, false],
       ['replayWebhookNotifications', `${demo}/webhook-endpoint/replay`, 202, false],
+      // Not exact: the signing secret is new on every PUT. The example's confirmation code is not the one the test
+      // receipt carried (each PUT derives a new one from its new secret), so it is refused: 422 custom.
+      ['putReceiptRoute', `${demo}/receipt-route`, 201, false],
+      ['confirmReceiptRoute', `${demo}/receipt-route/confirm`, 422, false],
     ]
     const withBody = operations()
       .filter((o) => o.op.requestBody)
@@ -216,6 +224,13 @@ describe('the request examples, sent as is to the freshly seeded demo', () => {
         assert.equal((await t.admin('PUT', '/admin/v1/clients/demo', { collectionEnabled: true })).status, 200)
         // The demo's Receivables reach the toggle in the background.
         await t.app.clientFanout.runUntilIdle()
+      }
+      if (operationId === 'cancelPaymentRequest') {
+        const made = await t.call('PUT', `${demo}/payment-requests/payreq-demo-2`, {
+          key,
+          body: { externalReceivableId: 'rcv-demo-1', amount: { amount: '1.00', currency: 'USD' } },
+        })
+        assert.equal(made.status, 201, made.body)
       }
       const request = requestSchemaOf(o) as string
       for (const body of examplesOf(request)) {

@@ -3,6 +3,7 @@ import { after, before, test } from 'node:test'
 import fc from 'fast-check'
 import { encodeCursor } from '../../src/domain/cursor.ts'
 import { ADMIN_TOKEN, problemCode, type Response, startTestApp, type Tenant, type TestApp } from '../helpers/app.ts'
+import { payableReceivable } from '../helpers/payments.ts'
 import { pathParams, routeKey } from '../helpers/route-walk.ts'
 
 /**
@@ -55,6 +56,13 @@ before(async () => {
       sourceReference: 'r/1',
     },
   })
+  // A Payment request of fuzzq, whose refunds list the query fuzzers read.
+  await payableReceivable(t, q, 'fuzz-r')
+  const request = await t.call('PUT', '/v1/clients/fuzzq/payment-requests/fuzz-pr', {
+    key: q.apiKey,
+    body: { externalReceivableId: 'fuzz-r', amount: { amount: '1.00', currency: 'USD' } },
+  })
+  assert.equal(request.status, 201, request.body)
 })
 after(() => t.close())
 
@@ -260,6 +268,7 @@ const queryRouteUrl = (path: string) =>
   path.replace(/:([A-Za-z]+)/g, (_, p: string) => {
     if (p === 'clientCode') return 'fuzzq'
     if (p === 'integrationId') return 'int-fuzzq'
+    if (p === 'externalPaymentRequestId') return 'fuzz-pr'
     throw new Error(`${path}: no value for :${p}`)
   })
 
@@ -321,7 +330,7 @@ test('crafted cursors (out-of-range numbers, NUL, wrong types, any JSON) on ever
         .filter((n) => n === 'cursor' || n === 'after')
         .map((name) => ({ route: r, name })),
     )
-  assert.equal(cursorRoutes.length, 10, cursorRoutes.map((c) => routeKey(c.route)).join(', '))
+  assert.equal(cursorRoutes.length, 11, cursorRoutes.map((c) => routeKey(c.route)).join(', '))
   // A crafted cursor no list ever returns: the shapes with values out of every column's range or of the wrong type.
   const crafted = fc.oneof(
     fc.record({ s: fc.oneof(fc.bigInt({ min: 9223372036854775808n, max: 10n ** 30n }).map(String), fc.bigInt({ max: -1n }).map(String)) }),

@@ -76,6 +76,7 @@ const EXISTING: Record<string, string> = {
   deliveries: 'sa-delivery',
   'payment-requests': 'sa-pr',
   'payment-reconciliations': 'sa-rec',
+  refunds: 'sa-refund',
 }
 
 /**
@@ -181,8 +182,12 @@ before(async () => {
     externalPaymentRequestId: 'sa-pr',
     lines: [{ externalReceiptLineId: 'sa-rl', externalReceivableId: 'sa-pay', amount: usd('1.00') }],
   })
+  // A refund of that Payment (pending: no worker runs here).
+  await put('/payment-requests/sa-pr/refunds/sa-refund', { amount: usd('0.50'), reason: 'requested_by_customer' })
   // A's webhook endpoint, and one delivery of A's first change under a known id.
   await put('/webhook-endpoint', { url: 'https://hooks.sec-a.com/irs' })
+  // A's receipt-posting route (its test receipt is never sent here: no dispatcher runs).
+  await put('/receipt-route', { url: 'https://receipts.sec-a.com/post' })
   await t.store.query(
     `INSERT INTO webhook_deliveries (client_code, integration_id, delivery_id, seq, event_id, type, resource_type, resource_id,
                                      revision, occurred_at, status, created_at)

@@ -8,7 +8,7 @@ import { CREDITOR, PAGE_CSP as CSP, pageRequest } from '../helpers/payments.ts'
 /**
  * The hosted payment page in a real browser: Debian's chromium driven by playwright-core (no browser
  * download), against the service on a real port. A debtor opens the page, pays and sees the confirmation;
- * expired and held requests show no form; the CSP holds (the stylesheet applies, nothing inline runs or
+ * expired, held and canceled requests show no form, and a balance changed since the page opened cancels the request; the CSP holds (the stylesheet applies, nothing inline runs or
  * applies, no framing). Skipped, with the reason, where no chromium binary is installed.
  */
 // CHROMIUM_PATH, when set, is the only place looked at (so a run can also be made to skip on purpose).
@@ -233,6 +233,72 @@ test('a held request (a dispute raised after it was made) shows a clear page wit
   await page.screenshot({ path: `${SCREENSHOTS}/payment-page-held.png`, fullPage: true })
   assert.equal((await readRequest(p)).status, 'open')
   assert.deepEqual((await readPosition(p)).workingAmount, usd('100.00'))
+  assert.deepEqual(violations, [])
+  await page.close()
+})
+
+test('a request the creditor canceled shows a clear page with no form', { skip }, async () => {
+  now = new Date('2026-11-23T15:30:00.000Z')
+  const p = await payable('bp-canceled')
+  const canceled = await t.call('POST', `/v1/clients/${p.client}/payment-requests/${p.requestId}/cancel`, {
+    key: p.tenant.apiKey,
+    body: { reason: 'Sent in error' },
+  })
+  assert.equal(canceled.status, 200, canceled.body)
+  const { page, violations } = await openPage()
+  const response = await page.goto(p.url)
+  assert.equal(response?.status(), 200)
+  assert.equal(await seen(page.getByRole('heading', { level: 1 })), 'This payment request was canceled')
+  assert.equal(
+    await seen(page.locator('.notice-info')),
+    `${CREDITOR} canceled it: it can no longer be paid, and nothing has been charged. Contact ${CREDITOR} if you have questions.`,
+  )
+  assert.equal(await page.getByRole('button').count(), 0)
+  assert.equal(await page.locator('form').count(), 0)
+  // The integrator's note is not the debtor's to read.
+  assert.equal(await page.getByText('Sent in error').count(), 0)
+  await page.screenshot({ path: `${SCREENSHOTS}/payment-page-canceled.png`, fullPage: true })
+  assert.deepEqual(violations, [])
+  await page.close()
+})
+
+test('a balance that changed after the page was opened: Pay cancels the request, charges nothing and says why', { skip }, async () => {
+  now = new Date('2026-11-23T15:40:00.000Z')
+  const p = await payable('bp-balance', { amount: { amount: '80.00', currency: 'USD' } })
+  const { page, violations } = await openPage()
+  await page.goto(p.url)
+  assert.equal(await page.getByRole('button').count(), 2)
+
+  const note = await t.call('PUT', `/v1/clients/${p.client}/credit-notes/cn-bp-balance`, {
+    key: p.tenant.apiKey,
+    body: {
+      type: 'credit_note',
+      amount: usd('30.00'),
+      externalReceivableId: p.receivableId,
+      sourceRevision: 2,
+      effectiveAt: '2026-11-23T00:00:00Z',
+      reason: 'billing_correction',
+      sourceReference: 'ledger/cn/bp',
+    },
+  })
+  assert.equal(note.status, 201, note.body)
+
+  await Promise.all([page.waitForURL(p.url), page.getByRole('button', { name: 'Pay USD 80.00' }).click()])
+  await page.getByRole('heading', { level: 1, name: 'The balance has changed' }).waitFor()
+  assert.equal(
+    await seen(page.locator('.notice-info')),
+    `The amount owed changed since this payment request was made, so it was canceled and nothing has been charged. Ask ${CREDITOR} for a new payment request.`,
+  )
+  assert.equal(await page.getByRole('button').count(), 0)
+  await page.screenshot({ path: `${SCREENSHOTS}/payment-page-balance-changed.png`, fullPage: true })
+  const request = await readRequest(p)
+  assert.deepEqual([request.status, request.cancelReason, request.payment], ['canceled', 'balance_changed', null])
+  assert.deepEqual(await readPosition(p), {
+    sourceAmount: usd('70.00'),
+    workingAmount: usd('70.00'),
+    confirmedUnreconciledAmount: usd('0.00'),
+    receiptAcknowledgedAmount: usd('0.00'),
+  })
   assert.deepEqual(violations, [])
   await page.close()
 })

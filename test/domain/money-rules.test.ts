@@ -18,24 +18,33 @@ after(() => db.drop())
 /** Up to the largest amount the API accepts (15 integer digits, 2 fractional), as minor units. */
 const minor = fc.oneof(fc.bigInt({ min: 0n, max: 10n ** 17n - 1n }), fc.bigInt({ min: 0n, max: 1000n }))
 
+type Triple = [bigint, bigint, bigint]
+
 test(`working_amount_minor agrees with workingAmountMinor (${engineName})`, async () => {
-  const pairs = fc.array(
+  // Source, confirmed-unreconciled, acknowledged-undeclared: arbitrary, and around the boundary where the two
+  // deductions together meet the source amount (a cent either side).
+  const triples = fc.array(
     fc.oneof(
-      fc.tuple(minor, minor),
-      minor.map((m) => [m, m] as [bigint, bigint]),
-      fc.tuple(minor, fc.constantFrom(-1n, 1n)).map(([m, d]) => [m, m + d < 0n ? 0n : m + d] as [bigint, bigint]),
+      fc.tuple(minor, minor, minor),
+      fc
+        .tuple(minor, minor, fc.constantFrom(-1n, 0n, 1n))
+        .map(([s, c, d]) => (c <= s ? [s, c, s - c + d < 0n ? 0n : s - c + d] : [s, s, 0n]) as Triple),
+      minor.map((m) => [m, 0n, m] as Triple),
     ),
     { minLength: 1, maxLength: 40 },
   )
   await fc.assert(
-    fc.asyncProperty(pairs, async (list) => {
+    fc.asyncProperty(triples, async (list) => {
       const rows = await db.store.query<{ working: string }>(
-        `SELECT working_amount_minor(s, c)::text AS working FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY AS t(s, c, n) ORDER BY n`,
-        [list.map(([s]) => s.toString()), list.map(([, c]) => c.toString())],
+        `SELECT working_amount_minor(s, c, a)::text AS working
+           FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) WITH ORDINALITY AS t(s, c, a, n) ORDER BY n`,
+        [list.map(([s]) => s.toString()), list.map(([, c]) => c.toString()), list.map(([, , a]) => a.toString())],
       )
       assert.deepEqual(
         rows.map((r) => BigInt(r.working)),
-        list.map(([s, c]) => workingAmountMinor({ sourceAmountMinor: s, confirmedUnreconciledMinor: c })),
+        list.map(([s, c, a]) =>
+          workingAmountMinor({ sourceAmountMinor: s, confirmedUnreconciledMinor: c, acknowledgedUndeclaredMinor: a }),
+        ),
       )
     }),
     { numRuns: 60 },
@@ -70,9 +79,18 @@ test(`payment_request_expired agrees with paymentRequestExpired (${engineName})`
 })
 
 test('the boundaries, spelled out', () => {
-  assert.equal(workingAmountMinor({ sourceAmountMinor: 500n, confirmedUnreconciledMinor: 200n }), 300n)
-  assert.equal(workingAmountMinor({ sourceAmountMinor: 200n, confirmedUnreconciledMinor: 200n }), 0n)
-  assert.equal(workingAmountMinor({ sourceAmountMinor: 100n, confirmedUnreconciledMinor: 200n }), 0n)
+  const w = (s: bigint, c: bigint, a: bigint) =>
+    workingAmountMinor({ sourceAmountMinor: s, confirmedUnreconciledMinor: c, acknowledgedUndeclaredMinor: a })
+  assert.equal(w(500n, 200n, 0n), 300n)
+  assert.equal(w(200n, 200n, 0n), 0n)
+  assert.equal(w(100n, 200n, 0n), 0n)
+  // Reconciling moves money from confirmed-unreconciled to acknowledged-undeclared: the working amount stays.
+  assert.equal(w(10000n, 6000n, 0n), 4000n)
+  assert.equal(w(10000n, 0n, 6000n), 4000n)
+  assert.equal(w(10000n, 3500n, 2500n), 4000n)
+  assert.equal(w(10000n, 3500n, 6500n), 0n)
+  assert.equal(w(10000n, 3500n, 6501n), 0n)
+  assert.equal(w(9000n, 0n, 6000n), 3000n)
   const at = '2026-02-18T09:00:00.412Z'
   assert.equal(paymentRequestExpired(at, Date.parse(at) - 1), false)
   assert.equal(paymentRequestExpired(at, Date.parse(at)), true)

@@ -37,7 +37,7 @@ test('a definition recorded with another digest is re-applied, with every other'
 
 test('a database migrated before the definition files existed gets them', async () => {
   await db.store.exec(`DROP TABLE schema_definitions;
-    DROP FUNCTION working_amount_minor(bigint, bigint);
+    DROP FUNCTION working_amount_minor(bigint, bigint, bigint);
     DROP FUNCTION payment_request_expired(timestamptz, timestamptz);`)
   assert.deepEqual(await migrate(db.store), [])
   assert.equal(await dumpSchema(db.store), committed)

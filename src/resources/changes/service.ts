@@ -14,6 +14,7 @@ export const FEED_READ_SCOPES: Record<ResourceType, Scope> = {
   payment_request: 'payment_requests:read',
   payment: 'payment_requests:read',
   payment_reconciliation: 'financial_corrections:read',
+  refund: 'payment_requests:read',
 }
 
 /** From 0: an empty feed's `nextCursor` is `{s: '0'}`, "from the start". */

@@ -7,6 +7,7 @@ export const RESOURCE_TYPES = [
   'payment_request',
   'payment',
   'payment_reconciliation',
+  'refund',
 ] as const
 export type ResourceType = (typeof RESOURCE_TYPES)[number]
 
@@ -21,8 +22,13 @@ export const CHANGE_TYPES = [
   'payment_request.confirmed',
   'payment_request.failed',
   'payment_request.expired',
+  'payment_request.canceled',
   'payment.confirmed',
   'payment.failed',
+  'payment.reversed',
+  'refund.created',
+  'refund.succeeded',
+  'refund.failed',
   'payment_reconciliation.matched',
   'payment_reconciliation.held',
   'payment_reconciliation.resolved',

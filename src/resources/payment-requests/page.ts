@@ -150,6 +150,20 @@ ${summary([amountRow, ...descriptionRows, ...(decided ? [['Failed on', decided] 
         body: `${notice('info', `It can no longer be paid, and nothing has been charged. Ask ${creditor} for a new payment request.`)}
 ${summary([amountRow, ...descriptionRows, ['Expired on', expires]])}`,
       }
+    case 'canceled':
+      // No form: a canceled request is final. Why it was canceled is the debtor's business only when the balance
+      // changed under them (they came to pay); the integrator's note is never shown.
+      return view.cancelReason === 'balance_changed'
+        ? {
+            heading: 'The balance has changed',
+            body: `${notice('info', `The amount owed changed since this payment request was made, so it was canceled and nothing has been charged. Ask ${creditor} for a new payment request.`)}
+${summary([amountRow, ...descriptionRows])}`,
+          }
+        : {
+            heading: 'This payment request was canceled',
+            body: `${notice('info', `${creditor} canceled it: it can no longer be paid, and nothing has been charged. Contact ${creditor} if you have questions.`)}
+${summary([amountRow, ...descriptionRows])}`,
+          }
     case 'held':
       return {
         heading: 'This payment request is on hold',
@@ -198,7 +212,7 @@ export const NOT_FOUND_PAGE = renderMessagePage(
  */
 const REFUSALS = {
   recovery_held: 'Your payment was not made: this payment request is on hold.',
-  payment_request_state_conflict: 'Your payment was not made: this payment request was already settled or has expired.',
+  payment_request_state_conflict: 'Your payment was not made: this payment request was already settled, canceled or has expired.',
   route_not_found: 'Your payment was not made: no payment provider is configured.',
 } as const
 

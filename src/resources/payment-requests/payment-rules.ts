@@ -1,12 +1,17 @@
 import { type Hold, holdsFromRow } from '../../domain/holds.ts'
-import { paymentRequestExpired } from '../../domain/money-rules.ts'
-import { Problem } from '../../domain/problems.ts'
+import { paymentRequestExpired, workingAmountMinor } from '../../domain/money-rules.ts'
+import { fieldProblem, Problem } from '../../domain/problems.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import { catchUpReceivable } from '../holds/client-facts-store.ts'
 import type { PaymentProvider, ProviderOutcome } from '../payments/provider.ts'
 import { allocateToReceivable, findPayment, insertPayment, type PaymentRow } from '../payments/store.ts'
+import { takeBack } from '../payments/take-back.ts'
+import { paymentNotConfirmed, queueUnappliedRefund, refuseAboveRemaining, remainingMinor } from '../refunds/rules.ts'
+import { lockRefundedPayment } from '../refunds/store.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import {
+  cancelPaymentRequest,
+  findPaymentRequest,
   lockPayingReceivable,
   lockPaymentRequest,
   type PayingReceivableRow,
@@ -25,6 +30,8 @@ import {
  * - whether it takes the payment is confirmationOf(payability(...)), the hosted page's decision too: the same
  *   outcome again returns the one Payment and changes nothing; the opposite outcome after a decision, or any
  *   outcome on an expired request, is 409 payment_request_state_conflict;
+ * - at the commit point (the sandbox: the page's POST and simulate), an amount that no longer fits the working amount
+ *   less the open requests made before it cancels the request instead (`balance_changed`), and nothing is charged;
  * - a confirmed Payment allocates min(amount, workingAmount) to the Receivable in the same transaction.
  */
 export const paymentRequestNotFound = (id: string) => new Problem('payment_request_not_found', `No Payment request ${id} for this client.`)
@@ -35,7 +42,10 @@ export const recoveryHeld = (holds: readonly string[]) =>
   })
 
 /** Where a Payment request stands for a debtor who would pay it now. */
-export type Payability = { state: 'payable' } | { state: 'held'; holds: Hold[] } | { state: 'expired' | 'confirmed' | 'failed' }
+export type Payability =
+  | { state: 'payable' }
+  | { state: 'held'; holds: Hold[] }
+  | { state: 'expired' | 'confirmed' | 'failed' | 'canceled' }
 
 /**
  * May this request be paid now? The one decision of the hosted page's GET (whether it offers the form), its
@@ -74,13 +84,49 @@ export async function recordExpiryIfDue(
   return expired
 }
 
-export interface RecordedOutcome {
-  /** True when this call made the Payment; false when it had already been recorded. */
-  created: boolean
-  /** The request as the transaction leaves it (decided, or as it was when the outcome was already recorded). */
-  request: PaymentRequestRow
-  payment: PaymentRow
+export type RecordedOutcome =
+  | {
+      canceled?: undefined
+      /** True when this call made the Payment; false when it had already been recorded. */
+      created: boolean
+      /** The request as the transaction leaves it (decided, or as it was when the outcome was already recorded). */
+      request: PaymentRequestRow
+      payment: PaymentRow
+    }
+  | {
+      /** The pay-time check canceled the request (`balance_changed`): nothing was charged, no Payment exists. */
+      canceled: true
+      created: false
+      request: PaymentRequestRow
+      payment: null
+    }
+
+/**
+ * The pay-time check (design.md section 5): may a request for `amountMinor` still be paid from this Receivable,
+ * read under its lock? Its working amount less what the other open requests reserve (lockPayingReceivable: at pay
+ * time those made before it; at creation every other). Returns the figures, for the
+ * answer that says why not.
+ */
+export function amountFits(
+  receivable: PayingReceivableRow,
+  amountMinor: bigint,
+): { fits: boolean; workingMinor: bigint; reservedMinor: bigint } {
+  const workingMinor = workingAmountMinor({
+    sourceAmountMinor: BigInt(receivable.source_amount_minor),
+    confirmedUnreconciledMinor: BigInt(receivable.confirmed_unreconciled_minor),
+    acknowledgedUndeclaredMinor: BigInt(receivable.acknowledged_undeclared_minor),
+  })
+  const reservedMinor = BigInt(receivable.reserved_minor)
+  return { fits: amountMinor <= workingMinor - reservedMinor, workingMinor, reservedMinor }
 }
+
+/** What a payment tried on a request the pay-time check canceled answers (simulate), after the cancel committed. */
+export const canceledAtPayTime = (amount: { amount: string; currency: string }) =>
+  new Problem(
+    'payment_request_state_conflict',
+    `The Receivable's balance changed: ${amount.amount} ${amount.currency} no longer fits its working amount less the open requests made before it, so the Payment request was canceled (balance_changed) and nothing was charged.`,
+    { extensions: { paymentRequestStatus: 'canceled', cancelReason: 'balance_changed' } },
+  )
 
 /**
  * What a confirmation asking for `outcome` may do with a request that stands at `verdict` (payability): `take`
@@ -95,8 +141,8 @@ export function confirmationOf(verdict: Payability, outcome: 'confirmed' | 'fail
   if (verdict.state === outcome) return 'already'
   if (verdict.state === 'held') throw recoveryHeld(verdict.holds)
   const detail =
-    verdict.state === 'expired'
-      ? 'The Payment request is expired; it takes no payment.'
+    verdict.state === 'expired' || verdict.state === 'canceled'
+      ? `The Payment request is ${verdict.state}; it takes no payment.`
       : `The provider already decided this Payment request: its Payment is ${verdict.state}; it cannot become ${outcome}.`
   throw new Problem('payment_request_state_conflict', detail, { extensions: { status: verdict.state } })
 }
@@ -131,7 +177,8 @@ export async function recordOutcome(
       const caughtUp = await catchUpReceivable(tx, clientCode, receivableId, now)
       if (caughtUp) uow.appendChange(clientCode, caughtUp)
     }
-    receivable = await lockPayingReceivable(tx, clientCode, receivableId)
+    // What the open requests made before this one reserve: their claims came first (docs/decisions.md).
+    receivable = await lockPayingReceivable(tx, clientCode, receivableId, { id: requestId, createdAt: request.created_at }, now)
     if (!receivable) throw new Error(`Receivable ${receivableId} of Payment request ${requestId} is missing`)
   }
   const holds = receivable && opts.refuseWhileHeld ? holdsFromRow(receivable) : []
@@ -140,6 +187,19 @@ export async function recordOutcome(
     const payment = await findPayment(tx, clientCode, requestId)
     if (!payment) throw new Error(`Payment request ${requestId} is ${request.status} without its Payment`)
     return { created: false, request, payment }
+  }
+  // The pay-time check, where the debtor commits (the sandbox): an amount that no longer fits cancels the request,
+  // before the provider is asked for anything. A real provider's report of money already taken is recorded as is.
+  if (opts.refuseWhileHeld && !amountFits(receivable as PayingReceivableRow, BigInt(request.amount_minor)).fits) {
+    const canceled = await cancelPaymentRequest(tx, clientCode, requestId, 'balance_changed', null, now)
+    uow.appendChange(clientCode, {
+      type: 'payment_request.canceled',
+      resourceType: 'payment_request',
+      resourceId: requestId,
+      revision: Number(canceled.revision),
+      occurredAt: now,
+    })
+    return { canceled: true, created: false, request: canceled, payment: null }
   }
   const reported = report(request)
   if (reported.outcome !== outcome) throw new Error(`provider ${reported.provider} reported ${reported.outcome}, not ${outcome}`)
@@ -157,6 +217,7 @@ export async function recordOutcome(
           {
             sourceAmountMinor: BigInt(amounts.source_amount_minor),
             confirmedUnreconciledMinor: BigInt(amounts.confirmed_unreconciled_minor),
+            acknowledgedUndeclaredMinor: BigInt(amounts.acknowledged_undeclared_minor),
           },
           reported.amountMinor,
           now,
@@ -198,7 +259,54 @@ export async function recordOutcome(
       occurredAt: now,
     })
   }
+  // Money confirmed beyond what could be allocated never rests unapplied: its refund is under way from now on.
+  await queueUnappliedRefund(uow, clientCode, payment, now)
   return { created: true, request: decided, payment }
+}
+
+/**
+ * A reversal the provider recorded (a card chargeback lost, a bank debit returned; the sandbox's `simulate` with
+ * outcome `reversed`): `amountMinor` (default: what remains of the Payment after its refunds pending or succeeded
+ * and its reversals) is taken back at once (payments/take-back.ts: unapplied money first, then allocated, with the
+ * Receivable's revision and event), the Payment records it as reversed, event `payment.reversed`. Under the
+ * request's row lock, the one lock of a refund too: refunds and reversals never pass the Payment's amount together.
+ * Refused: 404 for an unknown request, 409 payment_not_confirmed without a confirmed Payment, 422 for a currency
+ * other than the Payment's (/amount/currency) or more than remains (/amount/amount), 409
+ * payment_request_state_conflict when nothing remains to reverse.
+ */
+export async function recordReversal(
+  uow: UnitOfWork,
+  clientCode: string,
+  requestId: string,
+  amount: { amountMinor: bigint; currency: string } | undefined,
+  now: string,
+): Promise<{ request: PaymentRequestRow; payment: PaymentRow }> {
+  const { tx } = uow
+  const refunded = await lockRefundedPayment(tx, clientCode, requestId)
+  if (!refunded) throw paymentRequestNotFound(requestId)
+  if (refunded.payment_status !== 'confirmed' || refunded.currency === null) throw paymentNotConfirmed(requestId, refunded)
+  if (amount && amount.currency !== refunded.currency) {
+    throw fieldProblem('/amount/currency', 'custom', `must be ${refunded.currency}, the Payment's currency`)
+  }
+  const remaining = remainingMinor(refunded)
+  if (!amount && remaining === 0n) {
+    throw new Problem('payment_request_state_conflict', 'Nothing remains of the Payment to reverse: refunds and reversals took it all.', {
+      extensions: { status: 'confirmed' },
+    })
+  }
+  const amountMinor = amount?.amountMinor ?? remaining
+  refuseAboveRemaining(amountMinor, refunded, '/amount/amount', 'a reversal')
+  const taken = await takeBack(uow, clientCode, requestId, 'reversal', amountMinor, now)
+  uow.appendChange(clientCode, {
+    type: 'payment.reversed',
+    resourceType: 'payment',
+    resourceId: requestId,
+    revision: Number(taken.payment.revision),
+    occurredAt: now,
+  })
+  const request = await findPaymentRequest(tx, clientCode, requestId)
+  if (!request) throw new Error(`Payment request ${requestId} vanished under its lock`)
+  return { request, payment: taken.payment }
 }
 
 /**
@@ -224,12 +332,15 @@ export function settleInSandbox(
 
 /** The payment rules, for the factories that receive them as a `Pick<>`. */
 export const paymentRules = {
+  amountFits,
+  canceledAtPayTime,
   confirmationOf,
   payability,
   paymentRequestNotFound,
   recoveryHeld,
   recordExpiryIfDue,
   recordOutcome,
+  recordReversal,
   settleInSandbox,
 }
 export type PaymentRules = typeof paymentRules

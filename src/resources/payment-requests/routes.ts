@@ -1,6 +1,7 @@
 import { defineRoute, type RouteDef } from '../../http/route.ts'
 import { executeWrite, type RouteDeps, writeRoute } from '../operations.ts'
-import { PaymentRequestParams, ReceiptDelivery } from './schema.ts'
+import { canceledAtPayTime } from './payment-rules.ts'
+import { PaymentRequestParams, type PaymentRequestResponse, ReceiptDelivery } from './schema.ts'
 import type { PaymentRequestService } from './service.ts'
 
 const path = '/v1/clients/:clientCode/payment-requests/:externalPaymentRequestId'
@@ -19,6 +20,20 @@ export function paymentRequestRoutes(deps: RouteDeps, requests: PaymentRequestSe
       tags: ['Payment requests'],
       answers: { 201: 'Created, status open', 200: 'An identical retry: the current state' },
       problems: ['payment_request_conflict', 'recovery_held'],
+    }),
+    writeRoute(deps, requests.cancelOperation, {
+      method: 'POST',
+      path: `${path}/cancel`,
+      idParam: 'externalPaymentRequestId',
+      params: PaymentRequestParams,
+      operationId: 'cancelPaymentRequest',
+      summary: 'Cancel an open Payment request',
+      description:
+        'An open request becomes canceled (final) with cancelReason requested, and no longer reserves its amount; the hosted page then says it was canceled. The body ({reason?}) may be empty or absent. A canceled request answers 200 unchanged; any other status 409 payment_request_state_conflict.',
+      tags: ['Payment requests'],
+      optionalBody: true,
+      answers: { 200: 'Canceled, or already canceled (unchanged)' },
+      problems: ['payment_request_not_found', 'payment_request_state_conflict'],
     }),
     // A read that may record a passed expiry: the operation's transaction and answer (executeWrite).
     defineRoute({
@@ -63,20 +78,31 @@ export function paymentRequestRoutes(deps: RouteDeps, requests: PaymentRequestSe
  */
 export function paymentSimulateRoutes(deps: RouteDeps, requests: PaymentRequestService, opts: { sandbox: boolean }): RouteDef[] {
   if (!opts.sandbox) return []
+  const simulate = writeRoute(deps, requests.confirmOperation, {
+    method: 'POST',
+    path: '/admin/v1/clients/:clientCode/payment-requests/:externalPaymentRequestId/simulate',
+    idParam: 'externalPaymentRequestId',
+    params: PaymentRequestParams,
+    operationId: 'adminSimulatePayment',
+    summary: 'Confirm, fail or reverse a Payment request through the sandbox provider',
+    description:
+      'Sandbox only. 201 when it recorded the Payment, 200 when the same outcome was already recorded. Refused with 409 recovery_held while the Receivable has any hold. When the amount no longer fits the working amount less the open requests made before it, the request is canceled (balance_changed, committed), nothing is charged, and the answer is 409 payment_request_state_conflict saying so. Outcome reversed (a confirmed Payment; optional amount, default what remains after refunds pending or succeeded and reversals) records that the provider took money back: 200 with reversedAmount, the effect of a refund on balances at once, event payment.reversed; 409 payment_not_confirmed without a confirmed Payment, 422 at /amount/amount above what remains.',
+    tags: ['Operator'],
+    answers: { 201: 'The Payment was recorded', 200: 'The same outcome was already recorded, or the reversal was recorded' },
+    problems: ['payment_request_not_found', 'payment_request_state_conflict', 'recovery_held', 'payment_not_confirmed'],
+    auth: 'operator',
+  })
   return [
-    writeRoute(deps, requests.confirmOperation, {
-      method: 'POST',
-      path: '/admin/v1/clients/:clientCode/payment-requests/:externalPaymentRequestId/simulate',
-      idParam: 'externalPaymentRequestId',
-      params: PaymentRequestParams,
-      operationId: 'adminSimulatePayment',
-      summary: 'Confirm or fail a Payment request through the sandbox provider',
-      description:
-        'Sandbox only. 201 when it recorded the Payment, 200 when the same outcome was already recorded. Refused with 409 recovery_held while the Receivable has any hold.',
-      tags: ['Operator'],
-      answers: { 201: 'The Payment was recorded', 200: 'The same outcome was already recorded' },
-      problems: ['payment_request_not_found', 'payment_request_state_conflict', 'recovery_held'],
-      auth: 'operator',
-    }),
+    {
+      ...simulate,
+      // The confirmation answers a request it canceled at pay time with that request (committed); a payment was
+      // asked for and none was taken, so the operator is answered 409, after the cancel committed.
+      handler: async (ctx) => {
+        const answer = await simulate.handler(ctx)
+        const request = answer.body as PaymentRequestResponse
+        if (request.status === 'canceled') throw canceledAtPayTime(request.amount)
+        return answer
+      },
+    },
   ]
 }

@@ -4,9 +4,12 @@ import { detectSensitive, ExternalId } from '../../domain/identifiers.ts'
 import { Money, MoneyOut, toMinor } from '../../domain/money.ts'
 import { Timestamp } from '../../domain/time.ts'
 import { ClientParams } from '../../http/common-schemas.ts'
+import { ReceiptCapability, ReceiptDeliveryAttempt } from '../receipts/schema.ts'
 import { RECEIVABLE_EXAMPLE_ID } from '../receivables/schema.ts'
 
-export const PAYMENT_REQUEST_STATUSES = ['open', 'confirmed', 'failed', 'expired'] as const
+export const PAYMENT_REQUEST_STATUSES = ['open', 'confirmed', 'failed', 'expired', 'canceled'] as const
+/** requested: the integrator canceled it; balance_changed: at pay time its amount no longer fit (design.md section 5). */
+export const CANCEL_REASONS = ['requested', 'balance_changed'] as const
 export const PAYMENT_OUTCOMES = ['confirmed', 'failed'] as const
 export const ACKNOWLEDGEMENT_STATUSES = ['pending', 'partially_acknowledged', 'acknowledged', 'held'] as const
 export const DELIVERY_OWNERS = ['partner', 'service'] as const
@@ -56,7 +59,7 @@ export const PaymentRequestWrite = z
   .meta({
     id: 'PaymentRequestWrite',
     description:
-      "A fixed amount in the Receivable's currency, above zero and not above its workingAmount. Refused with 409 recovery_held while the Receivable has any hold.",
+      "A fixed amount in the Receivable's currency, above zero and not above its workingAmount less the amounts of its other open requests (open requests reserve what they ask; 422 at /amount/amount otherwise, the detail giving both figures). Refused with 409 recovery_held while the Receivable has any hold.",
     examples: [requestWriteExample],
   })
 export type PaymentRequestWrite = z.output<typeof PaymentRequestWrite>
@@ -68,7 +71,11 @@ export const PaymentOut = z
     status: z.enum(PAYMENT_OUTCOMES),
     amount: MoneyOut,
     allocatedAmount: MoneyOut.describe("Moved to the Receivable's confirmedUnreconciledAmount (at most its workingAmount then)."),
-    unappliedAmount: MoneyOut.describe('Paid but covered by no allocation; in no balance.'),
+    unappliedAmount: MoneyOut.describe(
+      'Paid but covered by no allocation; in no balance. Refunded automatically (a refund with reason unapplied_funds).',
+    ),
+    refundedAmount: MoneyOut.describe('Given back by succeeded refunds (unapplied money first, then allocated).'),
+    reversedAmount: MoneyOut.describe('Taken back by the provider (a chargeback lost, a debit returned): the effect of a refund.'),
     provider: z.string(),
     providerPaymentId: z.string(),
     decidedAt: Timestamp,
@@ -82,6 +89,8 @@ export const PaymentOut = z
         amount: { amount: '150.00', currency: 'USD' },
         allocatedAmount: { amount: '150.00', currency: 'USD' },
         unappliedAmount: { amount: '0.00', currency: 'USD' },
+        refundedAmount: { amount: '0.00', currency: 'USD' },
+        reversedAmount: { amount: '0.00', currency: 'USD' },
         provider: 'sandbox',
         providerPaymentId: 'sbx_5d0c0b1f2e7a4c43a9f1d5b2c8e6a710',
         decidedAt: '2026-02-11T09:04:12.031Z',
@@ -110,6 +119,13 @@ export const PaymentRequestResponse = z
     description: z.string().optional(),
     expiresAt: Timestamp,
     status: z.enum(PAYMENT_REQUEST_STATUSES),
+    cancelReason: z
+      .enum(CANCEL_REASONS)
+      .optional()
+      .describe(
+        'Present exactly when status is canceled: requested (the cancel command) or balance_changed (when the debtor came to pay, the amount no longer fit the working amount less the open requests made before it; nothing was charged).',
+      ),
+    cancellationNote: z.string().optional().describe('The reason given with the cancel command, as given; absent when none was given.'),
     hostedUrl: z.string().describe('The hosted payment page; its last segment is an unguessable token that opens only this page.'),
     revision: z.number().int().min(1),
     createdAt: Timestamp,
@@ -118,9 +134,18 @@ export const PaymentRequestResponse = z
   })
   .meta({
     id: 'PaymentRequest',
-    description: 'open until the provider confirms or fails it, or expiresAt passes; confirmed, failed and expired are final.',
+    description:
+      'open until the provider confirms or fails it, expiresAt passes, or it is canceled; confirmed, failed, expired and canceled are final.',
     examples: [
       openExample,
+      {
+        ...openExample,
+        status: 'canceled',
+        cancelReason: 'requested',
+        cancellationNote: 'Replaced by a request for the full balance',
+        revision: 2,
+        updatedAt: '2026-02-11T10:30:00.000Z',
+      },
       {
         ...openExample,
         status: 'confirmed',
@@ -131,6 +156,8 @@ export const PaymentRequestResponse = z
           amount: { amount: '150.00', currency: 'USD' },
           allocatedAmount: { amount: '150.00', currency: 'USD' },
           unappliedAmount: { amount: '0.00', currency: 'USD' },
+          refundedAmount: { amount: '0.00', currency: 'USD' },
+          reversedAmount: { amount: '0.00', currency: 'USD' },
           provider: 'sandbox',
           providerPaymentId: 'sbx_5d0c0b1f2e7a4c43a9f1d5b2c8e6a710',
           decidedAt: '2026-02-11T09:04:12.031Z',
@@ -140,35 +167,47 @@ export const PaymentRequestResponse = z
   })
 export type PaymentRequestResponse = z.output<typeof PaymentRequestResponse>
 
-export const SimulateOutcome = z
-  .strictObject({ outcome: z.enum(PAYMENT_OUTCOMES) })
-  .meta({ id: 'SimulatePaymentOutcome', examples: [{ outcome: 'confirmed' }] })
-export type SimulateOutcome = z.output<typeof SimulateOutcome>
-
-export const ReceiptDeliveryAttempt = z
-  .object({
-    attempt: z.number().int().min(1),
-    route: z.string(),
-    outcome: z.string(),
-    attemptedAt: Timestamp,
+export const PaymentRequestCancel = z
+  .strictObject({
+    reason: z
+      .string()
+      .min(1)
+      .max(200)
+      .optional()
+      .describe("The integrator's reason, 1 to 200 characters; kept and returned as cancellationNote. Not shown to the debtor."),
   })
   .meta({
-    id: 'ReceiptDeliveryAttempt',
-    description: 'One attempt to deliver the receipt to the accounting Source (none are made while no route is verified).',
-    examples: [{ attempt: 1, route: 'vendor_receipt_posting', outcome: 'delivered', attemptedAt: '2026-02-11T09:05:00.000Z' }],
+    id: 'PaymentRequestCancel',
+    description: 'The body may be empty or absent.',
+    examples: [{ reason: 'Replaced by a request for the full balance' }, {}],
   })
+export type PaymentRequestCancel = z.output<typeof PaymentRequestCancel>
+
+export const SimulateOutcome = z
+  .strictObject({
+    outcome: z.enum([...PAYMENT_OUTCOMES, 'reversed']),
+    amount: Money.optional().describe(
+      'Only with outcome reversed: how much the provider took back; default what remains of the Payment after its refunds (pending or succeeded) and reversals.',
+    ),
+  })
+  .superRefine((body, ctx) => {
+    if (body.amount === undefined) return
+    if (body.outcome !== 'reversed') ctx.addIssue({ code: 'custom', path: ['amount'], message: 'is taken only with outcome reversed' })
+    else if (toMinor(body.amount.amount) === 0n) ctx.addIssue({ code: 'custom', path: ['amount', 'amount'], message: 'must be above zero' })
+  })
+  .meta({
+    id: 'SimulatePaymentOutcome',
+    description:
+      'confirmed or failed: the provider decides an open request. reversed: the provider takes confirmed money back (a chargeback lost, a debit returned), with the effect of a refund.',
+    examples: [{ outcome: 'confirmed' }, { outcome: 'reversed', amount: { amount: '25.00', currency: 'USD' } }],
+  })
+export type SimulateOutcome = z.output<typeof SimulateOutcome>
 
 export const ReceiptDelivery = z
   .object({
     externalPaymentRequestId: z.string(),
     deliveryOwner: z.enum(DELIVERY_OWNERS),
-    capability: z.object({
-      state: z.enum(['enabled', 'disabled']).describe('disabled: no delivery attempt will be made.'),
-      disabledReason: z.enum(['no_verified_route']).nullable(),
-      unverifiedRoutes: z.array(
-        z.object({ route: z.enum(['vendor_receipt_posting']), missingProof: z.enum(['source_posting_confirmation']) }),
-      ),
-    }),
+    capability: ReceiptCapability,
     deliveryAttempts: z.array(ReceiptDeliveryAttempt),
     acknowledgement: z.object({
       status: z.enum(ACKNOWLEDGEMENT_STATUSES),
@@ -184,7 +223,7 @@ export const ReceiptDelivery = z
     examples: [
       {
         externalPaymentRequestId: PAYMENT_REQUEST_EXAMPLE_ID,
-        deliveryOwner: 'partner',
+        deliveryOwner: 'service',
         capability: {
           state: 'disabled',
           disabledReason: 'no_verified_route',

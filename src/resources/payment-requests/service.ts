@@ -4,7 +4,7 @@ import type { Grant } from '../../access/grants.ts'
 import { canonicalJson } from '../../domain/canonical.ts'
 import { holdsFromRow } from '../../domain/holds.ts'
 import { describeMoney, money, toMinor } from '../../domain/money.ts'
-import { paymentRequestExpired, workingAmountMinor } from '../../domain/money-rules.ts'
+import { paymentRequestExpired } from '../../domain/money-rules.ts'
 import { fieldProblem, Problem, unknownReferences } from '../../domain/problems.ts'
 import { isoNow } from '../../domain/time.ts'
 import { lockIdentity } from '../../store/locks.ts'
@@ -14,11 +14,20 @@ import { catchUpReceivable } from '../holds/client-facts-store.ts'
 import { defineOperation, executeWrite, type OperationContext, type RouteDeps } from '../operations.ts'
 import type { PaymentProvider } from '../payments/provider.ts'
 import type { PaymentRow, PaymentStore } from '../payments/store.ts'
-import type { ReceivableStore } from '../receivables/store.ts'
+import { receiptDeliveryState } from '../receipts/service.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import type { PaymentRules } from './payment-rules.ts'
-import { PaymentRequestResponse, PaymentRequestWrite, type ReceiptDelivery, SimulateOutcome } from './schema.ts'
-import { findPageRow, findPaymentRequest, insertPaymentRequest, lockPaymentRequest, type PageRow, type PaymentRequestRow } from './store.ts'
+import { PaymentRequestCancel, PaymentRequestResponse, PaymentRequestWrite, type ReceiptDelivery, SimulateOutcome } from './schema.ts'
+import {
+  cancelPaymentRequest,
+  findPageRow,
+  findPaymentRequest,
+  insertPaymentRequest,
+  lockPayingReceivable,
+  lockPaymentRequest,
+  type PageRow,
+  type PaymentRequestRow,
+} from './store.ts'
 
 const MINUTE_MS = 60_000
 const DAY_MS = 86_400_000
@@ -27,7 +36,9 @@ export const EXPIRY = { defaultMs: 7 * DAY_MS, minMs: 5 * MINUTE_MS, maxMs: 30 *
 
 /** What the hosted page (page.ts) may show: nothing about the Customer, no money beyond the amount asked. */
 export interface HostedPageView {
-  state: 'payable' | 'confirmed' | 'failed' | 'expired' | 'held'
+  state: 'payable' | 'confirmed' | 'failed' | 'expired' | 'held' | 'canceled'
+  /** Why, when state is 'canceled'; null otherwise. */
+  cancelReason: 'requested' | 'balance_changed' | null
   /** clients.name, or the clientCode when the client has no name */
   creditorName: string
   description: string | null
@@ -44,12 +55,20 @@ export interface PaymentRequestServiceDeps extends RouteDeps {
   provider: PaymentProvider
   /** PUBLIC_BASE_URL without a trailing slash: hostedUrl is absolute. */
   publicBaseUrl: string
-  receivables: Pick<ReceivableStore, 'findReceivable'>
-  payments: Pick<PaymentStore, 'deliveryAttempts' | 'findPayment' | 'hasHeldReconciliation' | 'matchedMinor'>
+  payments: Pick<PaymentStore, 'findPayment' | 'hasHeldReconciliation' | 'matchedMinor'>
   paymentRules: Pick<
     PaymentRules,
-    'confirmationOf' | 'payability' | 'paymentRequestNotFound' | 'recordExpiryIfDue' | 'recoveryHeld' | 'settleInSandbox'
+    | 'amountFits'
+    | 'confirmationOf'
+    | 'payability'
+    | 'paymentRequestNotFound'
+    | 'recordExpiryIfDue'
+    | 'recoveryHeld'
+    | 'recordReversal'
+    | 'settleInSandbox'
   >
+  /** Told after COMMIT when a confirmation queued the refund of unapplied money: the refund worker asks soon. */
+  onRefundQueued?: () => void
   /**
    * Sandbox clocks (src/sandbox): runs the hosted page's work at the time of the client its
    * token names. The API's routes get their client's time from the HTTP layer.
@@ -63,6 +82,8 @@ function paymentView(p: PaymentRow) {
     amount: money(BigInt(p.amount_minor), p.currency),
     allocatedAmount: money(BigInt(p.allocated_minor), p.currency),
     unappliedAmount: money(BigInt(p.unapplied_minor), p.currency),
+    refundedAmount: money(BigInt(p.refunded_minor), p.currency),
+    reversedAmount: money(BigInt(p.reversed_minor), p.currency),
     provider: p.provider,
     providerPaymentId: p.provider_payment_id,
     decidedAt: p.decided_at,
@@ -72,9 +93,9 @@ function paymentView(p: PaymentRow) {
 export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
   const { store, clock, provider, publicBaseUrl } = deps
   const atClientTime = deps.atClientTime ?? (<T>(_clientCode: string, fn: () => Promise<T>) => fn())
-  const { findReceivable } = deps.receivables
-  const { deliveryAttempts, findPayment, hasHeldReconciliation, matchedMinor } = deps.payments
-  const { confirmationOf, payability, paymentRequestNotFound, recordExpiryIfDue, recoveryHeld, settleInSandbox } = deps.paymentRules
+  const { findPayment, hasHeldReconciliation, matchedMinor } = deps.payments
+  const { amountFits, confirmationOf, payability, paymentRequestNotFound, recordExpiryIfDue, recoveryHeld, settleInSandbox } =
+    deps.paymentRules
   /** `payment`: the request's Payment when the caller knows it (null: none yet); read when omitted. */
   async function view(
     db: Queryable,
@@ -90,6 +111,8 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
       ...(row.description === null ? {} : { description: row.description }),
       expiresAt: row.expires_at,
       status: row.status,
+      ...(row.cancel_reason === null ? {} : { cancelReason: row.cancel_reason }),
+      ...(row.cancellation_note === null ? {} : { cancellationNote: row.cancellation_note }),
       hostedUrl: `${publicBaseUrl}/pay/${row.page_token}`,
       revision: Number(row.revision),
       createdAt: row.created_at,
@@ -130,21 +153,23 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
     // Its holds as they are now: a client-wide change the fan-out has not brought to it yet counts already.
     const caughtUp = await catchUpReceivable(tx, clientCode, receivableId, now)
     if (caughtUp) uow.appendChange(clientCode, caughtUp)
-    const receivable = await findReceivable(tx, clientCode, receivableId)
+    // Row-locked with what its other open requests reserve: under the identity lock every creation and
+    // confirmation of its requests takes, so concurrent creations reserve one after the other.
+    const receivable = await lockPayingReceivable(tx, clientCode, receivableId, { id }, now)
     if (!receivable) throw unknownReferences([{ pointer: '/externalReceivableId', what: `Receivable ${receivableId}` }])
     if (body.amount.currency !== receivable.currency) {
       throw fieldProblem('/amount/currency', 'custom', `must be ${receivable.currency}, the Receivable's currency`)
     }
     const amountMinor = toMinor(body.amount.amount)
-    const working = workingAmountMinor({
-      sourceAmountMinor: BigInt(receivable.source_amount_minor),
-      confirmedUnreconciledMinor: BigInt(receivable.confirmed_unreconciled_minor),
-    })
-    if (amountMinor > working) {
+    // Open requests reserve what they ask: together they never ask for more than the working amount.
+    const fit = amountFits(receivable, amountMinor)
+    if (!fit.fits) {
+      const free = fit.workingMinor > fit.reservedMinor ? fit.workingMinor - fit.reservedMinor : 0n
+      const m = (minor: bigint) => describeMoney(minor, receivable.currency)
       throw fieldProblem(
         '/amount/amount',
         'custom',
-        `must not exceed the Receivable's working amount (${describeMoney(working, receivable.currency)})`,
+        `must not exceed the Receivable's working amount (${m(fit.workingMinor)}) less what its other open requests already reserve (${m(fit.reservedMinor)}): at most ${m(free)}`,
       )
     }
     const holds = holdsFromRow(receivable)
@@ -203,16 +228,49 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
    * the rows it holds: 201 when it recorded the Payment, 200 when that outcome was already recorded. When an
    * operator acts, the audit trail says who decided the outcome. Not a Source write.
    */
+  /**
+   * The sandbox provider's reversal (simulate with outcome `reversed`): payment-rules.ts recordReversal takes the
+   * money back at once, under the request's lock; 200 with the request and its Payment as they now are, the audit
+   * trail saying which operator reversed how much.
+   */
+  async function reverse(uow: UnitOfWork, ctx: OperationContext, amount: SimulateOutcome['amount'], now: string) {
+    const { clientCode, id } = ctx
+    const reversed = await deps.paymentRules.recordReversal(
+      uow,
+      clientCode,
+      id,
+      amount && { amountMinor: toMinor(amount.amount), currency: amount.currency },
+      now,
+    )
+    const amountReversed = money(BigInt(reversed.payment.reversed_minor), reversed.payment.currency)
+    if (ctx.operator) {
+      await recordAudit(uow.tx, {
+        action: 'payment_request.simulated',
+        clientCode,
+        targetType: 'payment_request',
+        targetId: id,
+        details: { outcome: 'reversed', reversedAmount: amountReversed },
+        change: { outcome: 'reversed', reversedAmount: amountReversed },
+        occurredAt: now,
+      })
+    }
+    return { status: 200 as const, body: () => view(uow.tx, clientCode, reversed.request, reversed.payment) }
+  }
+
   const confirmOperation = defineOperation({
     kind: 'payment_confirmation',
     scopes: [],
     body: SimulateOutcome,
     response: PaymentRequestResponse,
     source: false,
-    async run(uow: UnitOfWork, ctx: OperationContext, { outcome }: SimulateOutcome) {
+    async run(uow: UnitOfWork, ctx: OperationContext, { outcome, amount }: SimulateOutcome) {
       const { clientCode, id } = ctx
       const now = isoNow(clock)
+      if (outcome === 'reversed') return reverse(uow, ctx, amount, now)
       const recorded = await settleInSandbox(uow, provider, clientCode, id, outcome, now)
+      // The pay-time check canceled it: the cancel commits, and the answer shows the request canceled (the
+      // simulate route answers 409 from it, the hosted page shows the page).
+      if (recorded.canceled) return { status: 200, body: () => view(uow.tx, clientCode, recorded.request, null) }
       // An operator made money move (in the sandbox): the audit trail says who decided the outcome.
       if (recorded.created && ctx.operator) {
         await recordAudit(uow.tx, {
@@ -225,7 +283,48 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
           occurredAt: now,
         })
       }
-      return { status: recorded.created ? 201 : 200, body: () => view(uow.tx, clientCode, recorded.request, recorded.payment) }
+      // A Payment with unapplied money has its refund queued (payment-rules.ts): the refund worker asks soon.
+      const refundQueued = recorded.created && BigInt(recorded.payment.unapplied_minor) > 0n ? deps.onRefundQueued : undefined
+      return {
+        status: recorded.created ? 201 : 200,
+        body: () => view(uow.tx, clientCode, recorded.request, recorded.payment),
+        ...(refundQueued ? { afterCommit: refundQueued } : {}),
+      }
+    },
+  })
+
+  /**
+   * The integrator's cancel: an open request becomes canceled (`requested`), with the reason it gave kept as its
+   * cancellationNote; a canceled one answers as it stands (200, unchanged); any other status is 409. Locks the
+   * request first, as every state change of a request does, so a cancel and a confirmation run one after the other.
+   */
+  const cancelOperation = defineOperation({
+    kind: 'payment_request_cancel',
+    scopes: ['payment_requests:write'],
+    body: PaymentRequestCancel,
+    response: PaymentRequestResponse,
+    source: false,
+    async run(uow: UnitOfWork, { clientCode, id }: OperationContext, body: PaymentRequestCancel) {
+      const { tx } = uow
+      const now = isoNow(clock)
+      const locked = await lockPaymentRequest(tx, clientCode, id)
+      if (!locked) throw paymentRequestNotFound(id)
+      const row = await recordExpiryIfDue(uow, clientCode, locked, now)
+      if (row.status === 'canceled') return { status: 200 as const, body: () => view(tx, clientCode, row) }
+      if (row.status !== 'open') {
+        throw new Problem('payment_request_state_conflict', `The Payment request is ${row.status}; only an open request can be canceled.`, {
+          extensions: { paymentRequestStatus: row.status },
+        })
+      }
+      const canceled = await cancelPaymentRequest(tx, clientCode, id, 'requested', body.reason ?? null, now)
+      uow.appendChange(clientCode, {
+        type: 'payment_request.canceled',
+        resourceType: 'payment_request',
+        resourceId: id,
+        revision: Number(canceled.revision),
+        occurredAt: now,
+      })
+      return { status: 200 as const, body: () => view(tx, clientCode, canceled, null) }
     },
   })
 
@@ -234,6 +333,7 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
     putOperation,
     getOperation,
     confirmOperation,
+    cancelOperation,
 
     async receiptDelivery(clientCode: string, grant: Grant, id: string): Promise<ReceiptDelivery> {
       const row = await findPaymentRequest(store, clientCode, id)
@@ -252,17 +352,11 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
       const unmatched = allocated > matched ? allocated - matched : 0n
       const held = await hasHeldReconciliation(store, clientCode, id)
       const status = held ? 'held' : matched === 0n ? 'pending' : matched >= allocated ? 'acknowledged' : 'partially_acknowledged'
-      const attempts = await deliveryAttempts(store, clientCode, id)
       return {
         externalPaymentRequestId: id,
         deliveryOwner: grant.receiptDeliveryOwner,
-        // No delivery route is verified today, whoever owns delivery: the service makes no attempt.
-        capability: {
-          state: 'disabled',
-          disabledReason: 'no_verified_route',
-          unverifiedRoutes: [{ route: 'vendor_receipt_posting', missingProof: 'source_posting_confirmation' }],
-        },
-        deliveryAttempts: attempts.map((a) => ({ attempt: a.attempt, route: a.route, outcome: a.outcome, attemptedAt: a.attempted_at })),
+        // The receipt route's capability as it stands and every delivery attempt (src/resources/receipts/service.ts).
+        ...(await receiptDeliveryState(store, grant, id)),
         acknowledgement: {
           status,
           allocatedAmount: money(allocated, payment.currency),
@@ -296,6 +390,8 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
       // The same outcome again is no refusal: the Payment it asks for exists (post/redirect/get shows it).
       if (confirmationOf(payability(row, holdsFromRow(row), nowOf(row)), outcome) === 'already') return
       const ctx = { clientCode: row.client_code, grant: null, id: row.external_payment_request_id }
+      // A request the pay-time check cancels (balance_changed) is no refusal either: the cancel commits, and the
+      // page (post/redirect/get) says the balance changed and nothing was charged.
       await atClientTime(row.client_code, () => executeWrite(deps, confirmOperation, ctx, { outcome }))
     },
   }
@@ -309,6 +405,7 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
     const state = payability(row, holdsFromRow(row), nowOf(row)).state
     return {
       state,
+      cancelReason: state === 'canceled' ? row.cancel_reason : null,
       creditorName: row.creditor_name,
       description: row.description,
       amount: money(BigInt(row.amount_minor), row.currency),

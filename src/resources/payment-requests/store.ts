@@ -11,7 +11,9 @@ function onRealTime(alias: string): string {
   return `NOT EXISTS (SELECT 1 FROM sandbox_clocks sc WHERE sc.client_code = ${alias}.client_code)`
 }
 
-export type PaymentRequestStatus = 'open' | 'confirmed' | 'failed' | 'expired'
+export type PaymentRequestStatus = 'open' | 'confirmed' | 'failed' | 'expired' | 'canceled'
+/** Why a request was canceled: the integrator asked (cancel), or at pay time its amount no longer fit. */
+export type CancelReason = 'requested' | 'balance_changed'
 
 export interface PaymentRequestRow {
   client_code: string
@@ -27,10 +29,14 @@ export interface PaymentRequestRow {
   page_token: string
   created_at: string
   updated_at: string
+  /** Set exactly when status is canceled. */
+  cancel_reason: CancelReason | null
+  /** The integrator's reason given with its cancel, as given; null otherwise. */
+  cancellation_note: string | null
 }
 
 const COLUMNS = `client_code, external_payment_request_id, external_receivable_id, revision, status, currency, amount_minor,
-  description, expires_at, body, page_token, created_at, updated_at`
+  description, expires_at, body, page_token, created_at, updated_at, cancel_reason, cancellation_note`
 
 export async function findPaymentRequest(db: Queryable, clientCode: string, id: string): Promise<PaymentRequestRow | undefined> {
   return (
@@ -104,6 +110,24 @@ export async function setPaymentRequestStatus(
   return rows[0] as PaymentRequestRow
 }
 
+/** Cancels a locked open request (status canceled, its reason and the integrator's note), revision + 1. */
+export async function cancelPaymentRequest(
+  tx: Tx,
+  clientCode: string,
+  id: string,
+  reason: CancelReason,
+  note: string | null,
+  now: string,
+): Promise<PaymentRequestRow> {
+  const rows = await tx.query<PaymentRequestRow>(
+    `UPDATE payment_requests SET status = 'canceled', cancel_reason = $3, cancellation_note = $4, revision = revision + 1, updated_at = $5
+      WHERE client_code = $1 AND external_payment_request_id = $2
+      RETURNING ${COLUMNS}`,
+    [clientCode, id, reason, note, now],
+  )
+  return rows[0] as PaymentRequestRow
+}
+
 /**
  * The expiry sweeper's claim: up to `limit` open requests past their expiry, of any client, row-locked.
  * SKIP LOCKED leaves rows another sweeper (or a confirmation) holds to it, so instances never wait on
@@ -158,27 +182,54 @@ function holdFactsNow(outer: string): string {
     OFFSET 0) h`
 }
 
-/** The Receivable a Payment is recorded against, row-locked: the amounts it is allocated from, and its holds now. */
+/**
+ * The Receivable a Payment request is made or paid against, row-locked: the amounts its working amount is computed
+ * from, what its other open requests reserve, and its holds now.
+ */
 export interface PayingReceivableRow {
+  currency: string
   source_amount_minor: string
   confirmed_unreconciled_minor: string
+  acknowledged_undeclared_minor: string
+  /**
+   * The sum of the Receivable's other open requests not expired at the instant given: what they reserve of the
+   * working amount (design.md section 5). When a request is paid, the others made before it (`ahead`).
+   */
+  reserved_minor: string
   [hold: `hold_${string}`]: boolean | null
 }
 
 /**
- * One statement: the Receivable row-locked to the end of the transaction (its working amount is allocated from the
- * amounts read under the lock, so two confirmations of different requests for one Receivable never both take the
- * same working amount) with its holds as they are now (see holdFactsNow; `hold_<category>` booleans).
+ * One statement: the Receivable row-locked to the end of the transaction (its working amount is allocated and
+ * reserved from the amounts read under the lock, so two confirmations or creations of requests for one Receivable
+ * never both take the same working amount) with what its open requests other than `request.id` reserve at `now`,
+ * and its holds as they are now (see holdFactsNow; `hold_<category>` booleans). `request.createdAt` (a request being
+ * paid): only the open requests made before it count, in (created_at, id) order, the order their reservations were
+ * made in; absent (a request being made): every other open request. The caller holds the Receivable's identity lock,
+ * which every write of its requests takes (creation, confirmation), so the reserve read here stays true.
  */
-export async function lockPayingReceivable(tx: Tx, clientCode: string, receivableId: string): Promise<PayingReceivableRow | undefined> {
+export async function lockPayingReceivable(
+  tx: Tx,
+  clientCode: string,
+  receivableId: string,
+  request: { id: string; createdAt?: string },
+  now: string,
+): Promise<PayingReceivableRow | undefined> {
   return (
     await tx.query<PayingReceivableRow>(
-      `SELECT r.source_amount_minor, r.confirmed_unreconciled_minor, ${holdColumns()}
+      `SELECT r.currency, r.source_amount_minor, r.confirmed_unreconciled_minor, r.acknowledged_undeclared_minor,
+              (SELECT COALESCE(sum(o.amount_minor), 0) FROM payment_requests o
+                WHERE o.client_code = r.client_code AND o.external_receivable_id = r.external_receivable_id
+                  AND o.status = 'open' AND NOT payment_request_expired(o.expires_at, $4)
+                  AND o.external_payment_request_id <> $3
+                  AND ($5::timestamptz IS NULL OR (o.created_at, o.external_payment_request_id) < ($5::timestamptz, $3)))::text
+              AS reserved_minor,
+              ${holdColumns()}
          FROM receivables r
          LEFT JOIN ${holdFactsNow('r')} ON true
         WHERE r.client_code = $1 AND r.external_receivable_id = $2
           FOR UPDATE OF r`,
-      [clientCode, receivableId],
+      [clientCode, receivableId, request.id, now, request.createdAt ?? null],
       PREPARED,
     )
   )[0]
@@ -198,6 +249,7 @@ export interface PageRow {
   frozen_at: string | null
   /** When the provider decided (the request's Payment), else null. */
   decided_at: string | null
+  cancel_reason: CancelReason | null
   [hold: `hold_${string}`]: boolean
 }
 
@@ -211,7 +263,8 @@ export async function findPageRow(db: Queryable, token: string): Promise<PageRow
   return (
     await db.query<PageRow>(
       `SELECT p.client_code, p.external_payment_request_id, p.status, p.currency, p.amount_minor, p.description, p.expires_at,
-              COALESCE(c.name, p.client_code) AS creditor_name, sc.frozen_at, pay.decided_at, ${holdColumns()}
+              COALESCE(c.name, p.client_code) AS creditor_name, sc.frozen_at, pay.decided_at, p.cancel_reason,
+              ${holdColumns()}
          FROM payment_requests p
          JOIN clients c ON c.client_code = p.client_code
          LEFT JOIN sandbox_clocks sc ON sc.client_code = p.client_code

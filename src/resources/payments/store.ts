@@ -13,10 +13,17 @@ export interface PaymentRow {
   unapplied_minor: string
   external_receivable_id: string
   decided_at: string
+  /** Succeeded refunds and recorded reversals (migration 0020). */
+  refunded_minor: string
+  reversed_minor: string
+  /** Where what was taken back came from: unapplied money first, then allocated. */
+  taken_back_unapplied_minor: string
+  taken_back_allocated_minor: string
 }
 
 const COLUMNS = `external_payment_request_id, provider, provider_payment_id, status, revision, currency, amount_minor, allocated_minor,
-  unapplied_minor, external_receivable_id, decided_at`
+  unapplied_minor, external_receivable_id, decided_at, refunded_minor, reversed_minor, taken_back_unapplied_minor,
+  taken_back_allocated_minor`
 
 export async function findPayment(db: Queryable, clientCode: string, requestId: string): Promise<PaymentRow | undefined> {
   return (
@@ -91,6 +98,76 @@ export async function allocateToReceivable(
   return { allocatedMinor, revision: Number(updated[0]?.revision) }
 }
 
+/**
+ * The Payment of a request, row-locked: what takes money back (a refund's success, a reversal) and a
+ * reconciliation (reconciliations/store.ts) lock it, so what it says was taken back and matched is read by one at a time.
+ */
+export async function lockPayment(tx: Tx, clientCode: string, requestId: string): Promise<PaymentRow | undefined> {
+  return (
+    await tx.query<PaymentRow>(`SELECT ${COLUMNS} FROM payments WHERE client_code = $1 AND external_payment_request_id = $2 FOR UPDATE`, [
+      clientCode,
+      requestId,
+    ])
+  )[0]
+}
+
+/** The Receivable amounts money taken back moves, row-locked. */
+export interface TakeBackReceivableRow {
+  confirmed_unreconciled_minor: string
+  acknowledged_undeclared_minor: string
+}
+
+export async function lockTakeBackReceivable(tx: Tx, clientCode: string, receivableId: string): Promise<TakeBackReceivableRow | undefined> {
+  return (
+    await tx.query<TakeBackReceivableRow>(
+      `SELECT confirmed_unreconciled_minor, acknowledged_undeclared_minor FROM receivables
+        WHERE client_code = $1 AND external_receivable_id = $2 FOR UPDATE`,
+      [clientCode, receivableId],
+    )
+  )[0]
+}
+
+/**
+ * Records money taken back from a Payment (a succeeded refund, or a reversal) and its split: `unapplied` and
+ * `allocated` of it, the Payment's refunded or reversed total rising by their sum. The table's CHECKs refuse
+ * more than the Payment's amount.
+ */
+export async function recordTakenBack(
+  tx: Tx,
+  clientCode: string,
+  requestId: string,
+  t: { kind: 'refund' | 'reversal'; unappliedMinor: bigint; allocatedMinor: bigint },
+): Promise<PaymentRow> {
+  const column = t.kind === 'refund' ? 'refunded_minor' : 'reversed_minor'
+  const rows = await tx.query<PaymentRow>(
+    `UPDATE payments SET ${column} = ${column} + $3 + $4, taken_back_unapplied_minor = taken_back_unapplied_minor + $3,
+            taken_back_allocated_minor = taken_back_allocated_minor + $4, revision = revision + 1
+      WHERE client_code = $1 AND external_payment_request_id = $2 RETURNING ${COLUMNS}`,
+    [clientCode, requestId, t.unappliedMinor.toString(), t.allocatedMinor.toString()],
+  )
+  return rows[0] as PaymentRow
+}
+
+/**
+ * Gives allocated money back to the Receivable's working amount: `unacknowledged` leaves its
+ * confirmed_unreconciled_minor, `acknowledged` its acknowledged_undeclared_minor. Returns the new revision.
+ */
+export async function releaseAllocation(
+  tx: Tx,
+  clientCode: string,
+  receivableId: string,
+  r: { unacknowledgedMinor: bigint; acknowledgedMinor: bigint },
+  now: string,
+): Promise<number> {
+  const rows = await tx.query<{ revision: string }>(
+    `UPDATE receivables SET confirmed_unreconciled_minor = confirmed_unreconciled_minor - $3,
+            acknowledged_undeclared_minor = acknowledged_undeclared_minor - $4, revision = revision + 1, updated_at = $5
+      WHERE client_code = $1 AND external_receivable_id = $2 RETURNING revision`,
+    [clientCode, receivableId, r.unacknowledgedMinor.toString(), r.acknowledgedMinor.toString(), now],
+  )
+  return Number(rows[0]?.revision)
+}
+
 /** Receipt lines of this Payment that acknowledged money (state matched), in minor units. */
 export async function matchedMinor(db: Queryable, clientCode: string, requestId: string): Promise<bigint> {
   const rows = await db.query<{ matched: string }>(
@@ -127,5 +204,16 @@ export async function deliveryAttempts(db: Queryable, clientCode: string, reques
 }
 
 /** The family's store functions, for the factories that receive them as a `Pick<>`. */
-export const paymentStore = { findPayment, insertPayment, allocateToReceivable, matchedMinor, hasHeldReconciliation, deliveryAttempts }
+export const paymentStore = {
+  findPayment,
+  insertPayment,
+  allocateToReceivable,
+  lockPayment,
+  lockTakeBackReceivable,
+  recordTakenBack,
+  releaseAllocation,
+  matchedMinor,
+  hasHeldReconciliation,
+  deliveryAttempts,
+}
 export type PaymentStore = typeof paymentStore

@@ -178,9 +178,11 @@ export const ReceivableListQuery = ListQuery.extend({ status: z.enum(RECEIVABLE_
 export const FinancialPosition = z
   .object({
     sourceAmount: MoneyOut,
-    workingAmount: MoneyOut,
-    confirmedUnreconciledAmount: MoneyOut,
-    receiptAcknowledgedAmount: MoneyOut,
+    workingAmount: MoneyOut.describe(
+      'What may still be collected: sourceAmount less confirmedUnreconciledAmount, less what matched receipt lines acknowledged since the Source last declared the balance (a Receivable PUT with a higher sourceRevision, or an applied balance-snapshot entry); never below zero. Reconciling a Payment never raises it; the open Payment requests of the Receivable together never ask for more.',
+    ),
+    confirmedUnreconciledAmount: MoneyOut.describe('Allocated from confirmed Payments and not yet acknowledged by a matched receipt line.'),
+    receiptAcknowledgedAmount: MoneyOut.describe('Everything matched receipt lines have acknowledged, cumulative.'),
   })
   .meta({ id: 'FinancialPosition' })
 

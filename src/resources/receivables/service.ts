@@ -52,7 +52,11 @@ const sortRestrictions = (list: readonly { type: string }[] | undefined) => [...
 export function toReceivableResponse(row: ReceivableRow): ReceivableResponse {
   const source = BigInt(row.source_amount_minor)
   const confirmed = BigInt(row.confirmed_unreconciled_minor)
-  const working = workingAmountMinor({ sourceAmountMinor: source, confirmedUnreconciledMinor: confirmed })
+  const working = workingAmountMinor({
+    sourceAmountMinor: source,
+    confirmedUnreconciledMinor: confirmed,
+    acknowledgedUndeclaredMinor: BigInt(row.acknowledged_undeclared_minor),
+  })
   const holds = holdsFromRow(row)
   return {
     ...row.representation,

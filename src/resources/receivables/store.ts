@@ -20,6 +20,7 @@ export interface ReceivableRow {
   source_amount_minor: string
   confirmed_unreconciled_minor: string
   receipt_acknowledged_minor: string
+  acknowledged_undeclared_minor: string
   representation: ReceivableWrite
   updated_at: string
   instruction_state: 'authorized' | 'withdrawn' | 'suspended' | 'none'
@@ -30,7 +31,7 @@ export interface ReceivableRow {
 /** The Receivable with its holds, from the one definition of holds over receivable_hold_facts. */
 function select() {
   return `SELECT r.external_receivable_id, r.revision, r.status, r.source_revision, r.currency, r.source_amount_minor,
-       r.confirmed_unreconciled_minor, r.receipt_acknowledged_minor, r.representation, r.updated_at, h.instruction_state,
+       r.confirmed_unreconciled_minor, r.receipt_acknowledged_minor, r.acknowledged_undeclared_minor, r.representation, r.updated_at, h.instruction_state,
        ${holdColumns()}
   FROM receivables r
   JOIN receivable_hold_facts h ON h.client_code = r.client_code AND h.external_receivable_id = r.external_receivable_id`
@@ -170,7 +171,8 @@ export async function insertReceivablesIfNew(
 
 /**
  * `replaceReceivable` for many Receivables in one statement (distinct identities): new representations and
- * source amounts, the responsible Customers follow each body, held omissions released. Returns the new revisions.
+ * source amounts (acknowledged-undeclared money cleared: each is a declaration), the responsible Customers follow
+ * each body, held omissions released. Returns the new revisions.
  */
 export async function replaceReceivables(
   tx: Tx,
@@ -196,7 +198,7 @@ export async function replaceReceivables(
        UPDATE book_omissions o SET released_at = $9 FROM input i
         WHERE o.client_code = $1 AND o.external_receivable_id = i.id AND o.released_at IS NULL)
      UPDATE receivables r SET representation = i.representation::jsonb, source_revision = i.source_revision,
-            source_amount_minor = i.amount, revision = r.revision + 1, updated_at = $9
+            source_amount_minor = i.amount, acknowledged_undeclared_minor = 0, revision = r.revision + 1, updated_at = $9
        FROM input i WHERE r.client_code = $1 AND r.external_receivable_id = i.id
      RETURNING r.external_receivable_id, r.revision`,
     [
@@ -216,14 +218,16 @@ export async function replaceReceivables(
 }
 
 /**
- * A Source replace, in one statement: new representation, the declared balance becomes the source amount,
+ * A Source replace, in one statement: new representation, the declared balance becomes the source amount (a
+ * declaration: it includes every receipt acknowledged before, so acknowledged-undeclared money returns to zero),
  * the responsible Customers follow the body (those no longer listed removed, the others upserted) and every
  * held complete-book omission of the Receivable is released (the Source wrote it again).
  */
 export async function replaceReceivable(tx: Tx, clientCode: string, id: string, body: ReceivableWrite, amountMinor: bigint, now: string) {
   await tx.query(
     `WITH u AS (
-       UPDATE receivables SET representation = $3, source_revision = $4, source_amount_minor = $5, revision = revision + 1, updated_at = $6
+       UPDATE receivables SET representation = $3, source_revision = $4, source_amount_minor = $5,
+              acknowledged_undeclared_minor = 0, revision = revision + 1, updated_at = $6
         WHERE client_code = $1 AND external_receivable_id = $2),
      gone AS (
        DELETE FROM receivable_customers

@@ -151,14 +151,17 @@ export function createReconciliationService(deps: ReconciliationServiceDeps) {
     const touched = [...new Set([target, ...body.lines.map((l) => l.externalReceivableId)])].sort()
     for (const receivableId of touched) await lockIdentity(tx, clientCode, 'receivable', receivableId)
 
-    // Judge the lines in order against what every reconciliation of this Payment has matched so far.
+    // Judge the lines in order against what every reconciliation of this Payment has matched so far. Allocated
+    // money a refund or reversal took back (payments/take-back.ts: unacknowledged money first, under this same
+    // Payment row lock) is no longer there to acknowledge.
     const allocated = BigInt(payment.allocated_minor)
+    const acknowledgeable = allocated - BigInt(payment.taken_back_allocated_minor)
     const matchedBefore = await matchedMinor(tx, clientCode, requestId)
     let matched = matchedBefore
     const lines: NewReceiptLine[] = body.lines.map((l) => {
       const amountMinor = toMinor(l.amount.amount)
       let state: LineState = 'differs'
-      if (l.externalReceivableId === target && matched + amountMinor <= allocated) {
+      if (l.externalReceivableId === target && matched + amountMinor <= acknowledgeable) {
         matched += amountMinor
         state = 'matched'
       }

@@ -28,6 +28,8 @@ export interface ReconciledPaymentRow {
   allocated_minor: string
   unapplied_minor: string
   external_receivable_id: string
+  /** Allocated money refunds and reversals took back (migration 0020): no receipt line can acknowledge it. */
+  taken_back_allocated_minor: string
 }
 
 const COLUMNS = `external_reconciliation_id, external_payment_request_id, revision, status, body, resolution, accepted_at, resolved_at`
@@ -67,7 +69,7 @@ export async function findReconciledPayment(
 ): Promise<ReconciledPaymentRow | undefined> {
   return (
     await db.query<ReconciledPaymentRow>(
-      `SELECT status, currency, amount_minor, allocated_minor, unapplied_minor, external_receivable_id FROM payments
+      `SELECT status, currency, amount_minor, allocated_minor, unapplied_minor, external_receivable_id, taken_back_allocated_minor FROM payments
         WHERE client_code = $1 AND external_payment_request_id = $2${opts.forUpdate ? ' FOR UPDATE' : ''}`,
       [clientCode, requestId],
     )
@@ -137,8 +139,9 @@ export async function insertReconciliation(
 }
 
 /**
- * Matched lines acknowledge money: the amount moves from confirmed-unreconciled to receipt-acknowledged
- * (the working amount does not change), with a new Receivable revision. Returns that revision.
+ * Matched lines acknowledge money: the amount moves from confirmed-unreconciled to acknowledged-undeclared (until
+ * the Source's next declaration of the balance clears it), receipt-acknowledged counts it cumulatively, and the
+ * working amount does not change; with a new Receivable revision. Returns that revision.
  */
 export async function acknowledgeReceipt(
   tx: Tx,
@@ -151,6 +154,7 @@ export async function acknowledgeReceipt(
     `UPDATE receivables
         SET confirmed_unreconciled_minor = confirmed_unreconciled_minor - $3,
             receipt_acknowledged_minor = receipt_acknowledged_minor + $3,
+            acknowledged_undeclared_minor = acknowledged_undeclared_minor + $3,
             revision = revision + 1, updated_at = $4
       WHERE client_code = $1 AND external_receivable_id = $2
       RETURNING revision`,

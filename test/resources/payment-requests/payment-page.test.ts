@@ -207,7 +207,7 @@ describe('the page of each state', () => {
     assert.ok(
       visibleText(refused.body).startsWith(
         `Payment requested by ${CREDITOR} This payment request has expired ` +
-          'Your payment was not made: this payment request was already settled or has expired. It can no longer be paid',
+          'Your payment was not made: this payment request was already settled, canceled or has expired. It can no longer be paid',
       ),
       refused.body,
     )
@@ -310,7 +310,7 @@ describe('the sandbox form', () => {
     assertMessagePage(refused, 409, 'Payment received')
     assert.ok(
       visibleText(refused.body).startsWith(
-        `Payment requested by ${CREDITOR} Payment received Your payment was not made: this payment request was already settled or has expired. Thank you.`,
+        `Payment requested by ${CREDITOR} Payment received Your payment was not made: this payment request was already settled, canceled or has expired. Thank you.`,
       ),
     )
     assert.deepEqual(await readPosition(t, p), moved)

@@ -103,10 +103,15 @@ describe('422s', () => {
   test("another currency than the Receivable's, and more than its working amount", async () => {
     const eur = await refused({ amount: { amount: '10.00', currency: 'EUR' } }, [['custom', '/amount/currency']])
     assert.equal(eur.json.errors[0].detail, "must be USD, the Receivable's currency")
-    const above = await refused({ amount: usd('100.01') }, [['custom', '/amount/amount']])
-    assert.equal(above.json.errors[0].detail, "must not exceed the Receivable's working amount (100.00 USD)")
+    // A Receivable of its own: the other tests' open requests on r-main reserve part of its working amount.
+    await payableReceivable(t, k, 'r-whole')
+    const above = await refused({ externalReceivableId: 'r-whole', amount: usd('100.01') }, [['custom', '/amount/amount']])
     assert.equal(
-      (await put('pr-whole', { externalReceivableId: 'r-main', amount: usd('100.00') })).status,
+      above.json.errors[0].detail,
+      "must not exceed the Receivable's working amount (100.00 USD) less what its other open requests already reserve (0.00 USD): at most 100.00 USD",
+    )
+    assert.equal(
+      (await put('pr-whole', { externalReceivableId: 'r-whole', amount: usd('100.00') })).status,
       201,
       'exactly the working amount',
     )
@@ -275,12 +280,14 @@ describe('409 recovery_held for every hold category', () => {
 })
 
 describe('simulate and receipt delivery refusals', () => {
-  test('simulate: a body other than {outcome: confirmed|failed} is a 422', async () => {
+  test('simulate: a body other than {outcome: confirmed|failed} or {outcome: reversed, amount?} is a 422', async () => {
     await put('pr-sim-body', { externalReceivableId: 'r-main', amount: usd('1.00') })
     for (const [body, expected] of [
       [{}, [['invalid_value', '/outcome']]],
       [{ outcome: 'refunded' }, [['invalid_value', '/outcome']]],
-      [{ outcome: 'confirmed', amount: '1.00' }, [['unrecognized_keys', '/amount']]],
+      [{ outcome: 'confirmed', other: '1.00' }, [['unrecognized_keys', '/other']]],
+      [{ outcome: 'confirmed', amount: '1.00' }, [['invalid_type', '/amount']]],
+      [{ outcome: 'confirmed', amount: usd('1.00') }, [['custom', '/amount']]],
     ] as const) {
       const res = await simulate('pr-sim-body', body)
       assertProblem(res, 422, 'validation_error')

@@ -160,6 +160,8 @@ describe('the sandbox provider confirms, and the Payment allocates', () => {
         amount: usd('30.00'),
         allocatedAmount: usd('30.00'),
         unappliedAmount: usd('0.00'),
+        refundedAmount: usd('0.00'),
+        reversedAmount: usd('0.00'),
         provider: 'sandbox',
         providerPaymentId: res.json.payment.providerPaymentId,
         decidedAt,
@@ -221,6 +223,8 @@ describe('the sandbox provider confirms, and the Payment allocates', () => {
       amount: usd('40.00'),
       allocatedAmount: usd('0.00'),
       unappliedAmount: usd('0.00'),
+      refundedAmount: usd('0.00'),
+      reversedAmount: usd('0.00'),
       provider: 'sandbox',
       providerPaymentId: res.json.payment.providerPaymentId,
       decidedAt,
@@ -232,10 +236,10 @@ describe('the sandbox provider confirms, and the Payment allocates', () => {
     assert.deepEqual(await eventsOf('r-fail', ['receivable']), receivableEvents, 'no receivable event for the failure')
   })
 
-  test('two open requests above the working amount together: the second allocates only what is left', async () => {
+  test('open requests that together take the whole working amount: each allocates in full, then nothing more can be asked for', async () => {
     await payableReceivable(t, k, 'r-over')
     assert.equal((await put('pr-over-1', { externalReceivableId: 'r-over', amount: usd('80.00') })).status, 201)
-    assert.equal((await put('pr-over-2', { externalReceivableId: 'r-over', amount: usd('50.00') })).status, 201)
+    assert.equal((await put('pr-over-2', { externalReceivableId: 'r-over', amount: usd('20.00') })).status, 201)
     const first = await simulate('pr-over-1', 'confirmed')
     assert.deepEqual([first.json.payment.allocatedAmount, first.json.payment.unappliedAmount], [usd('80.00'), usd('0.00')])
     assert.deepEqual(await position('r-over'), { source: '100.00', working: '20.00', confirmed: '80.00', acknowledged: '0.00' })
@@ -243,28 +247,45 @@ describe('the sandbox provider confirms, and the Payment allocates', () => {
     assert.equal(second.status, 201)
     assert.deepEqual(
       [second.json.payment.amount, second.json.payment.allocatedAmount, second.json.payment.unappliedAmount],
-      [usd('50.00'), usd('20.00'), usd('30.00')],
+      [usd('20.00'), usd('20.00'), usd('0.00')],
     )
     assert.deepEqual(await position('r-over'), { source: '100.00', working: '0.00', confirmed: '100.00', acknowledged: '0.00' })
-    // A request is bounded by the working amount when created: now nothing more can be asked for.
+    // A request is bounded by the working amount less the open requests when created: now nothing more can be asked for.
     const more = await put('pr-over-3', { externalReceivableId: 'r-over', amount: usd('0.01') })
     assert.equal(more.status, 422, more.body)
     assert.deepEqual(more.json.errors, [
-      { code: 'custom', detail: "must not exceed the Receivable's working amount (0.00 USD)", pointer: '/amount/amount' },
+      {
+        code: 'custom',
+        detail:
+          "must not exceed the Receivable's working amount (0.00 USD) less what its other open requests already reserve (0.00 USD): at most 0.00 USD",
+        pointer: '/amount/amount',
+      },
     ])
   })
 
-  test('a confirmation when the working amount is already zero allocates nothing and leaves the Receivable alone', async () => {
+  test('a confirmation whose amount no longer fits (a credit note since) takes nothing and leaves the Receivable alone', async () => {
     await payableReceivable(t, k, 'r-zero')
-    await put('pr-zero-1', { externalReceivableId: 'r-zero', amount: usd('100.00') })
-    await put('pr-zero-2', { externalReceivableId: 'r-zero', amount: usd('10.00') })
-    await simulate('pr-zero-1', 'confirmed')
+    assert.equal((await put('pr-zero-1', { externalReceivableId: 'r-zero', amount: usd('100.00') })).status, 201)
+    const note = await t.call('PUT', `${base}/credit-notes/cn-zero`, {
+      key: k.apiKey,
+      body: {
+        type: 'credit_note',
+        amount: usd('0.01'),
+        externalReceivableId: 'r-zero',
+        sourceRevision: 2,
+        effectiveAt: '2026-03-01T00:00:00Z',
+        reason: 'billing_correction',
+        sourceReference: 'ledger/cn/zero',
+      },
+    })
+    assert.equal(note.status, 201, note.body)
     const revision = (await receivable('r-zero')).revision
-    const res = await simulate('pr-zero-2', 'confirmed')
-    assert.equal(res.status, 201)
-    assert.deepEqual([res.json.payment.allocatedAmount, res.json.payment.unappliedAmount], [usd('0.00'), usd('10.00')])
+    const res = await simulate('pr-zero-1', 'confirmed')
+    assert.equal(res.status, 409, res.body)
+    assert.equal(res.json.cancelReason, 'balance_changed')
+    assert.equal(await payments('pr-zero-1'), 0)
     assert.equal((await receivable('r-zero')).revision, revision)
-    assert.deepEqual(await position('r-zero'), { source: '100.00', working: '0.00', confirmed: '100.00', acknowledged: '0.00' })
+    assert.deepEqual(await position('r-zero'), { source: '99.99', working: '99.99', confirmed: '0.00', acknowledged: '0.00' })
   })
 
   test('two concurrent confirmations make one Payment and one allocation', async () => {
@@ -294,15 +315,12 @@ describe('the sandbox provider confirms, and the Payment allocates', () => {
 
 describe('receipt delivery', () => {
   test('the owner comes from the grant; no route is verified; the acknowledgement follows matched receipt lines', async () => {
+    // The capability as each owner sees it with no receipt route (test/resources/receipts covers the routes).
     await payableReceivable(t, k, 'r-receipt')
     await put('pr-receipt', { externalReceivableId: 'r-receipt', amount: usd('60.00') })
     await simulate('pr-receipt', 'confirmed')
     const url = `${base}/payment-requests/pr-receipt/receipt-delivery`
-    const capability = {
-      state: 'disabled',
-      disabledReason: 'no_verified_route',
-      unverifiedRoutes: [{ route: 'vendor_receipt_posting', missingProof: 'source_posting_confirmation' }],
-    }
+    const capability = { state: 'disabled', disabledReason: 'delivery_owner_partner', unverifiedRoutes: [] }
     const ack = (status: string, matched: string, unmatched: string) => ({
       status,
       allocatedAmount: usd('60.00'),
@@ -321,7 +339,15 @@ describe('receipt delivery', () => {
     const serviceOwned = await t.tenant(CLIENT, { integrationId: 'int-pr-service', grant: { receiptDeliveryOwner: 'service' } })
     const service = await t.call('GET', url, { key: serviceOwned.apiKey })
     assert.equal(service.status, 200)
-    assert.deepEqual(service.json, { ...partner.json, deliveryOwner: 'service' })
+    assert.deepEqual(service.json, {
+      ...partner.json,
+      deliveryOwner: 'service',
+      capability: {
+        state: 'disabled',
+        disabledReason: 'no_verified_route',
+        unverifiedRoutes: [{ route: 'vendor_receipt_posting', missingProof: 'source_posting_confirmation' }],
+      },
+    })
 
     // Receipt lines as a reconciliation writes them (reconciliations are their own family; the rows suffice here).
     const now = iso()
@@ -353,12 +379,27 @@ describe('receipt delivery', () => {
 
     // Delivery attempts are listed as recorded.
     await t.store.query(
-      `INSERT INTO receipt_delivery_attempts (client_code, external_payment_request_id, attempt, route, outcome, attempted_at)
-       VALUES ($1, 'pr-receipt', 1, 'vendor_receipt_posting', 'rejected', $2)`,
+      `INSERT INTO receipt_deliveries (client_code, receipt_id, kind, source_key, external_payment_request_id, payload, status, created_at)
+       VALUES ($1, 'rcpt_1', 'payment', 'pr-receipt', 'pr-receipt', '{}', 'pending', $2)`,
       [CLIENT, now],
     )
+    await t.store.query(
+      `INSERT INTO receipt_delivery_attempts (client_code, receipt_id, external_payment_request_id, attempt, route, outcome, attempted_at,
+                                              http_status, next_attempt_at)
+       VALUES ($1, 'rcpt_1', 'pr-receipt', 1, 'vendor_receipt_posting', 'failed', $2, 500, $3)`,
+      [CLIENT, now, iso(nowMs + 3_600_000)],
+    )
     assert.deepEqual((await t.call('GET', url, { key: k.apiKey })).json.deliveryAttempts, [
-      { attempt: 1, route: 'vendor_receipt_posting', outcome: 'rejected', attemptedAt: now },
+      {
+        attempt: 1,
+        route: 'vendor_receipt_posting',
+        outcome: 'failed',
+        httpStatus: 500,
+        attemptedAt: now,
+        nextAttemptAt: iso(nowMs + 3_600_000),
+        receiptId: 'rcpt_1',
+        kind: 'payment',
+      },
     ])
   })
 })
@@ -424,6 +465,7 @@ describe('the hosted page functions (page.ts builds on them)', () => {
     const token = tokenOf(res.json.hostedUrl)
     assert.deepEqual(await svc().pageView(token), {
       state: 'payable',
+      cancelReason: null,
       creditorName: CLIENT,
       description: 'Car loan, March',
       amount: usd('12.50'),
@@ -438,6 +480,7 @@ describe('the hosted page functions (page.ts builds on them)', () => {
     await svc().settleFromPage(token, 'confirmed')
     assert.deepEqual(await svc().pageView(token), {
       state: 'confirmed',
+      cancelReason: null,
       creditorName: 'Harbour Credit Union',
       description: 'Car loan, March',
       amount: usd('12.50'),

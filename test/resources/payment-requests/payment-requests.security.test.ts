@@ -141,6 +141,8 @@ describe('the operator route and the page token', () => {
     // The view carries nothing about the Customer, the Receivable or its balance.
     assert.deepEqual(Object.keys((await svc.pageView(token)) ?? {}).sort(), [
       'amount',
+      // Why a canceled request was canceled (requested or balance_changed), never the integrator's note.
+      'cancelReason',
       'creditorName',
       'decidedAt',
       'description',

@@ -2,7 +2,9 @@ import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
 import { z } from 'zod'
 import { formatMinor } from '../../../src/domain/money.ts'
+import { recordOutcome } from '../../../src/resources/payment-requests/payment-rules.ts'
 import { ReconciliationResponse, ResolutionWrite } from '../../../src/resources/reconciliations/schema.ts'
+import { inUnitOfWork } from '../../../src/resources/unit-of-work.ts'
 import { problemCode, startTestApp, type Tenant, type TestApp } from '../../helpers/app.ts'
 import { payableReceivable } from '../../helpers/payments.ts'
 import { calls, confirmedPayment, expectStatus, line, usd } from '../../helpers/reconciliations.ts'
@@ -33,8 +35,14 @@ const cents = (amount: string) => BigInt(amount.replace('.', ''))
  * confirmed-unreconciled to receipt-acknowledged and leaves sourceAmount to the Source, so workingAmount rises
  * back until the Source declares its balance after posting the receipt.
  */
+/**
+ * The financial position when no declaration came after the acknowledgements (none does in this file): every
+ * acknowledged amount is still undeclared, so the working amount is source - unreconciled - acknowledged
+ * (design.md section 5: reconciling never raises it).
+ */
 function position(source: string, unreconciled: string, acknowledged: string) {
-  const working = cents(source) > cents(unreconciled) ? cents(source) - cents(unreconciled) : 0n
+  const rest = cents(source) - cents(unreconciled) - cents(acknowledged)
+  const working = rest > 0n ? rest : 0n
   return {
     sourceAmount: usd(source),
     workingAmount: usd(formatMinor(working)),
@@ -80,6 +88,8 @@ test('lines that fit the allocation match: the amount moves from confirmed-unrec
 
   const after = await c.receivable('R')
   assert.deepEqual(after.json.financialPosition, position('100.00', '0.00', '60.00'))
+  // The 60.00 paid stays out of the working amount: the Source has acknowledged it, not yet declared a balance.
+  assert.deepEqual(after.json.financialPosition.workingAmount, usd('40.00'))
   assert.equal(after.json.revision, before.json.revision + 1)
   assert.deepEqual(after.json.recovery, { held: false, holds: [] })
 
@@ -129,11 +139,31 @@ test('the unapplied part of a Payment is shown and never matched', async () => {
   const tenant = await client()
   const c = calls(t, tenant)
   await payableReceivable(t, tenant, 'R', { amount: '100.00' })
-  // Two requests of 70.00 while 100.00 is working: the second confirmation allocates only the 30.00 left.
   expectStatus(await c.request('pr-1', { externalReceivableId: 'R', amount: usd('70.00') }), 201)
-  expectStatus(await c.request('pr-2', { externalReceivableId: 'R', amount: usd('70.00') }), 201)
   expectStatus(await c.simulate('pr-1', 'confirmed'), 201)
-  expectStatus(await c.simulate('pr-2', 'confirmed'), 201)
+  // A provider reports a second checkout of 70.00 completed (money already taken, as two checkouts completing at
+  // the same moment would): the reserve and the pay-time check cannot stop what a provider already took, so its
+  // report is recorded as it is, and only the 30.00 left is allocated. Its request is written directly: the API
+  // would refuse it now (it no longer fits).
+  await t.store.query(
+    `INSERT INTO payment_requests (client_code, external_payment_request_id, external_receivable_id, revision, status, currency,
+                                   amount_minor, description, expires_at, body, page_token, created_at, updated_at)
+     SELECT client_code, 'pr-2', external_receivable_id, 1, 'open', currency, amount_minor, description, expires_at, body,
+            'pr-2-token-for-a-provider-report', created_at, updated_at
+       FROM payment_requests WHERE client_code = $1 AND external_payment_request_id = 'pr-1'`,
+    [tenant.clientCode],
+  )
+  await inUnitOfWork(t.store, (uow) =>
+    recordOutcome(
+      uow,
+      tenant.clientCode,
+      'pr-2',
+      'confirmed',
+      () => ({ provider: 'sandbox', providerPaymentId: 'prov-pr-2', outcome: 'confirmed', amountMinor: 7000n, currency: 'USD' }),
+      new Date().toISOString(),
+      { refuseWhileHeld: false },
+    ),
+  )
   const res = expectStatus(
     await c.put('rec-1', { externalPaymentRequestId: 'pr-2', lines: [line('rl-1', 'R', '30.00'), line('rl-2', 'R', '0.01')] }),
     201,

@@ -251,6 +251,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel an open Payment request
+         * @description An open request becomes canceled (final) with cancelReason requested, and no longer reserves its amount; the hosted page then says it was canceled. The body ({reason?}) may be empty or absent. A canceled request answers 200 unchanged; any other status 409 payment_request_state_conflict.
+         */
+        post: operations["cancelPaymentRequest"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}/receipt-delivery": {
         parameters: {
             query?: never;
@@ -263,6 +283,44 @@ export interface paths {
          * @description deliveryOwner is the connection's receiptDeliveryOwner. No delivery route is verified today, so capability is disabled (no_verified_route) and no delivery attempt is made. The acknowledgement is derived from receipt lines matched by payment reconciliations.
          */
         get: operations["getReceiptDelivery"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}/refunds/{externalRefundId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Read a refund */
+        get: operations["getRefund"];
+        /**
+         * Refund a Payment request's confirmed Payment, in part or in whole
+         * @description Answers 201 with the refund `pending`: the provider is asked right after, and decides it `succeeded` or `failed` (events refund.succeeded, refund.failed). Only a succeeded refund moves balances: it takes back unapplied money first, then allocated money, whose return raises the Receivable's workingAmount. An identical retry answers 200 with the current state. Refunds (pending and succeeded) and reversals together never exceed the Payment's amount (422 at /amount/amount). Sandbox: a refund whose amount ends in .13 fails.
+         */
+        put: operations["putRefund"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}/refunds": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the refunds of a Payment request */
+        get: operations["listRefunds"];
         put?: never;
         post?: never;
         delete?: never;
@@ -565,6 +623,47 @@ export interface paths {
          * @description Every change-feed event after `after` that the grant may read, up to what the worker has already turned into deliveries, is queued again, due now; events without a delivery (committed while the endpoint was disabled, or before it was configured) get one.
          */
         post: operations["replayWebhookNotifications"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/clients/{clientCode}/receipt-route": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Read the client's receipt-posting route */
+        get: operations["getReceiptRoute"];
+        /**
+         * Configure the client's receipt-posting route (vendor_receipt_posting)
+         * @description One route per client. Every PUT answers a new `signingSecret` (shown once), leaves the route `unverified`, and has the service post a signed test receipt `{receiptId, kind: "test", occurredAt, confirmationCode}` to the URL (`Service-Signature`, the webhook scheme, under this secret). Sending that code to `POST .../receipt-route/confirm` verifies the route. The URL must be `https` on port 443 with a public DNS name that resolves only to public addresses, with no credentials and no fragment.
+         */
+        put: operations["putReceiptRoute"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/clients/{clientCode}/receipt-route/confirm": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Prove the route: send back the confirmation code of the test receipt
+         * @description The proof `source_posting_confirmation`: the route becomes `verified`, and with `receiptDeliveryOwner` `service` every Payment confirmed after it is delivered as a signed receipt. A code that is not the one of the current configuration answers 422 `validation_error` (field code `custom` at `/confirmationCode`). Confirming a verified route again changes nothing.
+         */
+        post: operations["confirmReceiptRoute"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1062,10 +1161,10 @@ export interface components {
             /** Format: uuid */
             eventId: string;
             /** @enum {string} */
-            type: "customer.created" | "customer.updated" | "receivable.created" | "receivable.updated" | "payment_observation.created" | "payment_request.created" | "payment_request.confirmed" | "payment_request.failed" | "payment_request.expired" | "payment.confirmed" | "payment.failed" | "payment_reconciliation.matched" | "payment_reconciliation.held" | "payment_reconciliation.resolved";
+            type: "customer.created" | "customer.updated" | "receivable.created" | "receivable.updated" | "payment_observation.created" | "payment_request.created" | "payment_request.confirmed" | "payment_request.failed" | "payment_request.expired" | "payment_request.canceled" | "payment.confirmed" | "payment.failed" | "payment.reversed" | "refund.created" | "refund.succeeded" | "refund.failed" | "payment_reconciliation.matched" | "payment_reconciliation.held" | "payment_reconciliation.resolved";
             resource: {
                 /** @enum {string} */
-                type: "customer" | "receivable" | "payment_observation" | "payment_request" | "payment" | "payment_reconciliation";
+                type: "customer" | "receivable" | "payment_observation" | "payment_request" | "payment" | "payment_reconciliation" | "refund";
                 id: string;
             };
             revision: number;
@@ -1453,8 +1552,11 @@ export interface components {
         ExternalId: string;
         FinancialPosition: {
             sourceAmount: components["schemas"]["MoneyAmount"];
+            /** @description What may still be collected: sourceAmount less confirmedUnreconciledAmount, less what matched receipt lines acknowledged since the Source last declared the balance (a Receivable PUT with a higher sourceRevision, or an applied balance-snapshot entry); never below zero. Reconciling a Payment never raises it; the open Payment requests of the Receivable together never ask for more. */
             workingAmount: components["schemas"]["MoneyAmount"];
+            /** @description Allocated from confirmed Payments and not yet acknowledged by a matched receipt line. */
             confirmedUnreconciledAmount: components["schemas"]["MoneyAmount"];
+            /** @description Everything matched receipt lines have acknowledged, cumulative. */
             receiptAcknowledgedAmount: components["schemas"]["MoneyAmount"];
         };
         InstructionScope: {
@@ -1521,6 +1623,14 @@ export interface components {
          *         "amount": "0.00",
          *         "currency": "USD"
          *       },
+         *       "refundedAmount": {
+         *         "amount": "0.00",
+         *         "currency": "USD"
+         *       },
+         *       "reversedAmount": {
+         *         "amount": "0.00",
+         *         "currency": "USD"
+         *       },
          *       "provider": "sandbox",
          *       "providerPaymentId": "sbx_5d0c0b1f2e7a4c43a9f1d5b2c8e6a710",
          *       "decidedAt": "2026-02-11T09:04:12.031Z"
@@ -1532,8 +1642,12 @@ export interface components {
             amount: components["schemas"]["MoneyAmount"];
             /** @description Moved to the Receivable's confirmedUnreconciledAmount (at most its workingAmount then). */
             allocatedAmount: components["schemas"]["MoneyAmount"];
-            /** @description Paid but covered by no allocation; in no balance. */
+            /** @description Paid but covered by no allocation; in no balance. Refunded automatically (a refund with reason unapplied_funds). */
             unappliedAmount: components["schemas"]["MoneyAmount"];
+            /** @description Given back by succeeded refunds (unapplied money first, then allocated). */
+            refundedAmount: components["schemas"]["MoneyAmount"];
+            /** @description Taken back by the provider (a chargeback lost, a debit returned): the effect of a refund. */
+            reversedAmount: components["schemas"]["MoneyAmount"];
             provider: string;
             providerPaymentId: string;
             decidedAt: components["schemas"]["Timestamp"];
@@ -1731,7 +1845,7 @@ export interface components {
             lines: components["schemas"]["ReceiptLineWrite"][];
         };
         /**
-         * @description open until the provider confirms or fails it, or expiresAt passes; confirmed, failed and expired are final.
+         * @description open until the provider confirms or fails it, expiresAt passes, or it is canceled; confirmed, failed, expired and canceled are final.
          * @example {
          *       "externalPaymentRequestId": "payreq-demo-1",
          *       "externalReceivableId": "rcv-demo-1",
@@ -1747,6 +1861,24 @@ export interface components {
          *       "createdAt": "2026-02-11T09:00:00.412Z",
          *       "updatedAt": "2026-02-11T09:00:00.412Z",
          *       "payment": null
+         *     }
+         * @example {
+         *       "externalPaymentRequestId": "payreq-demo-1",
+         *       "externalReceivableId": "rcv-demo-1",
+         *       "amount": {
+         *         "amount": "150.00",
+         *         "currency": "USD"
+         *       },
+         *       "description": "February instalment",
+         *       "expiresAt": "2026-02-18T09:00:00.412Z",
+         *       "status": "canceled",
+         *       "hostedUrl": "https://receivables.example.com/pay/hT2lS0c4y8m0bQm1m5f7WJ3Qh0bZ8KcXk3s9d2YVn6E",
+         *       "revision": 2,
+         *       "createdAt": "2026-02-11T09:00:00.412Z",
+         *       "updatedAt": "2026-02-11T10:30:00.000Z",
+         *       "payment": null,
+         *       "cancelReason": "requested",
+         *       "cancellationNote": "Replaced by a request for the full balance"
          *     }
          * @example {
          *       "externalPaymentRequestId": "payreq-demo-1",
@@ -1776,6 +1908,14 @@ export interface components {
          *           "amount": "0.00",
          *           "currency": "USD"
          *         },
+         *         "refundedAmount": {
+         *           "amount": "0.00",
+         *           "currency": "USD"
+         *         },
+         *         "reversedAmount": {
+         *           "amount": "0.00",
+         *           "currency": "USD"
+         *         },
          *         "provider": "sandbox",
          *         "providerPaymentId": "sbx_5d0c0b1f2e7a4c43a9f1d5b2c8e6a710",
          *         "decidedAt": "2026-02-11T09:04:12.031Z"
@@ -1789,7 +1929,14 @@ export interface components {
             description?: string;
             expiresAt: components["schemas"]["Timestamp"];
             /** @enum {string} */
-            status: "open" | "confirmed" | "failed" | "expired";
+            status: "open" | "confirmed" | "failed" | "expired" | "canceled";
+            /**
+             * @description Present exactly when status is canceled: requested (the cancel command) or balance_changed (when the debtor came to pay, the amount no longer fit the working amount less the open requests made before it; nothing was charged).
+             * @enum {string}
+             */
+            cancelReason?: "requested" | "balance_changed";
+            /** @description The reason given with the cancel command, as given; absent when none was given. */
+            cancellationNote?: string;
             /** @description The hosted payment page; its last segment is an unguessable token that opens only this page. */
             hostedUrl: string;
             revision: number;
@@ -1799,12 +1946,23 @@ export interface components {
             payment: components["schemas"]["Payment"] | null;
         };
         /**
+         * @description The body may be empty or absent.
+         * @example {
+         *       "reason": "Replaced by a request for the full balance"
+         *     }
+         * @example {}
+         */
+        PaymentRequestCancel: {
+            /** @description The integrator's reason, 1 to 200 characters; kept and returned as cancellationNote. Not shown to the debtor. */
+            reason?: string;
+        };
+        /**
          * @description Shown to the debtor on the hosted page, 1 to 200 characters; checked like a sourceReference (no personal or account data). No control characters (C0, DEL, C1), bidirectional controls (U+202A..U+202E, U+2066..U+2069) or line and paragraph separators (U+2028, U+2029).
          * @example February instalment
          */
         PaymentRequestDescription: string;
         /**
-         * @description A fixed amount in the Receivable's currency, above zero and not above its workingAmount. Refused with 409 recovery_held while the Receivable has any hold.
+         * @description A fixed amount in the Receivable's currency, above zero and not above its workingAmount less the amounts of its other open requests (open requests reserve what they ask; 422 at /amount/amount otherwise, the detail giving both figures). Refused with 409 recovery_held while the Receivable has any hold.
          * @example {
          *       "externalReceivableId": "rcv-demo-1",
          *       "amount": {
@@ -1849,7 +2007,7 @@ export interface components {
          * @description Delivery (who delivers the receipt, and whether the service can) and acknowledgement (receipt lines matched by reconciliations) are independent facts.
          * @example {
          *       "externalPaymentRequestId": "payreq-demo-1",
-         *       "deliveryOwner": "partner",
+         *       "deliveryOwner": "service",
          *       "capability": {
          *         "state": "disabled",
          *         "disabledReason": "no_verified_route",
@@ -1888,7 +2046,8 @@ export interface components {
                  * @enum {string}
                  */
                 state: "enabled" | "disabled";
-                disabledReason: "no_verified_route" | null;
+                /** @description `delivery_owner_partner`: the grant says the partner delivers receipts; `no_verified_route`: no receipt route, or one the Source has not confirmed yet (`unverifiedRoutes` says which proof is missing); `grant_revoked`, `destination_unsafe`, `signing_secret_unreadable`: the service disabled the route for this reason (a PUT of the route starts over). */
+                disabledReason: ("no_verified_route" | "delivery_owner_partner" | "grant_revoked" | "destination_unsafe" | "signing_secret_unreadable") | null;
                 unverifiedRoutes: {
                     /** @enum {string} */
                     route: "vendor_receipt_posting";
@@ -1906,19 +2065,33 @@ export interface components {
             };
         };
         /**
-         * @description One attempt to deliver the receipt to the accounting Source (none are made while no route is verified).
+         * @description One attempt to deliver a receipt of this Payment request to the accounting Source.
          * @example {
          *       "attempt": 1,
          *       "route": "vendor_receipt_posting",
          *       "outcome": "delivered",
-         *       "attemptedAt": "2026-02-11T09:05:00.000Z"
+         *       "httpStatus": 204,
+         *       "attemptedAt": "2026-02-11T09:05:00.000Z",
+         *       "receiptId": "rcpt_3b6f0d0c8a2e4f5a9c1d7e2b4a6c8d0e",
+         *       "kind": "payment"
          *     }
          */
         ReceiptDeliveryAttempt: {
+            /** @description 1 for the first attempt of the receipt, +1 on each retry. */
             attempt: number;
-            route: string;
-            outcome: string;
+            /** @enum {string} */
+            route: "vendor_receipt_posting";
+            /** @enum {string} */
+            outcome: "delivered" | "failed";
+            /** @description The Source's HTTP status; absent when no response came (timeout, refused, DNS). */
+            httpStatus?: number;
             attemptedAt: components["schemas"]["Timestamp"];
+            /** @description When a failed attempt is retried (the webhook retry schedule); absent once given up. */
+            nextAttemptAt?: components["schemas"]["Timestamp"];
+            /** @description The receipt: the same on every retry. */
+            receiptId: string;
+            /** @enum {string} */
+            kind: "payment" | "refund" | "reversal";
         };
         ReceiptLine: {
             externalReceiptLineId: string;
@@ -1945,6 +2118,70 @@ export interface components {
             externalReceiptLineId: components["schemas"]["ExternalId"];
             externalReceivableId: components["schemas"]["ExternalId"];
             amount: components["schemas"]["Money"];
+        };
+        /**
+         * @example {
+         *       "url": "https://ledger.acme-lending.com/receipts",
+         *       "state": "verified",
+         *       "verifiedAt": "2026-02-11T09:01:00.000Z"
+         *     }
+         */
+        ReceiptRoute: {
+            url: string;
+            /**
+             * @description `unverified` until the Source sends back the confirmation code of the test receipt (the proof `source_posting_confirmation`); `verified`: receipts are delivered when the grant says `receiptDeliveryOwner` `service`; `disabled`: nothing is sent, `disabledReason` says why, and a PUT starts over.
+             * @enum {string}
+             */
+            state: "unverified" | "verified" | "disabled";
+            /** @description When the Source confirmed the route (kept while a verified route is disabled). */
+            verifiedAt?: components["schemas"]["Timestamp"];
+            /**
+             * @description Why the service disabled the route: the grant of the Integration that configured it was revoked, the name now resolves to a non-public address, or the stored signing secret can no longer be decrypted.
+             * @enum {string}
+             */
+            disabledReason?: "grant_revoked" | "destination_unsafe" | "signing_secret_unreadable";
+        };
+        /**
+         * @example {
+         *       "confirmationCode": "rcc_Xy3mQ0b1Tz8LwA9dFj2kPq"
+         *     }
+         */
+        ReceiptRouteConfirm: {
+            /** @description The `confirmationCode` of the signed test receipt the service posted to the route after its PUT. */
+            confirmationCode: string;
+        };
+        /**
+         * @example {
+         *       "url": "https://ledger.acme-lending.com/receipts"
+         *     }
+         */
+        ReceiptRoutePut: {
+            /** @description The Source's receipt-posting endpoint: `https` on port 443 with a public DNS name, no credentials, no fragment. */
+            url: string;
+        };
+        /**
+         * @example {
+         *       "url": "https://ledger.acme-lending.com/receipts",
+         *       "state": "unverified",
+         *       "signingSecret": "whsec_9fQ2-7wAbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+         *     }
+         */
+        ReceiptRouteWithSecret: {
+            url: string;
+            /**
+             * @description `unverified` until the Source sends back the confirmation code of the test receipt (the proof `source_posting_confirmation`); `verified`: receipts are delivered when the grant says `receiptDeliveryOwner` `service`; `disabled`: nothing is sent, `disabledReason` says why, and a PUT starts over.
+             * @enum {string}
+             */
+            state: "unverified" | "verified" | "disabled";
+            /** @description When the Source confirmed the route (kept while a verified route is disabled). */
+            verifiedAt?: components["schemas"]["Timestamp"];
+            /**
+             * @description Why the service disabled the route: the grant of the Integration that configured it was revoked, the name now resolves to a non-public address, or the stored signing secret can no longer be decrypted.
+             * @enum {string}
+             */
+            disabledReason?: "grant_revoked" | "destination_unsafe" | "signing_secret_unreadable";
+            /** @description Shown once: store it now. Receipts are signed with it (`Service-Signature`, the webhook scheme); the whole string is the HMAC key. */
+            signingSecret: string;
         };
         /**
          * @description The Source's representation as written, with the service's state: status, revision, the financial position (sourceAmount moves with corrections and snapshots; the representation's recoverableAmount only with a PUT) and the recovery holds.
@@ -2330,6 +2567,87 @@ export interface components {
             effectiveAt: components["schemas"]["Timestamp"];
         };
         /**
+         * @description A refund of a confirmed Payment through its provider.
+         * @example {
+         *       "externalRefundId": "refund-demo-1",
+         *       "externalPaymentRequestId": "payreq-demo-1",
+         *       "amount": {
+         *         "amount": "40.00",
+         *         "currency": "USD"
+         *       },
+         *       "reason": "requested_by_customer",
+         *       "status": "pending",
+         *       "createdAt": "2026-02-12T10:00:00.120Z"
+         *     }
+         * @example {
+         *       "externalRefundId": "refund-demo-1",
+         *       "externalPaymentRequestId": "payreq-demo-1",
+         *       "amount": {
+         *         "amount": "40.00",
+         *         "currency": "USD"
+         *       },
+         *       "reason": "requested_by_customer",
+         *       "status": "succeeded",
+         *       "createdAt": "2026-02-12T10:00:00.120Z",
+         *       "decidedAt": "2026-02-12T10:00:01.480Z"
+         *     }
+         */
+        Refund: {
+            externalRefundId: string;
+            externalPaymentRequestId: string;
+            amount: components["schemas"]["MoneyAmount"];
+            /**
+             * @description unapplied_funds: the service refunds money a confirmation could not allocate.
+             * @enum {string}
+             */
+            reason: "requested_by_customer" | "duplicate" | "fraudulent" | "other" | "unapplied_funds";
+            /**
+             * @description pending until the provider decides; succeeded and failed are final. Only a succeeded refund moves balances (the working amount rises by the allocated money it took back).
+             * @enum {string}
+             */
+            status: "pending" | "succeeded" | "failed";
+            createdAt: components["schemas"]["Timestamp"];
+            /** @description When the provider decided; absent while pending. */
+            decidedAt?: components["schemas"]["Timestamp"];
+        };
+        /**
+         * @example {
+         *       "data": [
+         *         {
+         *           "externalRefundId": "refund-demo-1",
+         *           "externalPaymentRequestId": "payreq-demo-1",
+         *           "amount": {
+         *             "amount": "40.00",
+         *             "currency": "USD"
+         *           },
+         *           "reason": "requested_by_customer",
+         *           "status": "pending",
+         *           "createdAt": "2026-02-12T10:00:00.120Z"
+         *         }
+         *       ],
+         *       "nextCursor": null
+         *     }
+         */
+        RefundList: {
+            data: components["schemas"]["Refund"][];
+            nextCursor: string | null;
+        };
+        /**
+         * @description A refund of the Payment request's confirmed Payment, in its currency. Refunds (pending and succeeded) and reversals of one Payment together never exceed its amount. It takes back unapplied money first, then allocated money.
+         * @example {
+         *       "amount": {
+         *         "amount": "40.00",
+         *         "currency": "USD"
+         *       },
+         *       "reason": "requested_by_customer"
+         *     }
+         */
+        RefundWrite: {
+            amount: components["schemas"]["Money"];
+            /** @enum {string} */
+            reason: "requested_by_customer" | "duplicate" | "fraudulent" | "other";
+        };
+        /**
          * @example {
          *       "effectiveAt": "2026-05-04T09:00:00Z"
          *     }
@@ -2436,10 +2754,10 @@ export interface components {
             /** Format: uuid */
             eventId: string;
             /** @enum {string} */
-            type: "customer.created" | "customer.updated" | "receivable.created" | "receivable.updated" | "payment_observation.created" | "payment_request.created" | "payment_request.confirmed" | "payment_request.failed" | "payment_request.expired" | "payment.confirmed" | "payment.failed" | "payment_reconciliation.matched" | "payment_reconciliation.held" | "payment_reconciliation.resolved";
+            type: "customer.created" | "customer.updated" | "receivable.created" | "receivable.updated" | "payment_observation.created" | "payment_request.created" | "payment_request.confirmed" | "payment_request.failed" | "payment_request.expired" | "payment_request.canceled" | "payment.confirmed" | "payment.failed" | "payment.reversed" | "refund.created" | "refund.succeeded" | "refund.failed" | "payment_reconciliation.matched" | "payment_reconciliation.held" | "payment_reconciliation.resolved";
             resource: {
                 /** @enum {string} */
-                type: "customer" | "receivable" | "payment_observation" | "payment_request" | "payment" | "payment_reconciliation";
+                type: "customer" | "receivable" | "payment_observation" | "payment_request" | "payment" | "payment_reconciliation" | "refund";
                 id: string;
             };
             revision: number;
@@ -4774,6 +5092,125 @@ export interface operations {
             };
         };
     };
+    cancelPaymentRequest: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                clientCode: string;
+                externalPaymentRequestId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PaymentRequestCancel"];
+            };
+        };
+        responses: {
+            /** @description Canceled, or already canceled (unchanged) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaymentRequest"];
+                };
+            };
+            /** @description `malformed_json`: Malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invalid_api_key`: Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `client_scope_denied`: Client scope denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payment_request_not_found`: Payment request not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payment_request_state_conflict`: Payment request state conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `request_too_large`: Request too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: Unsupported media type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: Rate limit exceeded */
+            429: {
+                headers: {
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `projection_unavailable`: Projection unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     getReceiptDelivery: {
         parameters: {
             query?: never;
@@ -4824,6 +5261,297 @@ export interface operations {
             };
             /** @description `payment_not_confirmed`: Payment not confirmed */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: Rate limit exceeded */
+            429: {
+                headers: {
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `projection_unavailable`: Projection unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getRefund: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                clientCode: string;
+                externalPaymentRequestId: string;
+                externalRefundId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The refund */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Refund"];
+                };
+            };
+            /** @description `invalid_api_key`: Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `client_scope_denied`: Client scope denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payment_request_not_found`: Payment request not found; `refund_not_found`: Refund not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: Rate limit exceeded */
+            429: {
+                headers: {
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `projection_unavailable`: Projection unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    putRefund: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                clientCode: string;
+                externalPaymentRequestId: string;
+                externalRefundId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RefundWrite"];
+            };
+        };
+        responses: {
+            /** @description An identical retry: the current state */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Refund"];
+                };
+            };
+            /** @description Created, status pending */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Refund"];
+                };
+            };
+            /** @description `malformed_json`: Malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invalid_api_key`: Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `client_scope_denied`: Client scope denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payment_request_not_found`: Payment request not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payment_not_confirmed`: Payment not confirmed; `refund_conflict`: Refund identifier already used with a different body */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `request_too_large`: Request too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: Unsupported media type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: Rate limit exceeded */
+            429: {
+                headers: {
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `projection_unavailable`: Projection unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listRefunds: {
+        parameters: {
+            query?: {
+                cursor?: string;
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                clientCode: string;
+                externalPaymentRequestId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of refunds in identifier order */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RefundList"];
+                };
+            };
+            /** @description `invalid_api_key`: Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `client_scope_denied`: Client scope denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payment_request_not_found`: Payment request not found */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6855,6 +7583,302 @@ export interface operations {
             };
             /** @description `cursor_expired`: Cursor expired */
             410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `request_too_large`: Request too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: Unsupported media type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: Rate limit exceeded */
+            429: {
+                headers: {
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `projection_unavailable`: Projection unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getReceiptRoute: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                clientCode: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The route (never its secret) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReceiptRoute"];
+                };
+            };
+            /** @description `invalid_api_key`: Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `client_scope_denied`: Client scope denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `receipt_route_not_found`: Receipt route not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: Rate limit exceeded */
+            429: {
+                headers: {
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `projection_unavailable`: Projection unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    putReceiptRoute: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                clientCode: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReceiptRoutePut"];
+            };
+        };
+        responses: {
+            /** @description Configured again: a new signing secret (shown this once), unverified until confirmed; a test receipt follows */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReceiptRouteWithSecret"];
+                };
+            };
+            /** @description Configured; the signing secret is shown this once; a test receipt follows */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReceiptRouteWithSecret"];
+                };
+            };
+            /** @description `malformed_json`: Malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invalid_api_key`: Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `client_scope_denied`: Client scope denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `request_too_large`: Request too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: Unsupported media type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: Validation error; `webhook_destination_unsafe`: Webhook destination unsafe */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: Rate limit exceeded */
+            429: {
+                headers: {
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `projection_unavailable`: Projection unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    confirmReceiptRoute: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                clientCode: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReceiptRouteConfirm"];
+            };
+        };
+        responses: {
+            /** @description Verified */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReceiptRoute"];
+                };
+            };
+            /** @description `malformed_json`: Malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invalid_api_key`: Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `client_scope_denied`: Client scope denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `receipt_route_not_found`: Receipt route not found */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

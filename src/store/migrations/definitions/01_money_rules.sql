@@ -5,12 +5,14 @@
 -- Changing an argument list: CREATE OR REPLACE keeps the old signature as another function, so drop it first
 -- (DROP FUNCTION IF EXISTS name(old argument types)) in this file.
 
--- What recovery may still collect on a Receivable: its Source amount less what confirmed Payments took and no
--- reconciliation has settled yet, never below zero.
-CREATE OR REPLACE FUNCTION working_amount_minor(source_amount_minor bigint, confirmed_unreconciled_minor bigint)
+-- What recovery may still collect on a Receivable: its Source amount less what confirmed Payments took that the
+-- Source has not acknowledged, less what the Source acknowledged but has not declared since, never below zero.
+DROP FUNCTION IF EXISTS working_amount_minor(bigint, bigint);
+CREATE OR REPLACE FUNCTION working_amount_minor(
+  source_amount_minor bigint, confirmed_unreconciled_minor bigint, acknowledged_undeclared_minor bigint)
 RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-  SELECT GREATEST(source_amount_minor - confirmed_unreconciled_minor, 0)
+  SELECT GREATEST(source_amount_minor - confirmed_unreconciled_minor - acknowledged_undeclared_minor, 0)
 $$;
 
 -- An open Payment request is expired from its expiresAt on (the instant itself included).

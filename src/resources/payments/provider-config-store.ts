@@ -1,0 +1,48 @@
+import type { EncryptedColumns } from '../../store/secret-keys.ts'
+import type { Queryable } from '../../store/store.ts'
+
+/**
+ * The stored payment-provider configuration of a client (`client_payment_providers`, migration 0021), as the
+ * payment path reads it (src/resources/payments/registry.ts). The operator's writes are in
+ * src/admin/payment-provider-store.ts; the ciphertexts are made with `providerSecretAad` by both.
+ */
+
+/** The columns that hold a secret, each bound to the client and to itself (a ciphertext moved to the other column does not open). */
+export type ProviderSecretColumn = 'secret_key_ciphertext' | 'webhook_secret_ciphertext'
+
+/** The key ring's additional data for one of a client's provider secrets. */
+export const providerSecretAad = (clientCode: string, column: ProviderSecretColumn) => `client_payment_providers/${clientCode}/${column}`
+
+/**
+ * Both secrets of every client's provider, for the rewrap (src/store/secret-keys.ts): one entry per column, because
+ * each column's ciphertexts are bound to their own additional data. Listed in src/app.ts `encryptedSecrets`.
+ */
+export const paymentProviderSecretColumns: readonly EncryptedColumns[] = (
+  ['secret_key_ciphertext', 'webhook_secret_ciphertext'] as const
+).map((column) => ({
+  table: 'client_payment_providers',
+  keyColumns: ['client_code'],
+  ciphertextColumns: [column],
+  aad: (row: Record<string, string>) => providerSecretAad(row.client_code as string, column),
+}))
+
+export interface ProviderSecretsRow {
+  provider: 'stripe'
+  mode: 'test' | 'live'
+  secret_key_ciphertext: string
+  webhook_secret_ciphertext: string
+  updated_at: string
+}
+
+/** The client's provider with its encrypted secrets, or undefined when none is configured. One primary-key read. */
+export async function findProviderSecrets(db: Queryable, clientCode: string): Promise<ProviderSecretsRow | undefined> {
+  const rows = await db.query<ProviderSecretsRow>(
+    `SELECT provider, mode, secret_key_ciphertext, webhook_secret_ciphertext, updated_at
+       FROM client_payment_providers WHERE client_code = $1`,
+    [clientCode],
+  )
+  return rows[0]
+}
+
+export const providerConfigStore = { findProviderSecrets }
+export type ProviderConfigStore = typeof providerConfigStore

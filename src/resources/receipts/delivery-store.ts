@@ -1,0 +1,257 @@
+import { leaseHolderGone } from '../../store/lease-holder.ts'
+import type { Queryable, Tx } from '../../store/store.ts'
+
+/**
+ * SQL of the receipt dispatcher (src/workers/receipt-dispatcher.ts), the second actor on a client's receipt rows:
+ * deriving receipts from committed facts, claiming them as leases, recording attempts. The route's own CRUD and the
+ * receipt-delivery read are store.ts. Every function takes the queryable and the client code.
+ */
+
+export interface VerifiedRoute {
+  client_code: string
+  integration_id: string
+  scanned_seq: string
+  grant_status: string | null
+  receipt_delivery_owner: string | null
+}
+
+/**
+ * Up to `limit` verified routes after `after`, with their grant, locked for this transaction (another instance
+ * skips them). Callers walk every route in keyset chunks, one transaction each.
+ */
+export async function lockVerifiedRoutes(tx: Tx, after: string | null, limit: number): Promise<VerifiedRoute[]> {
+  return tx.query<VerifiedRoute>(
+    `SELECT r.client_code, r.integration_id, r.scanned_seq, g.status AS grant_status, g.receipt_delivery_owner
+       FROM receipt_routes r LEFT JOIN grants g ON g.client_code = r.client_code AND g.integration_id = r.integration_id
+      WHERE r.state = 'verified' AND ($1::text IS NULL OR r.client_code > $1)
+      ORDER BY r.client_code LIMIT $2
+      FOR UPDATE OF r SKIP LOCKED`,
+    [after, limit],
+  )
+}
+
+/**
+ * A feed event after the route's scanned sequence, with the facts of the receipt it may give: `payment.confirmed`
+ * (the confirmed Payment), `refund.succeeded` (the refund, and its Payment), `payment.reversed` (the Payment, whose
+ * `reversed_minor` is a running total). `external_payment_request_id` is null for every other event.
+ */
+export interface ScannedEvent {
+  seq: string
+  type: string
+  revision: string
+  event_occurred_at: string
+  external_payment_request_id: string | null
+  external_refund_id: string | null
+  refund_minor: string | null
+  refund_decided_at: string | null
+  reversed_minor: string | null
+  provider_payment_id: string | null
+  currency: string | null
+  amount_minor: string | null
+  allocated_minor: string | null
+  unapplied_minor: string | null
+  external_receivable_id: string | null
+  decided_at: string | null
+}
+
+/**
+ * The next `limit` change-feed events of the client after `afterSeq`, each with the confirmed Payment it
+ * reports (`payment.confirmed`), if any. Sequence order is commit order (feed/store.ts): an event seen here has
+ * every lower-numbered event visible too, so nothing committed is skipped and nothing uncommitted is read.
+ */
+export async function scanFeed(db: Queryable, clientCode: string, afterSeq: string, limit: number): Promise<ScannedEvent[]> {
+  return db.query<ScannedEvent>(
+    `WITH batch AS (
+       SELECT seq, type, resource_id, revision, occurred_at FROM change_events WHERE client_code = $1 AND seq > $2 ORDER BY seq LIMIT $3)
+     SELECT b.seq, b.type, b.revision, b.occurred_at AS event_occurred_at, p.external_payment_request_id, f.external_refund_id, f.amount_minor AS refund_minor,
+            f.decided_at AS refund_decided_at, p.reversed_minor, p.provider_payment_id, p.currency, p.amount_minor,
+            p.allocated_minor, p.unapplied_minor, p.external_receivable_id, p.decided_at
+       FROM batch b
+       LEFT JOIN refunds f ON b.type = 'refund.succeeded' AND f.client_code = $1 AND f.status = 'succeeded'
+                          AND f.external_payment_request_id || '/' || f.external_refund_id = b.resource_id
+       LEFT JOIN payments p ON p.client_code = $1 AND p.status = 'confirmed'
+                           AND ((b.type IN ('payment.confirmed', 'payment.reversed') AND p.external_payment_request_id = b.resource_id)
+                                OR (b.type = 'refund.succeeded' AND p.external_payment_request_id = f.external_payment_request_id))
+      ORDER BY b.seq`,
+    [clientCode, afterSeq, limit],
+  )
+}
+
+export interface NewReceipt {
+  receiptId: string
+  kind: 'payment' | 'refund' | 'reversal'
+  sourceKey: string
+  requestId: string
+  payload: unknown
+  /** Refunds and reversals: the money taken back; reversals: the running reversed total reported up to. */
+  takenBackMinor: bigint | null
+  reversedThroughMinor: bigint | null
+}
+
+/** What the earlier refund and reversal receipts of these Payments reported: the money, and the reversed total. */
+export async function takenBackReported(
+  db: Queryable,
+  clientCode: string,
+  requestIds: readonly string[],
+): Promise<Map<string, { takenBackMinor: bigint; reversedThroughMinor: bigint }>> {
+  const rows = await db.query<{ external_payment_request_id: string; taken: string; reversed: string }>(
+    `SELECT external_payment_request_id, COALESCE(sum(taken_back_minor), 0)::text AS taken,
+            COALESCE(max(reversed_through_minor), 0)::text AS reversed
+       FROM receipt_deliveries
+      WHERE client_code = $1 AND external_payment_request_id = ANY($2::text[]) AND kind IN ('refund', 'reversal')
+      GROUP BY external_payment_request_id`,
+    [clientCode, requestIds],
+  )
+  return new Map(
+    rows.map((r) => [r.external_payment_request_id, { takenBackMinor: BigInt(r.taken), reversedThroughMinor: BigInt(r.reversed) }]),
+  )
+}
+
+/**
+ * Inserts the receipts (one statement; a receipt already there is left as it is: the same receipt id, the payload
+ * fixed when it was first created) and moves the route's scanned sequence to `throughSeq`.
+ */
+export async function insertReceipts(tx: Tx, clientCode: string, receipts: readonly NewReceipt[], throughSeq: string, now: string) {
+  await tx.query(
+    `WITH r AS (
+       SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $9::bigint[], $10::bigint[])
+         AS r(receipt_id, kind, source_key, request_id, payload, taken_back_minor, reversed_through_minor)),
+     ins AS (
+       INSERT INTO receipt_deliveries (client_code, receipt_id, kind, source_key, external_payment_request_id, payload,
+                                       taken_back_minor, reversed_through_minor, status, next_attempt_at, created_at)
+       SELECT $1, receipt_id, kind, source_key, request_id, payload, taken_back_minor, reversed_through_minor, 'pending', $8, $8 FROM r
+       ON CONFLICT DO NOTHING RETURNING 1)
+     UPDATE receipt_routes SET scanned_seq = GREATEST(scanned_seq, $7::bigint) WHERE client_code = $1`,
+    [
+      clientCode,
+      receipts.map((r) => r.receiptId),
+      receipts.map((r) => r.kind),
+      receipts.map((r) => r.sourceKey),
+      receipts.map((r) => r.requestId),
+      receipts.map((r) => JSON.stringify(r.payload)),
+      throughSeq,
+      now,
+      receipts.map((r) => r.takenBackMinor?.toString() ?? null),
+      receipts.map((r) => r.reversedThroughMinor?.toString() ?? null),
+    ],
+  )
+}
+
+/**
+ * Clients with a receipt due at `now` whose lease (if any) expired at `leaseNow` (real time) or whose holder is
+ * gone, and whose route could send it: verified, or unverified for a test receipt.
+ */
+export async function dueClients(db: Queryable, now: string, leaseNow: string, limit: number): Promise<string[]> {
+  const rows = await db.query<{ client_code: string }>(
+    `SELECT r.client_code FROM receipt_routes r
+      WHERE r.state <> 'disabled' AND EXISTS (
+        SELECT 1 FROM receipt_deliveries d
+         WHERE d.client_code = r.client_code AND d.status = 'pending' AND d.next_attempt_at <= $1
+           AND (d.kind = 'test') = (r.state = 'unverified')
+           AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= $2 OR ${leaseHolderGone('d.lease_holder')}))
+      LIMIT $3`,
+    [now, leaseNow, limit],
+  )
+  return rows.map((r) => r.client_code)
+}
+
+export interface ReceiptRow {
+  receipt_id: string
+  kind: 'test' | 'payment' | 'refund' | 'reversal'
+  source_key: string
+  external_payment_request_id: string | null
+  payload: Record<string, unknown>
+  round_attempts: number
+  attempt_count: number
+}
+
+/**
+ * Claims up to `limit` due receipts of one client as a lease: one UPDATE over rows picked with FOR UPDATE SKIP
+ * LOCKED, so two instances never claim the same row. `tests`: the route is unverified, so only its test receipt
+ * may go; otherwise only real receipts. A dead worker's lease is taken again at once when its holder's lock is gone
+ * (src/store/lease-holder.ts), else when it expires (at least once).
+ */
+export async function claimReceipts(
+  db: Queryable,
+  c: {
+    clientCode: string
+    tests: boolean
+    token: string
+    now: string
+    leaseNow: string
+    leaseUntil: string
+    limit: number
+    holder: number | null
+  },
+): Promise<ReceiptRow[]> {
+  return db.query<ReceiptRow>(
+    `WITH picked AS (
+       SELECT receipt_id FROM receipt_deliveries
+        WHERE client_code = $1 AND status = 'pending' AND next_attempt_at <= $3 AND (kind = 'test') = $8
+          AND (lease_expires_at IS NULL OR lease_expires_at <= $6 OR ${leaseHolderGone('lease_holder')})
+        ORDER BY next_attempt_at, created_at, receipt_id LIMIT $5
+        FOR UPDATE SKIP LOCKED)
+     UPDATE receipt_deliveries d SET lease_token = $2, lease_expires_at = $4, lease_holder = $7
+       FROM picked WHERE d.client_code = $1 AND d.receipt_id = picked.receipt_id
+     RETURNING d.receipt_id, d.kind, d.source_key, d.external_payment_request_id, d.payload, d.round_attempts, d.attempt_count`,
+    [c.clientCode, c.token, c.now, c.leaseUntil, c.limit, c.leaseNow, c.holder, c.tests],
+  )
+}
+
+/** Hands claimed receipts back untouched (no attempt was made). */
+export async function releaseReceipts(db: Queryable, clientCode: string, token: string) {
+  await db.query(
+    `UPDATE receipt_deliveries SET lease_token = NULL, lease_expires_at = NULL, lease_holder = NULL
+      WHERE client_code = $1 AND lease_token = $2`,
+    [clientCode, token],
+  )
+}
+
+export interface ReceiptOutcome {
+  receiptId: string
+  status: 'pending' | 'delivered' | 'abandoned'
+  nextAttemptAt: string | null
+  lastError: string | null
+  attemptedAt: string
+  httpStatus: number | null
+  errorClass: string | null
+}
+
+/**
+ * Records the outcomes of one client's attempts in one statement, each with its attempt row. The claim token
+ * guards it: a worker whose lease was taken over (and whose receipts another instance sent) changes nothing.
+ */
+export async function completeReceiptAttempts(db: Queryable, clientCode: string, token: string, outcomes: readonly ReceiptOutcome[]) {
+  if (outcomes.length === 0) return
+  await db.query(
+    `WITH r AS (
+       SELECT * FROM unnest($3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::timestamptz[], $8::int[], $9::text[])
+         AS r(receipt_id, status, next_attempt_at, last_error, attempted_at, http_status, error_class)),
+     upd AS (
+       UPDATE receipt_deliveries d
+          SET status = r.status, next_attempt_at = r.next_attempt_at, last_error = r.last_error,
+              round_attempts = d.round_attempts + 1, attempt_count = d.attempt_count + 1,
+              lease_token = NULL, lease_expires_at = NULL, lease_holder = NULL,
+              completed_at = CASE WHEN r.status = 'pending' THEN NULL ELSE r.attempted_at END
+         FROM r
+        WHERE d.client_code = $1 AND d.receipt_id = r.receipt_id AND d.lease_token = $2
+       RETURNING d.receipt_id, d.external_payment_request_id, d.attempt_count, r.status, r.next_attempt_at, r.attempted_at,
+                 r.http_status, r.error_class)
+     INSERT INTO receipt_delivery_attempts (client_code, receipt_id, external_payment_request_id, attempt, route, outcome,
+                                            attempted_at, http_status, error_class, next_attempt_at)
+     SELECT $1, receipt_id, external_payment_request_id, attempt_count, 'vendor_receipt_posting',
+            CASE WHEN status = 'delivered' THEN 'delivered' ELSE 'failed' END, attempted_at, http_status, error_class, next_attempt_at
+       FROM upd`,
+    [
+      clientCode,
+      token,
+      outcomes.map((o) => o.receiptId),
+      outcomes.map((o) => o.status),
+      outcomes.map((o) => o.nextAttemptAt),
+      outcomes.map((o) => o.lastError),
+      outcomes.map((o) => o.attemptedAt),
+      outcomes.map((o) => o.httpStatus),
+      outcomes.map((o) => o.errorClass),
+    ],
+  )
+}

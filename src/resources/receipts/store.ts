@@ -1,0 +1,149 @@
+import { randomUUID } from 'node:crypto'
+import { canonicalDigest } from '../../domain/canonical.ts'
+import type { EncryptedColumns } from '../../store/secret-keys.ts'
+import type { Queryable, Tx } from '../../store/store.ts'
+
+/**
+ * SQL of a client's receipt route as the API sees it (configuration, confirmation, reads) and of the receipt
+ * delivery read (`GET .../receipt-delivery`). The dispatcher's own SQL (deriving, claiming, recording) is
+ * delivery-store.ts. Every function takes the queryable and the client code.
+ */
+
+export type RouteState = 'unverified' | 'verified' | 'disabled'
+export type RouteDisabledReason = 'grant_revoked' | 'destination_unsafe' | 'signing_secret_unreadable'
+
+export interface RouteRow {
+  client_code: string
+  integration_id: string
+  url: string
+  state: RouteState
+  disabled_reason: RouteDisabledReason | null
+  secret_ciphertext: string
+  confirmation_digest: string
+  version: number
+  verified_at: string | null
+  scanned_seq: string
+  created_at: string
+  updated_at: string
+}
+
+const ROUTE_COLUMNS = `client_code, integration_id, url, state, disabled_reason, secret_ciphertext, confirmation_digest, version,
+  verified_at, scanned_seq, created_at, updated_at`
+
+/** What AES-GCM binds a route's secret to: a ciphertext copied to another client's row does not decrypt. */
+export const routeSecretAad = (clientCode: string) => `receipt-route/${clientCode}`
+
+/** The route's secret column, for the key ring's rewrap (src/app.ts `encryptedSecrets`). */
+export const receiptSecretColumns: EncryptedColumns = {
+  table: 'receipt_routes',
+  keyColumns: ['client_code'],
+  ciphertextColumns: ['secret_ciphertext'],
+  aad: (row) => routeSecretAad(row.client_code as string),
+}
+
+export async function findRoute(db: Queryable, clientCode: string, forUpdate = false): Promise<RouteRow | undefined> {
+  return (
+    await db.query<RouteRow>(`SELECT ${ROUTE_COLUMNS} FROM receipt_routes WHERE client_code = $1${forUpdate ? ' FOR UPDATE' : ''}`, [
+      clientCode,
+    ])
+  )[0]
+}
+
+/** Creates the route or replaces its configuration: unverified again, a new secret and confirmation code. */
+export async function upsertRoute(
+  tx: Tx,
+  r: { clientCode: string; integrationId: string; url: string; secretCiphertext: string; confirmationDigest: string; now: string },
+): Promise<RouteRow> {
+  const rows = await tx.query<RouteRow>(
+    `INSERT INTO receipt_routes (client_code, integration_id, url, state, secret_ciphertext, confirmation_digest, version,
+                                 created_at, updated_at)
+     VALUES ($1, $2, $3, 'unverified', $4, $5, 1, $6, $6)
+     ON CONFLICT (client_code) DO UPDATE SET integration_id = $2, url = $3, state = 'unverified', disabled_reason = NULL,
+       secret_ciphertext = $4, confirmation_digest = $5, version = receipt_routes.version + 1, verified_at = NULL, updated_at = $6
+     RETURNING ${ROUTE_COLUMNS}`,
+    [r.clientCode, r.integrationId, r.url, r.secretCiphertext, r.confirmationDigest, r.now],
+  )
+  return rows[0] as RouteRow
+}
+
+/**
+ * The Source sent the confirmation code back: verified. Receipts cover the change-feed events committed after this
+ * (the feed head, read under this transaction's lock of the route).
+ */
+export async function verifyRoute(tx: Tx, clientCode: string, now: string): Promise<RouteRow> {
+  const rows = await tx.query<RouteRow>(
+    `UPDATE receipt_routes SET state = 'verified', verified_at = $2, updated_at = $2,
+            scanned_seq = COALESCE((SELECT last_seq FROM feed_heads WHERE client_code = $1), 0)
+      WHERE client_code = $1 RETURNING ${ROUTE_COLUMNS}`,
+    [clientCode, now],
+  )
+  return rows[0] as RouteRow
+}
+
+/** Disables a route not disabled yet; true when this call did. `integrationId`: only while that Integration's. */
+export async function disableRoute(
+  db: Queryable,
+  clientCode: string,
+  reason: RouteDisabledReason,
+  now: string,
+  integrationId?: string,
+): Promise<boolean> {
+  const rows = await db.query(
+    `UPDATE receipt_routes SET state = 'disabled', disabled_reason = $2, updated_at = $3
+      WHERE client_code = $1 AND state <> 'disabled' AND ($4::text IS NULL OR integration_id = $4) RETURNING 1`,
+    [clientCode, reason, now, integrationId ?? null],
+  )
+  return rows.length > 0
+}
+
+/** The route's audit event (actor `integration:<id>` or `service`): identifiers and state, never the URL or secret. */
+export async function auditRoute(
+  db: Queryable,
+  a: { clientCode: string; actor: string; action: string; details: Record<string, unknown>; change: unknown; now: string },
+): Promise<void> {
+  await db.query(
+    `INSERT INTO audit_events (audit_event_id, client_code, actor, action, target_type, target_id, details, change_digest, occurred_at)
+     VALUES ($1, $2, $3, $4, 'receipt_route', $2, $5, $6, $7)`,
+    [randomUUID(), a.clientCode, a.actor, a.action, JSON.stringify(a.details), canonicalDigest(a.change), a.now],
+  )
+}
+
+/**
+ * A new test receipt for the route's configuration `version`, due now; the pending test receipts of earlier
+ * configurations are dropped (they can prove nothing any more).
+ */
+export async function queueTestReceipt(
+  tx: Tx,
+  t: { clientCode: string; receiptId: string; version: number; payload: unknown; now: string },
+): Promise<void> {
+  await tx.query(
+    `WITH gone AS (DELETE FROM receipt_deliveries WHERE client_code = $1 AND kind = 'test' AND status = 'pending' RETURNING 1)
+     INSERT INTO receipt_deliveries (client_code, receipt_id, kind, source_key, payload, status, next_attempt_at, created_at)
+     VALUES ($1, $2, 'test', $3, $4, 'pending', $5, $5)
+     ON CONFLICT (client_code, receipt_id) DO NOTHING`,
+    [t.clientCode, t.receiptId, String(t.version), JSON.stringify(t.payload), t.now],
+  )
+}
+
+export interface AttemptRow {
+  receipt_id: string
+  kind: string
+  attempt: number
+  route: string
+  outcome: 'delivered' | 'failed'
+  http_status: number | null
+  attempted_at: string
+  next_attempt_at: string | null
+}
+
+/** Every attempt to deliver a receipt of this Payment request (its Payment's, refunds', reversals'), oldest first. */
+export async function requestAttempts(db: Queryable, clientCode: string, requestId: string): Promise<AttemptRow[]> {
+  return db.query<AttemptRow>(
+    `SELECT a.receipt_id, d.kind, a.attempt, a.route, a.outcome, a.http_status, a.attempted_at, a.next_attempt_at
+       FROM receipt_delivery_attempts a
+       JOIN receipt_deliveries d ON d.client_code = a.client_code AND d.receipt_id = a.receipt_id
+      WHERE a.client_code = $1 AND a.external_payment_request_id = $2
+      ORDER BY a.attempted_at, a.receipt_id, a.attempt`,
+    [clientCode, requestId],
+  )
+}
