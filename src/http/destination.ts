@@ -2,6 +2,7 @@ import { lookup } from 'node:dns/promises'
 import net from 'node:net'
 import ipaddr from 'ipaddr.js'
 import { Agent } from 'undici'
+import { Problem } from '../domain/problems.ts'
 
 /**
  * Webhook destinations, safe against SSRF (the anchors: Stripe's smokescreen, Svix's egress filtering).
@@ -146,6 +147,27 @@ export async function checkDestination(raw: string, opts: { allowLoopback: boole
     throw err
   }
   return dest
+}
+
+/**
+ * A destination an integrator configures (a webhook endpoint, a receipt route), checked before the write's
+ * transaction opens: an unsafe one is the 422 `webhook_destination_unsafe` at `pointer`, with the reason.
+ */
+export async function checkConfiguredDestination(
+  raw: string,
+  opts: { allowLoopback: boolean; resolver: Resolver },
+  pointer = '/url',
+): Promise<Destination> {
+  try {
+    return await checkDestination(raw, opts)
+  } catch (err) {
+    if (err instanceof UnsafeDestinationError) {
+      throw new Problem('webhook_destination_unsafe', `The url ${err.reason}.`, {
+        errors: [{ code: 'webhook_destination_unsafe', detail: err.reason, pointer }],
+      })
+    }
+    throw err
+  }
 }
 
 export const ATTEMPT_TIMEOUT_MS = 5000

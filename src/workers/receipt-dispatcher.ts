@@ -35,7 +35,7 @@ import { inUnitOfWork } from '../resources/unit-of-work.ts'
 import { signatureHeader } from '../resources/webhooks/secrets.ts'
 import { claimKey } from '../store/lease-holder.ts'
 import type { Store, Tx } from '../store/store.ts'
-import { createWorker, type Worker } from './worker.ts'
+import { createWorker, serveInLanes, type Worker } from './worker.ts'
 
 /**
  * The receipt dispatcher (design.md section 7). Guarantees:
@@ -396,19 +396,7 @@ export function createReceiptDispatcher(opts: ReceiptDispatcherOptions): Worker 
     await derive()
     if (stopping) return false
     const clients = await dueClients(store, isoNow(clock), isoNow(real), 10_000)
-    let attempts = 0
-    let next = 0
-    const lanes = Array.from({ length: Math.min(concurrency, clients.length) }, async () => {
-      while (next < clients.length && !stopping) {
-        const clientCode = clients[next++] as string
-        try {
-          attempts += await serveClient(clientCode)
-        } catch (err) {
-          opts.onError?.(err)
-        }
-      }
-    })
-    await Promise.all(lanes)
+    const attempts = await serveInLanes(clients, concurrency, serveClient, { stopping: () => stopping, onError: opts.onError })
     return attempts > 0
   }
 

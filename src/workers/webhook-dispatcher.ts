@@ -31,7 +31,7 @@ import { openSecret, readableTypes } from '../resources/webhooks/service.ts'
 import { auditEndpoint, type DeliveryRow, disableEndpoint, type EndpointRow, findEndpoint } from '../resources/webhooks/store.ts'
 import { claimKey } from '../store/lease-holder.ts'
 import type { Store, Tx } from '../store/store.ts'
-import { createWorker, type Worker } from './worker.ts'
+import { createWorker, serveInLanes, type Worker } from './worker.ts'
 
 /**
  * The webhook dispatcher. Guarantees:
@@ -354,20 +354,13 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions): Worker 
     await derive(within)
     if (stopping) return false
     const endpoints = await dueEndpoints(store, nowIso(), 10_000, { leaseNow: isoNow(real), clocked: clocks !== undefined })
-    let attempts = 0
-    let next = 0
-    const lanes = Array.from({ length: Math.min(concurrency, endpoints.length) }, async () => {
-      // Stopping: the endpoints being served finish (their deliveries sent and recorded), no other is claimed.
-      while (next < endpoints.length && !stopping) {
-        const e = endpoints[next++] as { client_code: string; integration_id: string }
-        try {
-          attempts += await within(e.client_code, () => serveEndpoint(e.client_code, e.integration_id))
-        } catch (err) {
-          opts.onError?.(err)
-        }
-      }
-    })
-    await Promise.all(lanes)
+    // Stopping: the endpoints being served finish (their deliveries sent and recorded), no other is claimed.
+    const attempts = await serveInLanes(
+      endpoints,
+      concurrency,
+      (e) => within(e.client_code, () => serveEndpoint(e.client_code, e.integration_id)),
+      { stopping: () => stopping, onError: opts.onError },
+    )
     return attempts > 0
   }
 

@@ -150,3 +150,30 @@ export function startWorkers(workers: readonly Worker[]): void {
 export async function stopWorkers(workers: readonly Worker[]): Promise<void> {
   await Promise.all(workers.map((w) => w.stop()))
 }
+
+/**
+ * Serves `items` in `concurrency` lanes, each taking the next item until none is left or `stopping()` says so (the
+ * items being served finish: every attempt has its timeout). A failing item is reported and the lane goes on.
+ * Returns the sum of what `serve` returned (a dispatcher's attempts).
+ */
+export async function serveInLanes<T>(
+  items: readonly T[],
+  concurrency: number,
+  serve: (item: T) => Promise<number>,
+  opts: { stopping: () => boolean; onError?: (err: unknown) => void },
+): Promise<number> {
+  let total = 0
+  let next = 0
+  const lanes = Array.from({ length: Math.min(concurrency, items.length) }, async () => {
+    while (next < items.length && !opts.stopping()) {
+      const item = items[next++] as T
+      try {
+        total += await serve(item)
+      } catch (err) {
+        opts.onError?.(err)
+      }
+    }
+  })
+  await Promise.all(lanes)
+  return total
+}

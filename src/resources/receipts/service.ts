@@ -5,7 +5,7 @@ import { sha256Hex } from '../../domain/canonical.ts'
 import { type KeyRing, UnreadableSecretError } from '../../domain/key-ring.ts'
 import { fieldProblem, Problem } from '../../domain/problems.ts'
 import { type Clock, isoNow } from '../../domain/time.ts'
-import { checkDestination, type Resolver, UnsafeDestinationError } from '../../http/destination.ts'
+import { checkConfiguredDestination, type Resolver } from '../../http/destination.ts'
 import type { Queryable, Store, Tx } from '../../store/store.ts'
 import { defineOperation, grantOf, type OperationResult } from '../operations.ts'
 import { newSigningSecret } from '../webhooks/secrets.ts'
@@ -147,16 +147,7 @@ export function createReceiptService({ store, clock, resolver, allowLoopback, ke
     response: ReceiptRouteWithSecret,
     source: false,
     async before(_ctx, body) {
-      try {
-        await checkDestination(body.url, { allowLoopback, resolver })
-      } catch (err) {
-        if (err instanceof UnsafeDestinationError) {
-          throw new Problem('webhook_destination_unsafe', `The url ${err.reason}.`, {
-            errors: [{ code: 'webhook_destination_unsafe', detail: err.reason, pointer: '/url' }],
-          })
-        }
-        throw err
-      }
+      await checkConfiguredDestination(body.url, { allowLoopback, resolver })
       await keyRing()
     },
     async run({ tx }, ctx, { url }) {

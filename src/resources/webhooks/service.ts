@@ -4,7 +4,7 @@ import { type KeyRing, UnreadableSecretError } from '../../domain/key-ring.ts'
 import { Problem } from '../../domain/problems.ts'
 import type { Scope } from '../../domain/scopes.ts'
 import { type Clock, isoNow } from '../../domain/time.ts'
-import { checkDestination, type Resolver, UnsafeDestinationError } from '../../http/destination.ts'
+import { checkConfiguredDestination, type Resolver } from '../../http/destination.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable, Store, Tx } from '../../store/store.ts'
 import { NO_SLOT, type SlotRelease } from '../../store/transactions.ts'
@@ -198,16 +198,7 @@ export function createWebhookService({ store, clock, resolver, allowLoopback, ke
     responses: { 201: WebhookEndpointWithSecret, 200: WebhookEndpointReconfigured },
     source: false,
     async before(_ctx, body) {
-      try {
-        await checkDestination(body.url, { allowLoopback, resolver })
-      } catch (err) {
-        if (err instanceof UnsafeDestinationError) {
-          throw new Problem('webhook_destination_unsafe', `The url ${err.reason}.`, {
-            errors: [{ code: 'webhook_destination_unsafe', detail: err.reason, pointer: '/url' }],
-          })
-        }
-        throw err
-      }
+      await checkConfiguredDestination(body.url, { allowLoopback, resolver })
       await keyRing()
     },
     async run({ tx }, ctx, { url }) {
