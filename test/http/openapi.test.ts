@@ -91,7 +91,8 @@ test('every $ref resolves, and the unshown enumerations are published as enums',
   assert.ok(s.PaymentObservationWrite.properties.method.enum.includes('bank_transfer'))
   assert.deepEqual(s.PaymentObservationWrite.properties.type.enum, ['payment', 'refund', 'reversal'])
   assert.deepEqual(s.PauseCommand.properties.reason.enum, ['source_request', 'hardship_review', 'dispute_review', 'other'])
-  assert.deepEqual(s.PaymentRequest.properties.status.enum, ['open', 'confirmed', 'failed', 'expired'])
+  assert.deepEqual(s.PaymentRequest.properties.status.enum, ['open', 'confirmed', 'failed', 'expired', 'canceled'])
+  assert.deepEqual(s.PaymentRequest.properties.cancelReason.enum, ['requested', 'balance_changed'])
   assert.deepEqual(s.Payment.properties.status.enum, ['confirmed', 'failed'])
   assert.deepEqual(s.ReceiptDelivery.properties.acknowledgement.properties.status.enum, [
     'pending',
