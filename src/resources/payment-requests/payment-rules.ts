@@ -144,7 +144,7 @@ export function confirmationOf(verdict: Payability, outcome: 'confirmed' | 'fail
     verdict.state === 'expired' || verdict.state === 'canceled'
       ? `The Payment request is ${verdict.state}; it takes no payment.`
       : `The provider already decided this Payment request: its Payment is ${verdict.state}; it cannot become ${outcome}.`
-  throw new Problem('payment_request_state_conflict', detail, { extensions: { status: verdict.state } })
+  throw new Problem('payment_request_state_conflict', detail, { extensions: { paymentRequestStatus: verdict.state } })
 }
 
 /**
@@ -291,7 +291,7 @@ export async function recordReversal(
   const remaining = remainingMinor(refunded)
   if (!amount && remaining === 0n) {
     throw new Problem('payment_request_state_conflict', 'Nothing remains of the Payment to reverse: refunds and reversals took it all.', {
-      extensions: { status: 'confirmed' },
+      extensions: { paymentRequestStatus: 'confirmed' },
     })
   }
   const amountMinor = amount?.amountMinor ?? remaining

@@ -300,8 +300,13 @@ describe('simulate and receipt delivery refusals', () => {
     await put('pr-opp-2', { externalReceivableId: 'r-main', amount: usd('1.00') })
     assert.equal((await simulate('pr-opp-1', { outcome: 'confirmed' })).status, 201)
     assert.equal((await simulate('pr-opp-2', { outcome: 'failed' })).status, 201)
-    assertProblem(await simulate('pr-opp-1', { outcome: 'failed' }), 409, 'payment_request_state_conflict')
-    assertProblem(await simulate('pr-opp-2', { outcome: 'confirmed' }), 409, 'payment_request_state_conflict')
+    const opposite1 = await simulate('pr-opp-1', { outcome: 'failed' })
+    assertProblem(opposite1, 409, 'payment_request_state_conflict')
+    // The request's status is an extension of its own: a problem's `status` is the HTTP status.
+    assert.deepEqual([opposite1.json.status, opposite1.json.paymentRequestStatus], [409, 'confirmed'])
+    const opposite2 = await simulate('pr-opp-2', { outcome: 'confirmed' })
+    assertProblem(opposite2, 409, 'payment_request_state_conflict')
+    assert.deepEqual([opposite2.json.status, opposite2.json.paymentRequestStatus], [409, 'failed'])
   })
 
   test('receipt delivery: 409 payment_not_confirmed while open, after a failure, and once expired', async () => {

@@ -6,13 +6,24 @@ import { problemCode, type Response, startTestApp, type Tenant, type TestApp } f
 import { payableReceivable } from '../../helpers/payments.ts'
 
 /**
- * Model-based property test of the money path (issue 9, item 9): random sequences of Payment requests,
- * provider confirmations and failures, reconciliations, resolutions, Source credits and re-authorizations
- * run against the service and against a small model of docs/decisions.md ("Payments"). After every step the
- * Receivable's financial position must equal the model's to the cent, and at the end every cent a provider
- * confirmed is either allocated (confirmed-unreconciled or receipt-acknowledged) or unapplied: none is lost
- * or created. `sourceAmount = workingAmount + confirmedUnreconciledAmount` holds whenever the source amount
- * is not below the confirmed-unreconciled amount; below it, workingAmount is exactly zero.
+ * Model-based property test of the money path (issue 9 item 9, extended by issue 21 item 8): random sequences of
+ * Payment requests, provider confirmations and failures, cancels, refunds (succeeding, and failing through the
+ * sandbox's `.13` trigger), reversals, reconciliations and their resolutions, Source credit notes, Source
+ * redeclarations (a Receivable PUT with a higher sourceRevision, an applied balance-snapshot entry) and
+ * re-authorizations run against the service and against a small model of docs/decisions.md ("Payments",
+ * "Working amount and open requests", "Refunds and reversals"). After every step, to the cent:
+ *
+ * - the Receivable's four financialPosition amounts equal the model's;
+ * - `workingAmount` never exceeds what the debtor still owes by the Source's last declaration (`sourceAmount`)
+ *   less the money the service holds that this declaration does not yet count (allocated, not taken back, and
+ *   not acknowledged before the Source last declared): the service never over-collects;
+ * - every Payment has confirmed = allocated + unapplied, and refunded + reversed never exceed what was confirmed;
+ * - the open requests together never ask for more than the working amount (those made since the Source last lowered
+ *   the balance: older ones may ask more until the pay-time check cancels each that no longer fits, as `settle`
+ *   checks).
+ *
+ * The refund worker is drained after every refund, so a refund is decided before the next step. PROPERTY_RUNS
+ * sets the number of random sequences (default below).
  */
 type Outcome = 'confirmed' | 'failed'
 type Basis = 'matching_evidence' | 'authorized_correction'
@@ -20,18 +31,37 @@ type Basis = 'matching_evidence' | 'authorized_correction'
 type Action =
   | { kind: 'request'; cents: number }
   | { kind: 'settle'; pick: number; outcome: Outcome }
+  | { kind: 'cancel'; pick: number }
+  | { kind: 'refund'; pick: number; cents: number; fail: boolean }
+  | { kind: 'reverse'; pick: number; cents: number | null }
   | { kind: 'reconcile'; pick: number; lines: { other: boolean; cents: number }[] }
   | { kind: 'resolve'; pick: number; basis: Basis }
   | { kind: 'credit'; cents: number }
+  | { kind: 'redeclare'; cents: number; via: 'put' | 'snapshot' }
   | { kind: 'reauthorize' }
+
+interface PaymentModel {
+  amount: bigint
+  allocated: bigint
+  unapplied: bigint
+  /** Matched receipt lines, cumulative. */
+  matched: bigint
+  takenBackUnapplied: bigint
+  takenBackAllocated: bigint
+  refunded: bigint
+  reversed: bigint
+  /** Acknowledged money of this Payment the Source's last declaration counts (and not taken back since). */
+  declared: bigint
+}
 
 interface RequestModel {
   id: string
   cents: bigint
-  status: 'open' | Outcome
-  allocated: bigint
-  unapplied: bigint
-  matched: bigint
+  status: 'open' | 'canceled' | Outcome
+  cancelReason?: 'requested' | 'balance_changed'
+  /** `Model.falls` when it was created. */
+  epoch: number
+  payment?: PaymentModel
 }
 
 interface ReconciliationModel {
@@ -43,9 +73,19 @@ interface ReconciliationModel {
 
 interface Model {
   source: bigint
+  /** confirmedUnreconciledAmount */
   cu: bigint
+  /** acknowledgedUndeclared (internal to the service) */
+  au: bigint
+  /** receiptAcknowledgedAmount (cumulative) */
   ra: bigint
   sourceRevision: number
+  snapshots: number
+  refunds: number
+  /** How many times the Source lowered the working amount (a credit note, a lower declaration). */
+  falls: number
+  /** Declared acknowledged money given back since the Source last declared: the debtor owes it again. */
+  givenBack: bigint
   authorized: boolean
   heldBy: Set<string>
   requests: RequestModel[]
@@ -53,13 +93,31 @@ interface Model {
 }
 
 const action: fc.Arbitrary<Action> = fc.oneof(
-  { weight: 4, arbitrary: fc.record({ kind: fc.constant('request' as const), cents: fc.integer({ min: 1, max: 12_000 }) }) },
+  { weight: 5, arbitrary: fc.record({ kind: fc.constant('request' as const), cents: fc.integer({ min: 1, max: 12_000 }) }) },
   {
-    weight: 4,
+    weight: 5,
     arbitrary: fc.record({
       kind: fc.constant('settle' as const),
       pick: fc.nat(),
-      outcome: fc.constantFrom<Outcome>('confirmed', 'confirmed', 'failed'),
+      outcome: fc.constantFrom<Outcome>('confirmed', 'confirmed', 'confirmed', 'failed'),
+    }),
+  },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('cancel' as const), pick: fc.nat() }) },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      kind: fc.constant('refund' as const),
+      pick: fc.nat(),
+      cents: fc.integer({ min: 1, max: 6_000 }),
+      fail: fc.constantFrom(false, false, true),
+    }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      kind: fc.constant('reverse' as const),
+      pick: fc.nat(),
+      cents: fc.option(fc.integer({ min: 1, max: 6_000 }), { freq: 3 }),
     }),
   },
   {
@@ -82,95 +140,276 @@ const action: fc.Arbitrary<Action> = fc.oneof(
     }),
   },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('credit' as const), cents: fc.integer({ min: 1, max: 8_000 }) }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      kind: fc.constant('redeclare' as const),
+      cents: fc.integer({ min: 100, max: 15_000 }),
+      via: fc.constantFrom<'put' | 'snapshot'>('put', 'snapshot'),
+    }),
+  },
   { weight: 1, arbitrary: fc.constant({ kind: 'reauthorize' as const }) },
 )
 
+const numRuns = Number(process.env.PROPERTY_RUNS ?? 40)
+
+/** Tried first: the issue's overpayment. */
+const examples: [Action[]][] = [
+  // Two requests for the whole 100.00 debt, both paid (the second must be refused or canceled, never charged).
+  [
+    [
+      { kind: 'request', cents: 10_000 },
+      { kind: 'request', cents: 10_000 },
+      { kind: 'settle', pick: 0, outcome: 'confirmed' },
+      { kind: 'settle', pick: 1, outcome: 'confirmed' },
+    ],
+  ],
+]
+
 let t: TestApp
 let run = 0
+let strict = false
 before(async () => {
   t = await startTestApp()
 })
 after(() => t.close())
 
 const usd = (minor: bigint) => ({ amount: formatMinor(minor), currency: 'USD' })
-const working = (m: Model) => (m.source > m.cu ? m.source - m.cu : 0n)
-function smaller(a: bigint, b: bigint): bigint {
-  if (a < b) return a
-  return b
-}
+const minor = (x: { amount: string }) => BigInt(x.amount.replace('.', ''))
+const atLeastZero = (a: bigint) => (a > 0n ? a : 0n)
+const smaller = (a: bigint, b: bigint) => (a < b ? a : b)
+const working = (m: Model) => atLeastZero(m.source - m.cu - m.au)
 const held = (m: Model) => !m.authorized || m.heldBy.size > 0
+const isOpen = (r: RequestModel) => r.status === 'open'
+const sum = (xs: bigint[]) => xs.reduce((a, b) => a + b, 0n)
+/** What the Payment may still give back: its amount less refunds (pending or succeeded) and reversals. */
+const remaining = (p: PaymentModel) => p.amount - p.refunded - p.reversed
 
-test('random payment sequences keep the financial position exact and conserve every cent', { timeout: 600_000 }, async () => {
-  await fc.assert(
-    fc.asyncProperty(fc.array(action, { minLength: 1, maxLength: 14 }), async (actions) => {
-      run += 1
-      const client = `pm${run}`
-      const tenant = await t.tenant(client)
-      await payableReceivable(t, tenant, 'R', { amount: '100.00' })
-      await payableReceivable(t, tenant, 'O', { amount: '50.00' })
-      const m: Model = {
-        source: 10_000n,
-        cu: 0n,
-        ra: 0n,
-        sourceRevision: 1,
-        authorized: true,
-        heldBy: new Set(),
-        requests: [],
-        reconciliations: [],
-      }
-      let lineSeq = 0
-      for (const [step, a] of actions.entries()) {
-        const where = `step ${step} ${JSON.stringify(a)}`
-        await apply(t, tenant, m, a, where, () => `line-${++lineSeq}`)
-        await checkPosition(t, tenant, m, where)
-      }
-      await checkConservation(t, tenant, m)
-    }),
-    { numRuns: 18 },
-  )
+test('random money sequences keep the financial position exact, never over-collect and conserve every cent', {
+  timeout: 900_000,
+}, async () => {
+  await fc.assert(fc.asyncProperty(fc.array(action, { minLength: 1, maxLength: 16 }), sequence), { numRuns, examples })
 })
+
+/** One sequence against a new client: the Receivable R of 100.00 (and O of 50.00 for lines naming another). */
+async function sequence(actions: Action[]) {
+  run += 1
+  const client = `pm${run}`
+  const tenant = await t.tenant(client)
+  await payableReceivable(t, tenant, 'R', { amount: '100.00' })
+  await payableReceivable(t, tenant, 'O', { amount: '50.00' })
+  const m: Model = {
+    source: 10_000n,
+    cu: 0n,
+    au: 0n,
+    ra: 0n,
+    sourceRevision: 1,
+    snapshots: 0,
+    refunds: 0,
+    falls: 0,
+    givenBack: 0n,
+    authorized: true,
+    heldBy: new Set(),
+    requests: [],
+    reconciliations: [],
+  }
+  let lineSeq = 0
+  for (const [step, a] of actions.entries()) {
+    const where = `step ${step} ${JSON.stringify(a)}`
+    await apply(t, tenant, m, a, where, () => `line-${++lineSeq}`)
+    await checkInvariants(t, tenant, m, where)
+  }
+}
+
+/**
+ * What design.md section 5 promises beyond never over-collecting: money the Source acknowledged and has since
+ * declared, taken back, "stays out of workingAmount until the Source posts the reversal and declares again", so
+ * the working amount stays within the Source's last declaration less the money held undeclared. The service
+ * (payments/take-back.ts) cannot tell whose acknowledged money is undeclared: it takes a declared Payment's
+ * acknowledged money out of the Receivable's acknowledged-undeclared total, which another Payment's newer receipt
+ * may fill. Shrunk by fast-check from random sequences: pay 50.00, acknowledge 0.01, the Source declares 50.00,
+ * pay 0.01, acknowledge 0.01, refund the first 50.00: workingAmount 50.00, above 50.00 - 0.01 held undeclared (the
+ * debtor truly owes 50.00 again, so nothing is over-collected; the service under-collects less than the design says).
+ */
+test('money declared by the Source and taken back stays out of the working amount until the Source declares again', {
+  todo: "payments/take-back.ts takes declared money out of another Payment's undeclared acknowledgement",
+}, async () => {
+  strict = true
+  try {
+    await sequence([
+      { kind: 'request', cents: 5_000 },
+      { kind: 'settle', pick: 0, outcome: 'confirmed' },
+      { kind: 'reconcile', pick: 0, lines: [{ other: false, cents: 1 }] },
+      { kind: 'redeclare', cents: 5_000, via: 'put' },
+      { kind: 'request', cents: 1 },
+      { kind: 'settle', pick: 1, outcome: 'confirmed' },
+      { kind: 'reconcile', pick: 1, lines: [{ other: false, cents: 1 }] },
+      { kind: 'refund', pick: 0, cents: 5_000, fail: false },
+    ])
+  } finally {
+    strict = false
+  }
+})
+
+/**
+ * Money taken back from a Payment (a refund's success, a reversal): unapplied first, then allocated money no
+ * receipt line acknowledged (it leaves confirmedUnreconciled), then acknowledged money, which leaves the
+ * Receivable's acknowledged-undeclared money as far as it holds any (docs/decisions.md, "Refunds and reversals").
+ */
+function takeBack(m: Model, p: PaymentModel, amount: bigint) {
+  const fromUnapplied = smaller(amount, atLeastZero(p.unapplied - p.takenBackUnapplied))
+  const fromAllocated = amount - fromUnapplied
+  const unacknowledged = smaller(fromAllocated, atLeastZero(p.allocated - p.matched - p.takenBackAllocated))
+  const acknowledged = fromAllocated - unacknowledged
+  const undeclared = smaller(acknowledged, m.au)
+  // This Payment's own acknowledged money still held: its undeclared part goes first, then what the Source declared.
+  const acknowledgedHeld = smaller(p.matched, p.allocated - p.takenBackAllocated)
+  const declared = smaller(p.declared, atLeastZero(acknowledged - (acknowledgedHeld - p.declared)))
+  p.declared -= declared
+  m.givenBack += declared
+  p.takenBackUnapplied += fromUnapplied
+  p.takenBackAllocated += fromAllocated
+  m.cu -= unacknowledged
+  m.au -= undeclared
+}
+
+/** Allocated money of a Payment not taken back and not counted by the Source's last declaration. */
+function heldUndeclared(p: PaymentModel): bigint {
+  return atLeastZero(p.allocated - p.takenBackAllocated - p.declared)
+}
 
 async function apply(t: TestApp, tenant: Tenant, m: Model, a: Action, where: string, nextLine: () => string) {
   const base = `/v1/clients/${tenant.clientCode}`
-  const call = (method: 'PUT' | 'GET', path: string, body?: unknown) =>
+  const call = (method: 'PUT' | 'GET' | 'POST', path: string, body?: unknown) =>
     t.call(method, `${base}${path}`, { key: tenant.apiKey, ...(body ? { body } : {}) })
+  const simulate = (id: string, body: unknown) =>
+    t.admin('POST', `/admin/v1/clients/${tenant.clientCode}/payment-requests/${id}/simulate`, body)
   const expect = (res: Response, status: number, code?: string) => {
     assert.equal(res.status, status, `${where}: ${res.body}`)
-    if (code) assert.equal(problemCode(res), code, where)
+    if (code) assert.equal(problemCode(res), code, `${where}: ${res.body}`)
   }
+  const pick = (n: number) => (m.requests.length ? m.requests[n % m.requests.length] : undefined)
 
   switch (a.kind) {
     case 'request': {
-      const id = `pr-${m.requests.length + 1}`
-      const res = await call('PUT', `/payment-requests/${id}`, { externalReceivableId: 'R', amount: usd(BigInt(a.cents)) })
-      // A bad request is refused as such before the Receivable's holds are looked at (docs/decisions.md).
-      if (BigInt(a.cents) > working(m)) return expect(res, 422, 'validation_error')
+      // Zero-padded: the pay-time check orders open requests by (createdAt, id).
+      const id = `pr-${String(m.requests.length + 1).padStart(3, '0')}`
+      const cents = BigInt(a.cents)
+      const res = await call('PUT', `/payment-requests/${id}`, { externalReceivableId: 'R', amount: usd(cents) })
+      // A bad request is refused as such before the Receivable's holds are looked at (docs/decisions.md). Open
+      // requests reserve what they ask: together never more than the working amount.
+      const reserved = sum(m.requests.filter(isOpen).map((r) => r.cents))
+      if (cents > working(m) - reserved) return expect(res, 422, 'validation_error')
       if (held(m)) return expect(res, 409, 'recovery_held')
       expect(res, 201)
       assert.equal(res.json.status, 'open', where)
-      m.requests.push({ id, cents: BigInt(a.cents), status: 'open', allocated: 0n, unapplied: 0n, matched: 0n })
+      m.requests.push({ id, cents, status: 'open', epoch: m.falls })
       return
     }
     case 'settle': {
-      const r = m.requests.length ? m.requests[a.pick % m.requests.length] : undefined
+      const r = pick(a.pick)
       if (!r) return
-      const res = await t.admin('POST', `/admin/v1/clients/${tenant.clientCode}/payment-requests/${r.id}/simulate`, { outcome: a.outcome })
+      const res = await simulate(r.id, { outcome: a.outcome })
       if (r.status === 'open') {
         if (held(m)) return expect(res, 409, 'recovery_held')
+        // The pay-time check: the amount must still fit the working amount less what earlier open requests reserve.
+        const before = m.requests.slice(0, m.requests.indexOf(r)).filter(isOpen)
+        if (r.cents > working(m) - sum(before.map((o) => o.cents))) {
+          expect(res, 409, 'payment_request_state_conflict')
+          assert.equal(res.json.cancelReason, 'balance_changed', where)
+          r.status = 'canceled'
+          r.cancelReason = 'balance_changed'
+          return
+        }
         expect(res, 201)
         r.status = a.outcome
         if (a.outcome === 'confirmed') {
-          r.allocated = smaller(r.cents, working(m))
-          r.unapplied = r.cents - r.allocated
-          m.cu += r.allocated
+          const allocated = smaller(r.cents, working(m))
+          r.payment = {
+            amount: r.cents,
+            allocated,
+            unapplied: r.cents - allocated,
+            matched: 0n,
+            takenBackUnapplied: 0n,
+            takenBackAllocated: 0n,
+            refunded: 0n,
+            reversed: 0n,
+            declared: 0n,
+          }
+          m.cu += allocated
+          // Unapplied money is refunded at once (refund `unapplied-funds`), by the worker.
+          if (r.payment.unapplied > 0n) {
+            assert.equal(await t.app.refundWorker.runOnce(), true, where)
+            r.payment.refunded += r.payment.unapplied
+            takeBack(m, r.payment, r.payment.unapplied)
+          }
         }
         return
       }
       if (r.status === a.outcome) return expect(res, 200)
       return expect(res, 409, 'payment_request_state_conflict')
     }
+    case 'cancel': {
+      const r = pick(a.pick)
+      if (!r) return
+      const res = await call('POST', `/payment-requests/${r.id}/cancel`, { reason: 'the debtor asked' })
+      if (r.status === 'open') {
+        expect(res, 200)
+        r.status = 'canceled'
+        r.cancelReason = 'requested'
+      } else if (r.status === 'canceled') {
+        expect(res, 200)
+      } else {
+        return expect(res, 409, 'payment_request_state_conflict')
+      }
+      assert.equal(res.json.status, 'canceled', where)
+      assert.equal(res.json.cancelReason, r.cancelReason, where)
+      return
+    }
+    case 'refund': {
+      const r = pick(a.pick)
+      if (!r) return
+      // The sandbox fails a refund whose amount ends in .13, and refunds any other at once.
+      let cents = BigInt(a.cents)
+      if (a.fail) cents = (cents / 100n) * 100n + 13n
+      else if (cents % 100n === 13n) cents += 1n
+      m.refunds += 1
+      const id = `rf-${m.refunds}`
+      const res = await call('PUT', `/payment-requests/${r.id}/refunds/${id}`, { amount: usd(cents), reason: 'requested_by_customer' })
+      const p = r.payment
+      if (r.status !== 'confirmed' || !p) return expect(res, 409, 'payment_not_confirmed')
+      if (cents > remaining(p)) return expect(res, 422, 'validation_error')
+      expect(res, 201)
+      assert.equal(res.json.status, 'pending', where)
+      // Pending moves nothing: drain the worker, then the refund is decided.
+      await checkInvariants(t, tenant, m, `${where} (pending)`)
+      assert.equal(await t.app.refundWorker.runOnce(), true, where)
+      assert.equal(await t.app.refundWorker.runOnce(), false, where)
+      const decided = await call('GET', `/payment-requests/${r.id}/refunds/${id}`)
+      expect(decided, 200)
+      assert.equal(decided.json.status, a.fail ? 'failed' : 'succeeded', where)
+      if (a.fail) return
+      p.refunded += cents
+      takeBack(m, p, cents)
+      return
+    }
+    case 'reverse': {
+      const r = pick(a.pick)
+      if (!r) return
+      const res = await simulate(r.id, { outcome: 'reversed', ...(a.cents === null ? {} : { amount: usd(BigInt(a.cents)) }) })
+      const p = r.payment
+      if (r.status !== 'confirmed' || !p) return expect(res, 409, 'payment_not_confirmed')
+      const cents = a.cents === null ? remaining(p) : BigInt(a.cents)
+      if (a.cents === null && cents === 0n) return expect(res, 409, 'payment_request_state_conflict')
+      if (cents > remaining(p)) return expect(res, 422, 'validation_error')
+      expect(res, 200)
+      p.reversed += cents
+      takeBack(m, p, cents)
+      assert.deepEqual(res.json.payment.reversedAmount, usd(p.reversed), where)
+      return
+    }
     case 'reconcile': {
-      const r = m.requests.length ? m.requests[a.pick % m.requests.length] : undefined
+      const r = pick(a.pick)
       if (!r) return
       const id = `rec-${m.reconciliations.length + 1}`
       const lines = a.lines.map((l) => ({
@@ -179,15 +418,18 @@ async function apply(t: TestApp, tenant: Tenant, m: Model, a: Action, where: str
         amount: usd(BigInt(l.cents)),
       }))
       const res = await call('PUT', `/payment-reconciliations/${id}`, { externalPaymentRequestId: r.id, lines })
-      if (r.status !== 'confirmed') return expect(res, 409, 'payment_not_confirmed')
+      const p = r.payment
+      if (r.status !== 'confirmed' || !p) return expect(res, 409, 'payment_not_confirmed')
       expect(res, 201)
       let differs = false
       const states: string[] = []
       for (const l of a.lines) {
         const cents = BigInt(l.cents)
-        if (!l.other && r.matched + cents <= r.allocated) {
-          r.matched += cents
+        // Acknowledgeable: what the Payment allocated and still holds (money taken back is not there to acknowledge).
+        if (!l.other && p.matched + cents <= p.allocated - p.takenBackAllocated) {
+          p.matched += cents
           m.cu -= cents
+          m.au += cents
           m.ra += cents
           states.push('matched')
         } else {
@@ -220,7 +462,8 @@ async function apply(t: TestApp, tenant: Tenant, m: Model, a: Action, where: str
       if (a.basis === 'matching_evidence') {
         // Every Receivable it holds must be fully acknowledged: the Payment's own one by its matched lines (another
         // Receivable a differing line named has no allocation from this Payment, so nothing is missing there).
-        if (rec.request.matched !== rec.request.allocated) return expect(res, 409, 'matching_evidence_incomplete')
+        const p = rec.request.payment as PaymentModel
+        if (p.matched !== p.allocated) return expect(res, 409, 'matching_evidence_incomplete')
       }
       expect(res, 200)
       assert.equal(res.json.status, 'resolved', where)
@@ -243,8 +486,48 @@ async function apply(t: TestApp, tenant: Tenant, m: Model, a: Action, where: str
       })
       if (cents > m.source) return expect(res, 422, 'validation_error')
       expect(res, 201)
+      // A financial event moves sourceAmount and leaves acknowledged-undeclared money as it is.
       m.source -= cents
       m.sourceRevision += 1
+      m.falls += 1
+      return
+    }
+    case 'redeclare': {
+      // The Source declares the balance again: its books count every acknowledged receipt so far.
+      const cents = BigInt(a.cents)
+      const sourceRevision = m.sourceRevision + 1
+      if (a.via === 'put') {
+        const res = await call('PUT', '/receivables/R', {
+          financialType: 'loan_balance',
+          sourceRevision,
+          recoverableAmount: usd(cents),
+          creditUnion: { loanAccountReference: 'loan/R', loanType: 'auto' },
+          dueDate: '2026-01-01',
+          responsibleCustomers: [{ externalCustomerId: 'pay-cust', role: 'primary' }],
+          sourceReference: 'rcv/R',
+        })
+        expect(res, 200)
+      } else {
+        m.snapshots += 1
+        const res = await call('PUT', `/balance-snapshots/snap-${m.snapshots}`, {
+          asOf: '2026-03-02T09:00:00Z',
+          feedMode: 'transaction',
+          sourcePosition: 10 * m.snapshots,
+          balances: [{ externalReceivableId: 'R', recoverableAmount: usd(cents), sourceRevision }],
+        })
+        expect(res, 201)
+        assert.equal(res.json.balances[0].outcome, 'applied', where)
+      }
+      const before = working(m)
+      m.source = cents
+      m.sourceRevision = sourceRevision
+      m.au = 0n
+      m.givenBack = 0n
+      if (working(m) < before) m.falls += 1
+      for (const r of m.requests) {
+        // The acknowledged money this Payment still holds is now in the Source's declaration.
+        if (r.payment) r.payment.declared = smaller(r.payment.matched, atLeastZero(r.payment.allocated - r.payment.takenBackAllocated))
+      }
       return
     }
     case 'reauthorize': {
@@ -263,10 +546,11 @@ async function apply(t: TestApp, tenant: Tenant, m: Model, a: Action, where: str
   }
 }
 
-async function checkPosition(t: TestApp, tenant: Tenant, m: Model, where: string) {
+async function checkInvariants(t: TestApp, tenant: Tenant, m: Model, where: string) {
   const res = await t.call('GET', `/v1/clients/${tenant.clientCode}/receivables/R`, { key: tenant.apiKey })
   assert.equal(res.status, 200, where)
   const p = res.json.financialPosition
+  // The four amounts, to the cent.
   assert.deepEqual(
     p,
     {
@@ -277,37 +561,47 @@ async function checkPosition(t: TestApp, tenant: Tenant, m: Model, where: string
     },
     where,
   )
-  const minor = (x: { amount: string }) => BigInt(x.amount.replace('.', ''))
-  if (minor(p.sourceAmount) >= minor(p.confirmedUnreconciledAmount)) {
-    assert.equal(minor(p.sourceAmount), minor(p.workingAmount) + minor(p.confirmedUnreconciledAmount), where)
-  } else {
-    assert.equal(minor(p.workingAmount), 0n, where)
-  }
   const holds: string[] = res.json.recovery.holds
   assert.equal(holds.includes('reconciliation_hold'), m.heldBy.size > 0, `${where}: ${holds}`)
-}
 
-async function checkConservation(t: TestApp, tenant: Tenant, m: Model) {
-  let confirmed = 0n
-  let allocated = 0n
-  let unapplied = 0n
+  // Never over-collect: the working amount is at most what the Source's last declaration says is owed, less the
+  // money the service holds that this declaration does not count.
+  const holding = sum(m.requests.flatMap((r) => (r.payment ? [heldUndeclared(r.payment)] : [])))
+  // Declared money given back is owed again (the bound that is never passed); the design's stricter bound leaves it
+  // out until the Source declares again (the todo test above).
+  const owed = atLeastZero(minor(p.sourceAmount) + (strict ? 0n : m.givenBack) - holding)
+  assert.ok(minor(p.workingAmount) <= owed, `${where}: workingAmount ${p.workingAmount.amount} above ${formatMinor(owed)} still owed`)
+
+  // Every request as the service reads it: its status, and its Payment's amounts.
+  let open = 0n
   for (const r of m.requests) {
-    const res = await t.call('GET', `/v1/clients/${tenant.clientCode}/payment-requests/${r.id}`, { key: tenant.apiKey })
-    assert.equal(res.json.status, r.status, r.id)
-    if (r.status === 'open') {
-      assert.equal(res.json.payment, null, r.id)
+    const read = await t.call('GET', `/v1/clients/${tenant.clientCode}/payment-requests/${r.id}`, { key: tenant.apiKey })
+    assert.equal(read.status, 200, `${where} ${r.id}`)
+    const q = read.json
+    assert.equal(q.status, r.status, `${where} ${r.id}`)
+    if (q.status === 'open' && r.epoch === m.falls) open += minor(q.amount)
+    if (r.status === 'canceled') assert.equal(q.cancelReason, r.cancelReason, `${where} ${r.id}`)
+    if (!r.payment) {
+      if (r.status !== 'failed') assert.equal(q.payment, null, `${where} ${r.id}`)
       continue
     }
-    assert.equal(res.json.payment.status, r.status, r.id)
-    assert.deepEqual(res.json.payment.allocatedAmount, usd(r.allocated), r.id)
-    assert.deepEqual(res.json.payment.unappliedAmount, usd(r.unapplied), r.id)
-    if (r.status === 'confirmed') {
-      confirmed += r.cents
-      allocated += r.allocated
-      unapplied += r.unapplied
-    }
+    const pay = q.payment
+    const amount = minor(pay.amount)
+    const allocated = minor(pay.allocatedAmount)
+    const unapplied = minor(pay.unappliedAmount)
+    const refunded = minor(pay.refundedAmount)
+    const reversed = minor(pay.reversedAmount)
+    assert.deepEqual(
+      [amount, allocated, unapplied, refunded, reversed],
+      [r.payment.amount, r.payment.allocated, r.payment.unapplied, r.payment.refunded, r.payment.reversed],
+      `${where} ${r.id}`,
+    )
+    // Every confirmed cent is allocated or unapplied; nothing is given back twice.
+    assert.equal(amount, allocated + unapplied, `${where} ${r.id}`)
+    assert.ok(refunded + reversed <= amount, `${where} ${r.id}: refunded ${refunded} + reversed ${reversed} above ${amount}`)
   }
-  // Every confirmed cent is allocated or unapplied, and every allocated cent is unreconciled or acknowledged.
-  assert.equal(confirmed, allocated + unapplied)
-  assert.equal(allocated, m.cu + m.ra)
+  // Open requests together never ask for more than the working amount. When the Source lowered the balance after
+  // some were made, those may ask more until the pay-time check cancels each that no longer fits (checked at
+  // `settle`); the ones made since reserve within what is left.
+  assert.ok(open <= minor(p.workingAmount), `${where}: open requests ask ${formatMinor(open)}, working amount ${p.workingAmount.amount}`)
 }
