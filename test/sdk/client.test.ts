@@ -292,6 +292,60 @@ describe(`SDK client against the service (${engineName})`, () => {
     )
   })
 
+  test('every list answer is a page that iterates over the whole list, fetching the following pages as it goes', async () => {
+    const c = await t.tenant('sdk-pages')
+    const irs = sdk(c)
+    for (let i = 1; i <= 5; i++) {
+      await irs.PUT('/v1/clients/{clientCode}/customers/{externalCustomerId}', {
+        params: { path: { externalCustomerId: `p-${i}` } },
+        body: customer(i),
+      })
+    }
+    // The pages one by one, as an integrator without the iterator reads them.
+    const byHand: string[] = []
+    let cursor: string | undefined
+    for (;;) {
+      const query: { limit: number; cursor?: string } = { limit: 2 }
+      if (cursor !== undefined) query.cursor = cursor
+      const page = await irs.GET('/v1/clients/{clientCode}/customers', { params: { query } })
+      byHand.push(...page.data.map((x) => x.externalCustomerId))
+      if (page.nextCursor === null) break
+      cursor = page.nextCursor
+    }
+    assert.deepEqual([...byHand].sort(), ['p-1', 'p-2', 'p-3', 'p-4', 'p-5'])
+
+    sent.length = 0
+    const first = await irs.GET('/v1/clients/{clientCode}/customers', { params: { query: { limit: 2 } } })
+    // The page is the body the service sent: the iterator is not an own enumerable member.
+    assert.deepEqual(Object.keys(first), ['data', 'nextCursor'])
+    assert.equal(JSON.stringify(first), JSON.stringify({ data: first.data, nextCursor: first.nextCursor }))
+    const all: string[] = []
+    for await (const x of first) all.push(x.externalCustomerId)
+    assert.deepEqual(all, byHand)
+    // Pages of 2, 2 and 1: the first call and two more, each with the same limit and the previous nextCursor.
+    assert.equal(sent.length, 3)
+    assert.ok(sent.every((line) => line === 'GET /v1/clients/sdk-pages/customers'))
+    // Iterating again starts again from the first page's items.
+    const again: string[] = []
+    for await (const x of first) again.push(x.externalCustomerId)
+    assert.deepEqual(again, byHand)
+
+    // The change feed's page iterates too, with `after` and until `hasMore` is false.
+    const feedPage = await irs.GET('/v1/clients/{clientCode}/changes', { params: { query: { limit: 2 } } })
+    const events: string[] = []
+    for await (const e of feedPage) events.push(`${e.type} ${e.resource.id}`)
+    assert.deepEqual(
+      events,
+      [1, 2, 3, 4, 5].map((i) => `customer.created p-${i}`),
+    )
+
+    // An empty list: one request, no items.
+    const empty = await t.tenant('sdk-pages-empty')
+    const none: unknown[] = []
+    for await (const x of await sdk(empty).GET('/v1/clients/{clientCode}/customers')) none.push(x)
+    assert.deepEqual(none, [])
+  })
+
   test('following the feed picks up new events until aborted', async () => {
     const c = await t.tenant('sdk-follow')
     const irs = sdk(c)

@@ -67,6 +67,14 @@ describe(`SDK README example (${engineName})`, () => {
     assert.ok(rootReadme.includes('packages/sdk/README.md'), 'the root README points to the SDK README')
   })
 
+  test('the example is saved in your own project, where the package is installed, not in the repository', () => {
+    const section = readme.split('\n## ').find((s) => s.startsWith('Five lines'))!
+    const intro = section.slice(0, section.indexOf('```'))
+    assert.match(intro, /in\s+your own project where you installed the package/)
+    assert.doesNotMatch(intro, /repository root\S*\s+\S*\s*(save|and save)|second terminal in the repository/)
+    assert.ok(readme.indexOf('\n## Installing') < readme.indexOf('\n## Five lines'), 'Installing comes first')
+  })
+
   test('it type-checks against the SDK (strict)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'irs-sdk-readme-'))
     try {

@@ -26,19 +26,47 @@ type WithoutClientCodeOperation<O> = O extends { parameters: infer P }
   ? Simplify<Omit<O, 'parameters'> & { parameters: WithoutClientCodeParameters<P> }>
   : O
 
+export type Schemas = components['schemas']
+
+/**
+ * The body of each batch record kind: exactly the body of that kind's synchronous PUT. The generated schema types
+ * a record's `body` as any object (the service validates it when the record runs); the SDK types it by `kind`.
+ */
+export interface BatchRecordBodies {
+  customer: Schemas['CustomerWrite']
+  receivable: Schemas['ReceivableWrite']
+  payment_observation: Schemas['PaymentObservationWrite']
+  adjustment: Schemas['AdjustmentWrite']
+  credit_note: Schemas['CreditNoteWrite']
+  write_off: Schemas['WriteOffWrite']
+}
+type GeneratedBatchRecord = Schemas['BatchRecord']
+// Every kind the service takes has a body type here (a new kind in the generated types fails this line).
+const everyKindTyped: Record<GeneratedBatchRecord['kind'], true> = {} as Record<keyof BatchRecordBodies, true>
+void everyKindTyped
+
+/** A batch record, typed by its `kind`: `body` must be a complete body of that kind's synchronous PUT. */
+export type BatchRecord = {
+  [K in keyof BatchRecordBodies]: Simplify<Omit<GeneratedBatchRecord, 'kind' | 'body'> & { kind: K; body: BatchRecordBodies[K] }>
+}[keyof BatchRecordBodies]
+export type Batch = Schemas['Batch']
+export type BatchWrite = Simplify<Omit<Schemas['BatchWrite'], 'records'> & { records: BatchRecord[] }>
+
+/** An operation whose JSON request body is a BatchWrite takes the SDK's typed BatchWrite instead. */
+type WithTypedBatchRecords<O> = O extends { requestBody: { content: { 'application/json': Schemas['BatchWrite'] } } }
+  ? Simplify<Omit<O, 'requestBody'> & { requestBody: { content: { 'application/json': BatchWrite } } }>
+  : O
+
 /**
  * The generated `paths` of the client-scoped API (`/v1/clients/{clientCode}/...`), with `clientCode` taken out
- * of every operation's path parameters: a client created by `createClient` is bound to one client code.
+ * of every operation's path parameters (a client created by `createClient` is bound to one client code) and batch
+ * records typed by kind.
  */
 export type ClientPaths = {
   [Path in keyof paths as Path extends `/v1/clients/{clientCode}/${string}` | `/v1/clients/{clientCode}` ? Path : never]: {
-    [M in keyof paths[Path]]: M extends 'parameters' ? paths[Path][M] : WithoutClientCodeOperation<paths[Path][M]>
+    [M in keyof paths[Path]]: M extends 'parameters' ? paths[Path][M] : WithTypedBatchRecords<WithoutClientCodeOperation<paths[Path][M]>>
   }
 }
-
-export type Schemas = components['schemas']
-export type Batch = Schemas['Batch']
-export type BatchWrite = Schemas['BatchWrite']
 export type ChangeEvent = Schemas['ChangeEvent']
 export type ChangePage = Schemas['ChangePage']
 
@@ -51,10 +79,54 @@ type InitArgument<Init> =
   RequiredKeys<Init> extends never ? [init?: Init & { [key: string]: unknown }] : [init: Init & { [key: string]: unknown }]
 type Operation<P extends keyof ClientPaths, M extends Method> = ClientPaths[P][M & keyof ClientPaths[P]] & Record<string | number, unknown>
 
-/** The body of a 2xx answer of an operation (the union when it has several). */
-export type ResponseData<P extends keyof ClientPaths, M extends Method, Init = object> = NonNullable<
-  FetchResponse<Operation<P, M>, Init, `${string}/${string}`>['data']
+/**
+ * A page of a list (`{data, nextCursor}`; the change feed's `{data, nextCursor, hasMore}`), which is also an async
+ * iterable over every item of the list from this page on: iterating fetches the following pages as it goes, with
+ * the same path, query and options (`for await (const c of await irs.GET('/v1/clients/{clientCode}/customers'))`).
+ */
+export type Page<T> = T & AsyncIterable<T extends { data: readonly (infer Item)[] } ? Item : never>
+
+/** A list's answer (an object with a `data` array and a `nextCursor`) becomes a Page; any other answer is itself. */
+export type Paged<T> = T extends { data: readonly unknown[]; nextCursor: string | null } ? Page<T> : T
+
+/** The body of a 2xx answer of an operation (the union when it has several); a list's answer is a Page. */
+export type ResponseData<P extends keyof ClientPaths, M extends Method, Init = object> = Paged<
+  NonNullable<FetchResponse<Operation<P, M>, Init, `${string}/${string}`>['data']>
 >
+
+interface PageBody {
+  data: unknown[]
+  nextCursor: string | null
+  hasMore?: boolean
+}
+
+function isPageBody(body: unknown): body is PageBody {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return false
+  const b = body as Record<string, unknown>
+  return Array.isArray(b.data) && (typeof b.nextCursor === 'string' || b.nextCursor === null)
+}
+
+/**
+ * The one auto-paging mechanism: makes `first` (a page already fetched) an async iterable over its items and those
+ * of every following page. `next(cursor)` fetches the page after `cursor`. A list ends at `nextCursor: null`; the
+ * change feed (a page with `hasMore`) ends at `hasMore: false`. The iterator is a non-enumerable property, so the
+ * page still prints, serializes and compares as the body the service sent.
+ */
+export function autoPage<T extends PageBody>(first: T, next: (cursor: string) => Promise<unknown>): Page<T> {
+  async function* items(): AsyncGenerator<unknown> {
+    let page: PageBody = first
+    for (;;) {
+      yield* page.data
+      const more = page.hasMore === undefined ? page.nextCursor !== null : page.hasMore
+      if (!more || page.nextCursor === null) return
+      const fetched = await next(page.nextCursor)
+      if (!isPageBody(fetched)) throw new TypeError('auto-paging: the next page is not a list page')
+      page = fetched
+    }
+  }
+  Object.defineProperty(first, Symbol.asyncIterator, { value: items, enumerable: false, configurable: true, writable: true })
+  return first as Page<T>
+}
 
 /** A typed call: resolves with the 2xx body, rejects with ProblemError (problem+json) or ApiError. */
 export type SdkMethod<M extends Method> = <P extends PathsFor<M>, Init extends MaybeOptionalInit<ClientPaths[P], M>>(
@@ -195,9 +267,20 @@ export function createClient(options: ClientOptions): InboundClient {
         p: string,
         i?: unknown,
       ) => Promise<{ data?: unknown; error?: unknown; response: Response }>
-      const { data, error, response } = await request(verb, path as string, init[0])
-      if (!response.ok) throw errorFor(response, error)
-      return data as never
+      const call = async (options: unknown) => {
+        const { data, error, response } = await request(verb, path as string, options)
+        if (!response.ok) throw errorFor(response, error)
+        return data
+      }
+      const data = await call(init[0])
+      if (verb !== 'GET' || !isPageBody(data)) return data as never
+      // A list: the next page is the same call with the cursor (`after` for the change feed, `cursor` otherwise).
+      const options = (init[0] ?? {}) as { params?: { query?: Record<string, unknown> } }
+      const cursorName = data.hasMore === undefined ? 'cursor' : 'after'
+      const nextPage = async (cursor: string): Promise<unknown> => {
+        return call({ ...options, params: { ...options.params, query: { ...options.params?.query, [cursorName]: cursor } } })
+      }
+      return autoPage(data, nextPage) as never
     }
 
   const client: InboundClient = {

@@ -19,6 +19,14 @@ export function problemCodeOf(type: unknown): ProblemCode | null {
   return match && isProblemCode(match[1]) ? match[1] : null
 }
 
+const inspectCustom = Symbol.for('nodejs.util.inspect.custom')
+
+/** One line of text: runs of whitespace (line breaks included) become one space. */
+const oneLine = (text: unknown): string => String(text).replace(/\s+/g, ' ').trim()
+
+/** How many field errors the printed line names; the rest are counted (`+N more`). */
+const PRINTED_FIELD_ERRORS = 3
+
 /** Any answer other than 2xx. `body` is the parsed JSON body when there was one, else the text (or undefined). */
 export class ApiError extends Error {
   readonly status: number
@@ -35,6 +43,15 @@ export class ApiError extends Error {
     this.response = response
     this.requestId = response.headers.get('x-request-id')
   }
+
+  /** One line: `<name>: <message>` (console.log, util.inspect and String() all print it, not the Response). */
+  override toString(): string {
+    return `${this.name}: ${this.message}`
+  }
+
+  [inspectCustom](): string {
+    return this.toString()
+  }
 }
 
 /**
@@ -47,7 +64,7 @@ export class ProblemError extends ApiError {
 
   constructor(response: Response, problem: Problem) {
     const code = problemCodeOf(problem.type)
-    super(`${response.status} ${code ?? problem.type}: ${problem.detail}`, response, problem)
+    super(problemLine(response, code, problem), response, problem)
     this.name = 'ProblemError'
     this.code = code
     this.problem = problem
@@ -57,6 +74,24 @@ export class ProblemError extends ApiError {
   get fieldErrors(): { code: string; detail: string; pointer: string }[] {
     return this.problem.errors ?? []
   }
+}
+
+/**
+ * The message of a ProblemError, one line: status, code (the `type` URL for a code newer than this SDK), detail,
+ * request id, then the first field errors (`pointer code: detail`), e.g.
+ * `422 validation_error: The request is invalid. (request 3f2a...) [/dueDate invalid_date: Must be a date.]`.
+ */
+function problemLine(response: Response, code: ProblemCode | null, problem: Problem): string {
+  const requestId = response.headers.get('x-request-id') ?? (typeof problem.requestId === 'string' ? problem.requestId : null)
+  let line = `${response.status} ${code ?? problem.type}: ${oneLine(problem.detail ?? problem.title)}`
+  if (requestId) line += ` (request ${requestId})`
+  const errors = Array.isArray(problem.errors) ? problem.errors : []
+  if (errors.length > 0) {
+    const shown = errors.slice(0, PRINTED_FIELD_ERRORS).map((e) => `${e.pointer} ${e.code}: ${oneLine(e.detail)}`)
+    if (errors.length > PRINTED_FIELD_ERRORS) shown.push(`+${errors.length - PRINTED_FIELD_ERRORS} more`)
+    line += ` [${shown.join('; ')}]`
+  }
+  return line
 }
 
 function looksLikeProblem(body: unknown): body is Problem {

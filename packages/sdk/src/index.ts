@@ -5,7 +5,10 @@
  */
 
 export {
+  autoPage,
   type Batch,
+  type BatchRecord,
+  type BatchRecordBodies,
   BatchTimeoutError,
   type BatchWrite,
   type ChangeEvent,
@@ -17,6 +20,8 @@ export {
   createClient,
   FINAL_BATCH_STATUSES,
   type InboundClient,
+  type Page,
+  type Paged,
   type ResponseData,
   type RunBatchOptions,
   type Schemas,
