@@ -126,7 +126,9 @@ async function admin(method: 'GET' | 'PUT' | 'POST' | 'DELETE', path: string, bo
   const json = text ? (JSON.parse(text) as Record<string, unknown>) : {}
   if (res.statusCode >= 400) {
     const errors = (json.errors as { pointer: string; detail: string }[] | undefined) ?? []
-    process.stderr.write(`error: ${json.title ?? 'request failed'} (${res.statusCode}): ${json.detail ?? text}\n`)
+    // With field errors, the detail only repeats the first of them (a refused scope would print the valid ones twice).
+    const summary = errors.length > 0 ? `${errors.length} field${errors.length === 1 ? '' : 's'} refused:` : (json.detail ?? text)
+    process.stderr.write(`error: ${json.title ?? 'request failed'} (${res.statusCode}): ${summary}\n`)
     for (const e of errors) process.stderr.write(`  ${e.pointer}: ${e.detail}\n`)
     process.exit(1)
   }

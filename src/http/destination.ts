@@ -73,6 +73,9 @@ const SPECIAL_USE = [
 
 const LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/
 
+/** The loopback destinations WEBHOOK_DEV_ALLOW_LOOPBACK=1 accepts: `http://127.0.0.1:<port>`, `http://localhost:<port>`. */
+const LOOPBACK_HTTP = /^http:\/\/(127\.0\.0\.1|localhost):[1-9]\d{0,4}(?=[/?]|$)/i
+
 /** The checks that need no network. Throws UnsafeDestinationError with the first rule the URL breaks. */
 export function parseDestination(raw: string, opts: { allowLoopback: boolean }): Destination {
   const unsafe = (reason: string) => new UnsafeDestinationError(reason)
@@ -88,10 +91,14 @@ export function parseDestination(raw: string, opts: { allowLoopback: boolean }):
   }
   if (raw.includes('#')) throw unsafe('has a fragment')
   if (/^[a-z][a-z0-9+.-]*:\/\/[^/?#]*@/i.test(raw) || url.username !== '' || url.password !== '') throw unsafe('carries credentials')
-  if (opts.allowLoopback && url.protocol === 'http:' && /^http:\/\/(127\.0\.0\.1|localhost):[1-9]\d{0,4}(?=[/?]|$)/i.test(raw)) {
+  if (opts.allowLoopback && url.protocol === 'http:' && LOOPBACK_HTTP.test(raw)) {
     return { url, hostname: url.hostname, loopback: true }
   }
-  if (url.protocol !== 'https:') throw unsafe('is not https')
+  if (url.protocol !== 'https:') {
+    if (!opts.allowLoopback && LOOPBACK_HTTP.test(raw))
+      throw unsafe('is not https (a loopback http URL is accepted in sandbox when the service runs with WEBHOOK_DEV_ALLOW_LOOPBACK=1)')
+    throw unsafe('is not https')
+  }
   if (url.port !== '') throw unsafe('is not on port 443')
   const host = url.hostname
   if (host.startsWith('[') || net.isIP(host) !== 0 || ipaddr.isValid(host)) throw unsafe('names an IP address instead of a DNS name')

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict'
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import { test } from 'node:test'
-import { ConfigSchema, loadConfig } from '../../src/config.ts'
+import { ConfigSchema, loadConfig, MAX_BATCH_CHUNK_SIZE } from '../../src/config.ts'
+import { SCOPES } from '../../src/domain/scopes.ts'
 
 /** The settings the code reads, and the two places a newcomer reads about them, cannot drift apart. */
 const variables = Object.keys(ConfigSchema.in.shape).sort()
@@ -44,4 +45,44 @@ test('README and docs/ are self-contained: every link points at a file of this r
     for (const m of text.matchAll(/\.\.\/shared\/[\w./-]+/g)) outside.push(`${file}: ${m[0]}`)
   }
   assert.deepEqual(outside, [])
+})
+
+test('every grant the README and the docs show can read back what it may write', () => {
+  const files = ['README.md', ...readdirSync('docs').map((f) => `docs/${f}`)]
+  const grants: string[][] = []
+  for (const file of files) {
+    const text = readFileSync(file, 'utf8')
+    for (const m of text.matchAll(/--scopes ([a-z_:,]+)/g)) grants.push((m[1] as string).split(','))
+    for (const m of text.matchAll(/"scopes":\s*\[([^\]]*)\]/g))
+      grants.push([...(m[1] as string).matchAll(/"([a-z_:]+)"/g)].map((s) => s[1] as string))
+  }
+  assert.ok(grants.length >= 2, `found ${grants.length} grant examples`)
+  const missing = grants.flatMap((scopes) =>
+    scopes
+      .filter((s) => s.endsWith(':write') && (SCOPES as readonly string[]).includes(s.replace(/:write$/, ':read')))
+      .filter((s) => !scopes.includes(s.replace(/:write$/, ':read')))
+      .map((s) => `${scopes.join(',')} lacks ${s.replace(/:write$/, ':read')}`),
+  )
+  assert.deepEqual(missing, [])
+})
+
+test('.env.example and the README state the largest BATCH_CHUNK_SIZE the code takes', () => {
+  assert.match(envExample, new RegExp(`records per chunk transaction: 1 to ${MAX_BATCH_CHUNK_SIZE}\\b`))
+  assert.match(readme, new RegExp(`records per transaction \\(at most ${MAX_BATCH_CHUNK_SIZE}\\b`))
+  assert.ok(!/BATCH_CHUNK_SIZE[^\n]*\b64\b/.test(envExample))
+  assert.equal(loadConfig({ BATCH_CHUNK_SIZE: String(MAX_BATCH_CHUNK_SIZE) }).batches.chunkSize, MAX_BATCH_CHUNK_SIZE)
+  assert.throws(() => loadConfig({ BATCH_CHUNK_SIZE: String(MAX_BATCH_CHUNK_SIZE + 1) }))
+})
+
+test("the demo's export block exports every variable the demo's commands use", () => {
+  const demo = readme.slice(readme.indexOf('## Try the demo'), readme.indexOf('\n## ', readme.indexOf('## Try the demo') + 5))
+  const blocks = [...demo.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1] as string)
+  const exported = new Set([...(blocks[0] ?? '').matchAll(/^export ([A-Z_]+)=/gm)].map((m) => m[1]))
+  const used = new Set(blocks.slice(1).flatMap((b) => [...b.matchAll(/\$\{?([A-Z_]+)\b/g)].map((m) => m[1])))
+  const setInBlocks = new Set(blocks.slice(1).flatMap((b) => [...b.matchAll(/^\s*(?:export )?([A-Z_]+)=/gm)].map((m) => m[1])))
+  assert.ok(exported.has('ADMIN_TOKEN') && used.has('ADMIN_TOKEN'))
+  assert.deepEqual(
+    [...used].filter((v) => !exported.has(v) && !setInBlocks.has(v)),
+    [],
+  )
 })

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
+import { Problem } from '../../../src/domain/problems.ts'
 import {
+  checkConfiguredDestination,
   checkDestination,
   isPublicAddress,
   parseDestination,
@@ -10,6 +12,7 @@ import {
   resolveDestination,
   UnsafeDestinationError,
 } from '../../../src/http/destination.ts'
+import { problemDocs } from '../../../src/http/problem-docs.ts'
 
 /** A resolver answering a fixed table; a name may answer differently on each lookup (rebinding). */
 function stubResolver(table: Record<string, (string | string[])[]>): Resolver & { calls: string[] } {
@@ -192,6 +195,40 @@ describe('WEBHOOK_DEV_ALLOW_LOOPBACK', () => {
     const pinned = await resolveDestination(parseDestination('http://localhost:8080/', { allowLoopback: true }), r)
     assert.deepEqual(pinned, { address: '127.0.0.1', family: 4 })
     assert.deepEqual(r.calls, [])
+  })
+})
+
+describe('a refused loopback URL says how to allow it', () => {
+  const hint = 'is not https (a loopback http URL is accepted in sandbox when the service runs with WEBHOOK_DEV_ALLOW_LOOPBACK=1)'
+  const reasonOf = (input: string, allowLoopback: boolean) =>
+    checkDestination(input, { allowLoopback, resolver }).then(
+      () => 'accepted',
+      (err: unknown) => (err instanceof UnsafeDestinationError ? err.reason : String(err)),
+    )
+  test('without the flag, http://127.0.0.1:<port> and http://localhost:<port> name WEBHOOK_DEV_ALLOW_LOOPBACK=1', async () => {
+    for (const url of ['http://127.0.0.1:8080/hook', 'http://localhost:9999/', 'http://LOCALHOST:3000?x=1']) {
+      assert.equal(await reasonOf(url, false), hint, url)
+    }
+  })
+  test('other non-https URLs, which the flag would not accept either, do not mention it', async () => {
+    for (const url of [
+      'http://hooks.acme.com/irs',
+      'http://127.0.0.1/hook',
+      'http://127.0.0.2:8080/',
+      'http://[::1]:8080/',
+      'ftp://localhost:21/',
+    ]) {
+      assert.equal(await reasonOf(url, false), 'is not https', url)
+      assert.equal(await reasonOf(url, true), 'is not https', url)
+    }
+  })
+  test("the 422's detail and field error carry the hint, and the problem page says the same", async () => {
+    const err = await checkConfiguredDestination('http://127.0.0.1:8080/hook', { allowLoopback: false, resolver }).catch((e: unknown) => e)
+    assert.ok(err instanceof Problem)
+    assert.equal(err.code, 'webhook_destination_unsafe')
+    assert.equal(err.detail, `The url ${hint}.`)
+    assert.deepEqual(err.errors, [{ code: 'webhook_destination_unsafe', detail: hint, pointer: '/url' }])
+    assert.match(problemDocs.webhook_destination_unsafe.fix, /`WEBHOOK_DEV_ALLOW_LOOPBACK=1`.*`http:\/\/127\.0\.0\.1:<port>`/)
   })
 })
 
