@@ -31,6 +31,8 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --omit=optional --workspaces=false --ignore-scripts --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
 COPY bin ./bin
+# The guide's Markdown (/docs/guide renders it at its first request).
+COPY docs/guide ./docs/guide
 # The embedded store's directory (used only without DATABASE_URL), writable by the service user.
 RUN mkdir -p /data && chown node:node /data
 USER node

@@ -265,6 +265,8 @@ export function createApp({
     path: '/v1/openapi.json',
     operationId: 'getOpenApi',
     summary: 'The OpenAPI 3.1 document of this API',
+    description:
+      'This document: the OpenAPI 3.1 description of every operation, generated from the same schemas that validate requests. No API key is needed.',
     tags: ['Specification'],
     auth: { kind: 'none' },
     responses: { 200: { schema: OpenApiDocument, description: 'OpenAPI 3.1, version 1.0.0' } },

@@ -7,6 +7,7 @@ import swaggerUiPath from 'swagger-ui-dist/absolute-path.js'
 import { type ProblemCode, problemCatalogue } from '../domain/problems.ts'
 import { ping } from '../store/readiness.ts'
 import type { Queryable } from '../store/store.ts'
+import { registerGuideRoutes } from './guide.ts'
 import { problemPageText } from './problem-docs.ts'
 import { crossCuttingProblems, type RouteDef } from './route.ts'
 
@@ -61,7 +62,7 @@ function problemPage(code: ProblemCode, routes: readonly string[]): string {
 <h2>How to fix it</h2><p>${inline(text.fix)}</p>
 <h2>Retrying the identical request</h2><p>${inline(text.retry)}</p>
 ${routeList(routes)}
-<p><a href="/docs/problems">All problem types</a> · <a href="/docs">API reference</a></p>`,
+<p><a href="/docs/problems">All problem types</a> · <a href="/docs">API reference</a> · <a href="/docs/guide">Guide</a></p>`,
   )
 }
 
@@ -96,7 +97,7 @@ export function registerInfraRoutes(app: FastifyInstance, db: Queryable, routes:
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="stylesheet" href="/docs/assets/swagger-ui.css"></head><body>
 <noscript><p>The API reference needs JavaScript. The OpenAPI document is at <a href="/v1/openapi.json">/v1/openapi.json</a>.</p></noscript>
-<p style="font-family:system-ui,sans-serif;margin:1rem 1.25rem 0">Errors: <a href="/docs/problems">problem types</a>, what causes each and how to fix it.</p>
+<p style="font-family:system-ui,sans-serif;margin:1rem 1.25rem 0"><a href="/docs/guide">The guide</a>: how the service works, from getting started to going live, one concept a page. Errors: <a href="/docs/problems">problem types</a>, what causes each and how to fix it.</p>
 <div id="ui"></div>
 <script src="/docs/assets/swagger-ui-bundle.js"></script>
 <script>window.ui = SwaggerUIBundle({ url: '/v1/openapi.json', dom_id: '#ui', deepLinking: true })</script>
@@ -108,6 +109,7 @@ export function registerInfraRoutes(app: FastifyInstance, db: Queryable, routes:
     reply.type(file.endsWith('.css') ? 'text/css' : 'text/javascript')
     return readFile(join(swaggerUiPath(), file))
   })
+  registerGuideRoutes(app)
   app.get('/docs/problems', async (_request, reply) => {
     const rows = (Object.entries(problemCatalogue) as [ProblemCode, (typeof problemCatalogue)[ProblemCode]][])
       .map(
@@ -121,7 +123,7 @@ export function registerInfraRoutes(app: FastifyInstance, db: Queryable, routes:
       `<h1>Problem types</h1>
 <p>Every error is an <code>application/problem+json</code> body whose <code>type</code> links to one of these pages.</p>
 <table><thead><tr><th>Status</th><th>Code</th><th>Title</th></tr></thead><tbody>${rows}</tbody></table>
-<p><a href="/docs">API reference</a></p>`,
+<p><a href="/docs">API reference</a> · <a href="/docs/guide">Guide</a></p>`,
     )
   })
   app.get<{ Params: { code: string } }>('/docs/problems/:code', async (request, reply) => {

@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { type ProblemCode, problemCatalogue } from '../domain/problems.ts'
+import { withGuideLink } from './guide.ts'
 import { crossCuttingProblems, type RouteDef } from './route.ts'
 
 export const ProblemSchema = z
@@ -155,10 +156,12 @@ export function buildOpenApi(
         },
       }
     }
+    // Public operations link to their concept page of the guide (by tag); operator ones have no guide page.
+    const description = (opts.audience ?? 'public') === 'public' ? withGuideLink(def.description, def.tags) : def.description
     const operation: Json = {
       operationId: def.operationId,
       summary: def.summary,
-      ...(def.description ? { description: def.description } : {}),
+      ...(description ? { description } : {}),
       tags: def.tags,
       parameters: parameters(def),
       responses,

@@ -132,10 +132,11 @@ describe('Dockerfile', () => {
       copies.filter((c) => c.startsWith('--from')),
       ['--from=build /app/dist ./dist'],
     )
-    // From the build context: the manifests for npm ci and the CLI launcher; never src/, tests or .env files.
+    // From the build context: the manifests for npm ci, the CLI launcher and the guide's Markdown; never src/, tests
+    // or .env files.
     assert.deepEqual(
       copies.filter((c) => !c.startsWith('--from')),
-      ['package.json package-lock.json ./', 'bin ./bin'],
+      ['package.json package-lock.json ./', 'bin ./bin', 'docs/guide ./docs/guide'],
     )
   })
 
@@ -427,7 +428,7 @@ describe(`the image's runtime stage, reproduced without Docker (${engineName} st
     for (const prod of ['fastify', 'pg', '@electric-sql', 'zod', 'pino', 'undici', 'swagger-ui-dist', 'stripe'])
       assert.ok(installed.includes(prod), prod)
     for (let d = dirname(app); d !== dirname(d); d = dirname(d)) assert.equal(existsSync(join(d, 'node_modules')), false, d)
-    assert.deepEqual(readdirSync(app).sort(), ['bin', 'dist', 'node_modules', 'package-lock.json', 'package.json'])
+    assert.deepEqual(readdirSync(app).sort(), ['bin', 'dist', 'docs', 'node_modules', 'package-lock.json', 'package.json'])
     assert.ok(existsSync(join(app, 'dist/store/migrations')))
 
     const port = await freePort()
@@ -465,6 +466,10 @@ describe(`the image's runtime stage, reproduced without Docker (${engineName} st
     await service.waitReady(url)
     const ready = await http(url, 'GET', '/readyz')
     assert.deepEqual([ready.status, ready.json], [200, { status: 'ready' }])
+    // The guide renders from the image's copy of docs/guide.
+    const guide = await fetch(`${url}/docs/guide/getting-started`)
+    assert.equal(guide.status, 200)
+    assert.match(await guide.text(), /<h1>Getting started<\/h1>/)
     assert.match(service.output(), /"environment":"production"/)
     assert.match(service.output(), new RegExp(`"store":"${onPostgres ? 'postgres' : 'pglite'}"`))
     // The operator token from the environment works, and nothing was generated or shown once.

@@ -24,6 +24,8 @@ export function bookRoutes(deps: RouteDeps, book: BookService): RouteDef[] {
       path,
       operationId: 'getBookCompletion',
       summary: 'Read a complete-book declaration with the Receivables it flagged',
+      description:
+        'Reads a complete-book declaration: the batches it named, how many Receivables they covered, and the Receivables it flagged as omitted (`held` until the Source writes or closes them, then `released`).',
       tags: ['Complete-book declarations'],
       auth: { kind: 'api_key', scopes: ['receivables:read'] },
       params: BookCompletionParams,

@@ -10,6 +10,8 @@ export function collectionRoutes(store: Store, summary: ReturnType<typeof create
       path: '/v1/clients/:clientCode/collection-summary',
       operationId: 'getCollectionSummary',
       summary: 'Counts and amounts by status and currency, and held counts by category',
+      description:
+        "Counts and amounts of the client's Receivables by status and currency, and how many are held in each hold category. A dashboard's one call.",
       tags: ['Collection summary'],
       auth: { kind: 'api_key', scopes: ['receivables:read'] },
       params: ClientParams,

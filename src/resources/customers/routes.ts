@@ -15,6 +15,8 @@ export function customerRoutes(deps: RouteDeps, customers: CustomerService): Rou
       params: CustomerParams,
       operationId: 'putCustomer',
       summary: 'Create or replace a Customer',
+      description:
+        'Creates the Customer, or replaces it whole: the body is the complete Customer (a person or an organization, its contacts and restrictions). An identical retry answers 200 and changes nothing; any accepted change adds 1 to its `revision` and puts an event on the change feed.',
       tags: ['Customers'],
       problems: ['contact_update_unsupported'],
     }),
@@ -25,6 +27,8 @@ export function customerRoutes(deps: RouteDeps, customers: CustomerService): Rou
       params: CustomerParams,
       operationId: 'patchCustomer',
       summary: 'Apply a JSON Merge Patch to a Customer',
+      description:
+        'Changes part of an existing Customer with an RFC 7396 JSON Merge Patch; the result must be a complete, valid Customer, else 422 at the pointer of the first bad field. Use it when the Source sends only what changed; a PUT of the whole Customer does the same.',
       tags: ['Customers'],
       problems: ['customer_not_found', 'contact_update_unsupported'],
       mediaType: 'application/merge-patch+json',
@@ -34,6 +38,8 @@ export function customerRoutes(deps: RouteDeps, customers: CustomerService): Rou
       path: `${base}/:externalCustomerId`,
       operationId: 'getCustomer',
       summary: 'Read a Customer',
+      description:
+        'Reads one Customer as the service holds it, with its `revision` and `updatedAt`. Contacts and restrictions are returned as last written.',
       tags: ['Customers'],
       auth: { kind: 'api_key', scopes: ['customers:read'] },
       params: CustomerParams,
@@ -48,6 +54,8 @@ export function customerRoutes(deps: RouteDeps, customers: CustomerService): Rou
       path: base,
       operationId: 'listCustomers',
       summary: 'List Customers',
+      description:
+        "Lists the client's Customers a page at a time (`limit` 1 to 200, default 50); pass the page's `nextCursor` as `cursor` for the next page, until it is null. Each item is as its GET returns it.",
       tags: ['Customers'],
       auth: { kind: 'api_key', scopes: ['customers:read'] },
       params: ClientParams,

@@ -25,6 +25,7 @@ export function financialEventRoutes(deps: RouteDeps, events: FinancialEventServ
         path,
         operationId: `get${f.title}`,
         summary: `Read ${f.noun}`,
+        description: `Reads ${f.noun} exactly as it was accepted (financial events are immutable), with its \`acceptedAt\`. Its effect on the Receivable is in the Receivable's \`financialPosition\`.`,
         tags: ['Financial corrections'],
         auth: { kind: 'api_key', scopes: ['financial_corrections:read'] },
         params: EventParams,

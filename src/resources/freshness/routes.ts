@@ -10,6 +10,8 @@ export function freshnessRoutes(store: Store, freshness: Freshness): RouteDef[] 
       path: '/v1/clients/:clientCode/source-freshness',
       operationId: 'getSourceFreshness',
       summary: 'How recently the Source was heard from, judged for the caller connection feed mode',
+      description:
+        "Tells whether the Source has been heard from recently enough (`fresh`) or not (`stale`, which holds every Receivable with `source_stale`), judged for the caller's feed mode, with the last times and position received.",
       tags: ['Source freshness'],
       auth: { kind: 'api_key', scopes: ['receivables:read'] },
       params: ClientParams,

@@ -23,6 +23,8 @@ export function paymentObservationRoutes(deps: RouteDeps, observations: PaymentO
       path,
       operationId: 'getPaymentObservation',
       summary: 'Read a payment observation',
+      description:
+        'Reads one payment observation as recorded. Observations are evidence of money the Source saw (a payment, refund or reversal): they appear in the change feed but never move the financial position.',
       tags: ['Payment observations'],
       auth: { kind: 'api_key', scopes: ['payment_observations:read'] },
       params: PaymentObservationParams,

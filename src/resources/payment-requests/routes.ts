@@ -41,6 +41,8 @@ export function paymentRequestRoutes(deps: RouteDeps, requests: PaymentRequestSe
       path,
       operationId: 'getPaymentRequest',
       summary: 'Read a Payment request with its Payment, if the provider has decided',
+      description:
+        'Reads one payment request: its `status` (`open`, `confirmed`, `failed`, `expired`, `canceled`), its `hostedUrl`, and once the provider has decided, its Payment with the refunded and reversed amounts. Poll it, or listen for its change-feed events.',
       tags: ['Payment requests'],
       auth: { kind: 'api_key', scopes: requests.getOperation.scopes },
       params: PaymentRequestParams,

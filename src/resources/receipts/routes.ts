@@ -31,6 +31,8 @@ export function receiptRoutes(deps: RouteDeps, receipts: ReceiptService): RouteD
       path,
       operationId: 'getReceiptRoute',
       summary: "Read the client's receipt-posting route",
+      description:
+        "Reads the client's receipt-posting route: its `url` and `state` (`unverified` until the Source sends back the test receipt's confirmation code, then `verified`; `disabled` with a reason).",
       tags,
       auth: { kind: 'api_key', scopes: ['payment_requests:read'] },
       params: ReceiptRouteParams,

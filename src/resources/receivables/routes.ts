@@ -6,11 +6,31 @@ import type { LifecycleCommand, ReceivableService } from './service.ts'
 
 const base = '/v1/clients/:clientCode/receivables'
 
-const commands: { command: LifecycleCommand; summary: string }[] = [
-  { command: 'pause', summary: 'Pause a Receivable (active to paused)' },
-  { command: 'resume', summary: 'Resume a paused Receivable (paused to active)' },
-  { command: 'close', summary: 'Close a Receivable (active or paused to closed)' },
-  { command: 'reopen', summary: 'Reopen a closed Receivable; recovery is never resumed automatically' },
+const commands: { command: LifecycleCommand; summary: string; description: string }[] = [
+  {
+    command: 'pause',
+    summary: 'Pause a Receivable (active to paused)',
+    description:
+      'Pauses an active Receivable: recovery stops (hold `other_protection`) until it is resumed. A Receivable in any other state answers 409 `receivable_state_conflict`; the command adds 1 to its `revision`.',
+  },
+  {
+    command: 'resume',
+    summary: 'Resume a paused Receivable (paused to active)',
+    description:
+      "Resumes a paused Receivable: it becomes active again and the pause's hold goes away (other holds stay). Any other state answers 409 `receivable_state_conflict`.",
+  },
+  {
+    command: 'close',
+    summary: 'Close a Receivable (active or paused to closed)',
+    description:
+      'Closes an active or paused Receivable with a reason: it can no longer be collected. A closed one answers 409 `receivable_state_conflict`; reopen it first.',
+  },
+  {
+    command: 'reopen',
+    summary: 'Reopen a closed Receivable; recovery is never resumed automatically',
+    description:
+      'Reopens a closed Receivable: it is active again, but an authorized recovery instruction is suspended, so recovery never resumes by itself (send a new instruction revision). Any other state answers 409 `receivable_state_conflict`.',
+  },
 ]
 
 export function receivableRoutes(deps: RouteDeps, receivables: ReceivableService): RouteDef[] {
@@ -31,6 +51,8 @@ export function receivableRoutes(deps: RouteDeps, receivables: ReceivableService
       path: `${base}/:externalReceivableId`,
       operationId: 'getReceivable',
       summary: 'Read a Receivable with its financial position and holds',
+      description:
+        'Reads one Receivable with its `financialPosition` (source, confirmed-unreconciled, acknowledged and working amounts), its `status` and its `recovery` holds. The working amount is the most any payment request may ask for.',
       tags: ['Receivables'],
       auth: { kind: 'api_key', scopes: ['receivables:read'] },
       params: ReceivableParams,
@@ -45,6 +67,8 @@ export function receivableRoutes(deps: RouteDeps, receivables: ReceivableService
       path: base,
       operationId: 'listReceivables',
       summary: 'List Receivables',
+      description:
+        "Lists the client's Receivables a page at a time, optionally only those of one `status`; follow `nextCursor` until it is null. Each item is as its GET returns it, holds and financial position included.",
       tags: ['Receivables'],
       auth: { kind: 'api_key', scopes: ['receivables:read'] },
       params: ClientParams,
@@ -54,7 +78,7 @@ export function receivableRoutes(deps: RouteDeps, receivables: ReceivableService
       public: true,
       handler: async ({ clientCode, query }) => ({ status: 200, body: await receivables.list(clientCode, query) }),
     }),
-    ...commands.map(({ command, summary }) =>
+    ...commands.map(({ command, summary, description }) =>
       writeRoute(deps, receivables.commands[command], {
         method: 'POST',
         path: `${base}/:externalReceivableId/${command}`,
@@ -62,6 +86,7 @@ export function receivableRoutes(deps: RouteDeps, receivables: ReceivableService
         params: ReceivableParams,
         operationId: `${command}Receivable`,
         summary,
+        description,
         tags: ['Receivables'],
         problems: ['receivable_not_found', 'receivable_state_conflict'],
         answers: { 200: 'The Receivable after the command' },

@@ -25,6 +25,8 @@ export function reconciliationRoutes(deps: RouteDeps, reconciliations: Reconcili
       path,
       operationId: 'getPaymentReconciliation',
       summary: 'Read a Payment reconciliation with the allocations of its Payment',
+      description:
+        "Reads a payment reconciliation: its `status` (`matched` or `held`), its receipt lines, and the Payment's allocations with what every reconciliation of the Payment has acknowledged.",
       tags: ['Payment reconciliations'],
       auth: { kind: 'api_key', scopes: ['financial_corrections:read'] },
       params: ReconciliationParams,

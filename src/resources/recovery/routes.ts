@@ -31,6 +31,8 @@ export function recoveryRoutes(deps: RouteDeps, recovery: RecoveryService): Rout
       path,
       operationId: 'getRecoveryInstruction',
       summary: 'Read a recovery instruction with its current holds',
+      description:
+        "Reads a recovery instruction (authorize or withdraw) with its `revision` and the Receivable's current holds, so you can see why recovery is or is not allowed right now.",
       tags: ['Recovery instructions'],
       auth: { kind: 'api_key', scopes: ['recovery_instructions:read'] },
       params: InstructionParams,

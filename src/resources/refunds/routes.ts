@@ -26,6 +26,8 @@ export function refundRoutes(deps: RouteDeps, refunds: RefundService): RouteDef[
       path: `${base}/:externalRefundId`,
       operationId: 'getRefund',
       summary: 'Read a refund',
+      description:
+        "Reads one refund of a payment request's Payment: its amount, reason and `status` (`pending` until the provider decides, then `succeeded` or `failed`).",
       tags: ['Refunds'],
       auth: { kind: 'api_key', scopes: ['payment_requests:read'] },
       params: RefundParams,
@@ -42,6 +44,8 @@ export function refundRoutes(deps: RouteDeps, refunds: RefundService): RouteDef[
       path: base,
       operationId: 'listRefunds',
       summary: 'List the refunds of a Payment request',
+      description:
+        'Lists the refunds of one payment request a page at a time, automatic refunds of unapplied funds included; follow `nextCursor` until it is null.',
       tags: ['Refunds'],
       auth: { kind: 'api_key', scopes: ['payment_requests:read'] },
       params: RefundListParams,

@@ -14,6 +14,8 @@ export function snapshotRoutes(deps: RouteDeps, snapshots: SnapshotService): Rou
       params: BalanceSnapshotParams,
       operationId: 'putBalanceSnapshot',
       summary: 'Record an ordered Source balance snapshot',
+      description:
+        "Records the Source's declared balances for many Receivables at one `sourcePosition`, which must exceed the last accepted snapshot's. Each balance is `applied`, `stale` (its sourceRevision is not newer) or `unknown_receivable`; an applied one redeclares the Receivable's balance.",
       tags: ['Balance snapshots'],
       problems: ['feed_mode_mismatch', 'snapshot_out_of_order', 'snapshot_conflict'],
       answers: { 201: 'Accepted, with each balance outcome', 200: 'An identical retry' },
@@ -23,6 +25,7 @@ export function snapshotRoutes(deps: RouteDeps, snapshots: SnapshotService): Rou
       path,
       operationId: 'getBalanceSnapshot',
       summary: 'Read a balance snapshot',
+      description: 'Reads a balance snapshot with the outcome of each of its balances (`applied`, `stale` or `unknown_receivable`).',
       tags: ['Balance snapshots'],
       auth: { kind: 'api_key', scopes: ['receivables:read'] },
       params: BalanceSnapshotParams,

@@ -44,6 +44,8 @@ export function webhookRoutes(deps: RouteDeps, webhooks: WebhookService): RouteD
       path,
       operationId: 'getWebhookEndpoint',
       summary: "Read this Integration's webhook endpoint",
+      description:
+        "Reads this Integration's webhook endpoint for the client: its `url`, `status` (`enabled` or `disabled`, with the reason) and signing `secretVersion`. The secret itself is never returned after the PUT or rotation that issued it.",
       tags,
       auth,
       params: WebhookEndpointParams,

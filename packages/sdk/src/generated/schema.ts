@@ -11,15 +11,30 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Read a Customer */
+        /**
+         * Read a Customer
+         * @description Reads one Customer as the service holds it, with its `revision` and `updatedAt`. Contacts and restrictions are returned as last written.
+         *
+         *     Concepts: [Customers and Receivables](/docs/guide/customers-and-receivables) in the guide.
+         */
         get: operations["getCustomer"];
-        /** Create or replace a Customer */
+        /**
+         * Create or replace a Customer
+         * @description Creates the Customer, or replaces it whole: the body is the complete Customer (a person or an organization, its contacts and restrictions). An identical retry answers 200 and changes nothing; any accepted change adds 1 to its `revision` and puts an event on the change feed.
+         *
+         *     Concepts: [Customers and Receivables](/docs/guide/customers-and-receivables) in the guide.
+         */
         put: operations["putCustomer"];
         post?: never;
         delete?: never;
         options?: never;
         head?: never;
-        /** Apply a JSON Merge Patch to a Customer */
+        /**
+         * Apply a JSON Merge Patch to a Customer
+         * @description Changes part of an existing Customer with an RFC 7396 JSON Merge Patch; the result must be a complete, valid Customer, else 422 at the pointer of the first bad field. Use it when the Source sends only what changed; a PUT of the whole Customer does the same.
+         *
+         *     Concepts: [Customers and Receivables](/docs/guide/customers-and-receivables) in the guide.
+         */
         patch: operations["patchCustomer"];
         trace?: never;
     };
@@ -30,7 +45,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List Customers */
+        /**
+         * List Customers
+         * @description Lists the client's Customers a page at a time (`limit` 1 to 200, default 50); pass the page's `nextCursor` as `cursor` for the next page, until it is null. Each item is as its GET returns it.
+         *
+         *     Concepts: [Customers and Receivables](/docs/guide/customers-and-receivables) in the guide.
+         */
         get: operations["listCustomers"];
         put?: never;
         post?: never;
@@ -47,11 +67,18 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Read a Receivable with its financial position and holds */
+        /**
+         * Read a Receivable with its financial position and holds
+         * @description Reads one Receivable with its `financialPosition` (source, confirmed-unreconciled, acknowledged and working amounts), its `status` and its `recovery` holds. The working amount is the most any payment request may ask for.
+         *
+         *     Concepts: [Customers and Receivables](/docs/guide/customers-and-receivables) in the guide.
+         */
         get: operations["getReceivable"];
         /**
          * Create or replace a Receivable
          * @description Importing or updating a Receivable never starts recovery.
+         *
+         *     Concepts: [Customers and Receivables](/docs/guide/customers-and-receivables) in the guide.
          */
         put: operations["putReceivable"];
         post?: never;
@@ -68,7 +95,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List Receivables */
+        /**
+         * List Receivables
+         * @description Lists the client's Receivables a page at a time, optionally only those of one `status`; follow `nextCursor` until it is null. Each item is as its GET returns it, holds and financial position included.
+         *
+         *     Concepts: [Customers and Receivables](/docs/guide/customers-and-receivables) in the guide.
+         */
         get: operations["listReceivables"];
         put?: never;
         post?: never;
@@ -87,7 +119,12 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Pause a Receivable (active to paused) */
+        /**
+         * Pause a Receivable (active to paused)
+         * @description Pauses an active Receivable: recovery stops (hold `other_protection`) until it is resumed. A Receivable in any other state answers 409 `receivable_state_conflict`; the command adds 1 to its `revision`.
+         *
+         *     Concepts: [Customers and Receivables](/docs/guide/customers-and-receivables) in the guide.
+         */
         post: operations["pauseReceivable"];
         delete?: never;
         options?: never;
@@ -104,7 +141,12 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Resume a paused Receivable (paused to active) */
+        /**
+         * Resume a paused Receivable (paused to active)
+         * @description Resumes a paused Receivable: it becomes active again and the pause's hold goes away (other holds stay). Any other state answers 409 `receivable_state_conflict`.
+         *
+         *     Concepts: [Customers and Receivables](/docs/guide/customers-and-receivables) in the guide.
+         */
         post: operations["resumeReceivable"];
         delete?: never;
         options?: never;
@@ -121,7 +163,12 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Close a Receivable (active or paused to closed) */
+        /**
+         * Close a Receivable (active or paused to closed)
+         * @description Closes an active or paused Receivable with a reason: it can no longer be collected. A closed one answers 409 `receivable_state_conflict`; reopen it first.
+         *
+         *     Concepts: [Customers and Receivables](/docs/guide/customers-and-receivables) in the guide.
+         */
         post: operations["closeReceivable"];
         delete?: never;
         options?: never;
@@ -138,7 +185,12 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Reopen a closed Receivable; recovery is never resumed automatically */
+        /**
+         * Reopen a closed Receivable; recovery is never resumed automatically
+         * @description Reopens a closed Receivable: it is active again, but an authorized recovery instruction is suspended, so recovery never resumes by itself (send a new instruction revision). Any other state answers 409 `receivable_state_conflict`.
+         *
+         *     Concepts: [Customers and Receivables](/docs/guide/customers-and-receivables) in the guide.
+         */
         post: operations["reopenReceivable"];
         delete?: never;
         options?: never;
@@ -153,11 +205,18 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Read an adjustment */
+        /**
+         * Read an adjustment
+         * @description Reads an adjustment exactly as it was accepted (financial events are immutable), with its `acceptedAt`. Its effect on the Receivable is in the Receivable's `financialPosition`.
+         *
+         *     Concepts: [The financial position and the money rules](/docs/guide/financial-position) in the guide.
+         */
         get: operations["getAdjustment"];
         /**
          * Record an adjustment
          * @description Immutable. An identical retry answers 200 with the original acceptedAt. These operations never collect money or refund.
+         *
+         *     Concepts: [The financial position and the money rules](/docs/guide/financial-position) in the guide.
          */
         put: operations["putAdjustment"];
         post?: never;
@@ -174,11 +233,18 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Read a credit note */
+        /**
+         * Read a credit note
+         * @description Reads a credit note exactly as it was accepted (financial events are immutable), with its `acceptedAt`. Its effect on the Receivable is in the Receivable's `financialPosition`.
+         *
+         *     Concepts: [The financial position and the money rules](/docs/guide/financial-position) in the guide.
+         */
         get: operations["getCreditNote"];
         /**
          * Record a credit note
          * @description Immutable. An identical retry answers 200 with the original acceptedAt. These operations never collect money or refund.
+         *
+         *     Concepts: [The financial position and the money rules](/docs/guide/financial-position) in the guide.
          */
         put: operations["putCreditNote"];
         post?: never;
@@ -195,11 +261,18 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Read a write-off */
+        /**
+         * Read a write-off
+         * @description Reads a write-off exactly as it was accepted (financial events are immutable), with its `acceptedAt`. Its effect on the Receivable is in the Receivable's `financialPosition`.
+         *
+         *     Concepts: [The financial position and the money rules](/docs/guide/financial-position) in the guide.
+         */
         get: operations["getWriteOff"];
         /**
          * Record a write-off
          * @description Immutable. An identical retry answers 200 with the original acceptedAt. These operations never collect money or refund.
+         *
+         *     Concepts: [The financial position and the money rules](/docs/guide/financial-position) in the guide.
          */
         put: operations["putWriteOff"];
         post?: never;
@@ -216,11 +289,18 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Read a payment observation */
+        /**
+         * Read a payment observation
+         * @description Reads one payment observation as recorded. Observations are evidence of money the Source saw (a payment, refund or reversal): they appear in the change feed but never move the financial position.
+         *
+         *     Concepts: [The financial position and the money rules](/docs/guide/financial-position) in the guide.
+         */
         get: operations["getPaymentObservation"];
         /**
          * Record a payment observation (payment, refund or reversal)
          * @description Immutable evidence. It never moves the financial position; unallocated funds are kept apart as unappliedAmount.
+         *
+         *     Concepts: [The financial position and the money rules](/docs/guide/financial-position) in the guide.
          */
         put: operations["putPaymentObservation"];
         post?: never;
@@ -237,11 +317,18 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Read a Payment request with its Payment, if the provider has decided */
+        /**
+         * Read a Payment request with its Payment, if the provider has decided
+         * @description Reads one payment request: its `status` (`open`, `confirmed`, `failed`, `expired`, `canceled`), its `hostedUrl`, and once the provider has decided, its Payment with the refunded and reversed amounts. Poll it, or listen for its change-feed events.
+         *
+         *     Concepts: [Payment requests, the hosted page, refunds](/docs/guide/payment-requests) in the guide.
+         */
         get: operations["getPaymentRequest"];
         /**
          * Ask the debtor of a Receivable for a fixed amount through a hosted payment page
          * @description Answers 201 with hostedUrl, the page the debtor pays on; an identical retry answers 200 with the current state. expiresAt defaults to 7 days ahead and must lie between 5 minutes and 30 days ahead. Refused with 409 recovery_held (listing `holds`) while the Receivable has any hold.
+         *
+         *     Concepts: [Payment requests, the hosted page, refunds](/docs/guide/payment-requests) in the guide.
          */
         put: operations["putPaymentRequest"];
         post?: never;
@@ -263,6 +350,8 @@ export interface paths {
         /**
          * Cancel an open Payment request
          * @description An open request becomes canceled (final) with cancelReason requested, and no longer reserves its amount; the hosted page then says it was canceled. The body ({reason?}) may be empty or absent. A canceled request answers 200 unchanged; any other status 409 payment_request_state_conflict.
+         *
+         *     Concepts: [Payment requests, the hosted page, refunds](/docs/guide/payment-requests) in the guide.
          */
         post: operations["cancelPaymentRequest"];
         delete?: never;
@@ -281,6 +370,8 @@ export interface paths {
         /**
          * Read who delivers the receipt of a confirmed Payment, and its accounting acknowledgement
          * @description deliveryOwner is the connection's receiptDeliveryOwner. No delivery route is verified today, so capability is disabled (no_verified_route) and no delivery attempt is made. The acknowledgement is derived from receipt lines matched by payment reconciliations.
+         *
+         *     Concepts: [Payment requests, the hosted page, refunds](/docs/guide/payment-requests) in the guide.
          */
         get: operations["getReceiptDelivery"];
         put?: never;
@@ -298,11 +389,18 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Read a refund */
+        /**
+         * Read a refund
+         * @description Reads one refund of a payment request's Payment: its amount, reason and `status` (`pending` until the provider decides, then `succeeded` or `failed`).
+         *
+         *     Concepts: [Payment requests, the hosted page, refunds](/docs/guide/payment-requests) in the guide.
+         */
         get: operations["getRefund"];
         /**
          * Refund a Payment request's confirmed Payment, in part or in whole
          * @description Answers 201 with the refund `pending`: the provider is asked right after, and decides it `succeeded` or `failed` (events refund.succeeded, refund.failed). Only a succeeded refund moves balances: it takes back unapplied money first, then allocated money, whose return raises the Receivable's workingAmount. An identical retry answers 200 with the current state. Refunds (pending and succeeded) and reversals together never exceed the Payment's amount (422 at /amount/amount). Sandbox: a refund whose amount ends in .13 fails.
+         *
+         *     Concepts: [Payment requests, the hosted page, refunds](/docs/guide/payment-requests) in the guide.
          */
         put: operations["putRefund"];
         post?: never;
@@ -319,7 +417,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List the refunds of a Payment request */
+        /**
+         * List the refunds of a Payment request
+         * @description Lists the refunds of one payment request a page at a time, automatic refunds of unapplied funds included; follow `nextCursor` until it is null.
+         *
+         *     Concepts: [Payment requests, the hosted page, refunds](/docs/guide/payment-requests) in the guide.
+         */
         get: operations["listRefunds"];
         put?: never;
         post?: never;
@@ -339,6 +442,8 @@ export interface paths {
         /**
          * Read the change feed
          * @description The source of truth for recovery. Events carry identity and revision only; read details with an ordinary GET. A reader sees only the resource types its read scopes cover. Events are kept 30 days.
+         *
+         *     Concepts: [The change feed and webhooks](/docs/guide/change-feed-and-webhooks) in the guide.
          */
         get: operations["listChanges"];
         put?: never;
@@ -359,11 +464,15 @@ export interface paths {
         /**
          * Read a batch: progress and exact per-record outcomes
          * @description Needs the write scope of every kind in the batch. A grant lacking the write scope of any record kind gets 403 client_scope_denied for an unknown batch too, so a refusal never tells whether a batch exists; 404 batch_not_found answers only a grant that could read any batch. A failed record carries the problem its synchronous route answered: detail, and errors[] on 422 with pointers into the record body.
+         *
+         *     Concepts: [Batches and the complete book](/docs/guide/batches-and-the-complete-book) in the guide.
          */
         get: operations["getBatch"];
         /**
          * Queue up to 100 records for asynchronous processing
          * @description Needs the write scope of every kind in the batch. 202 acknowledges queued work only, never that a record was accepted; poll the GET. Each record runs exactly as its synchronous PUT would, in array order.
+         *
+         *     Concepts: [Batches and the complete book](/docs/guide/batches-and-the-complete-book) in the guide.
          */
         put: operations["putBatch"];
         post?: never;
@@ -380,11 +489,18 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Read a complete-book declaration with the Receivables it flagged */
+        /**
+         * Read a complete-book declaration with the Receivables it flagged
+         * @description Reads a complete-book declaration: the batches it named, how many Receivables they covered, and the Receivables it flagged as omitted (`held` until the Source writes or closes them, then `released`).
+         *
+         *     Concepts: [Batches and the complete book](/docs/guide/batches-and-the-complete-book) in the guide.
+         */
         get: operations["getBookCompletion"];
         /**
          * Declare the complete book: the listed batches cover every Receivable
          * @description Every other non-closed Receivable is flagged and held until the Source writes it again or closes it.
+         *
+         *     Concepts: [Batches and the complete book](/docs/guide/batches-and-the-complete-book) in the guide.
          */
         put: operations["putBookCompletion"];
         post?: never;
@@ -401,9 +517,19 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Read a balance snapshot */
+        /**
+         * Read a balance snapshot
+         * @description Reads a balance snapshot with the outcome of each of its balances (`applied`, `stale` or `unknown_receivable`).
+         *
+         *     Concepts: [Batches and the complete book](/docs/guide/batches-and-the-complete-book) in the guide.
+         */
         get: operations["getBalanceSnapshot"];
-        /** Record an ordered Source balance snapshot */
+        /**
+         * Record an ordered Source balance snapshot
+         * @description Records the Source's declared balances for many Receivables at one `sourcePosition`, which must exceed the last accepted snapshot's. Each balance is `applied`, `stale` (its sourceRevision is not newer) or `unknown_receivable`; an applied one redeclares the Receivable's balance.
+         *
+         *     Concepts: [Batches and the complete book](/docs/guide/batches-and-the-complete-book) in the guide.
+         */
         put: operations["putBalanceSnapshot"];
         post?: never;
         delete?: never;
@@ -419,7 +545,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** How recently the Source was heard from, judged for the caller connection feed mode */
+        /**
+         * How recently the Source was heard from, judged for the caller connection feed mode
+         * @description Tells whether the Source has been heard from recently enough (`fresh`) or not (`stale`, which holds every Receivable with `source_stale`), judged for the caller's feed mode, with the last times and position received.
+         *
+         *     Concepts: [Batches and the complete book](/docs/guide/batches-and-the-complete-book) in the guide.
+         */
         get: operations["getSourceFreshness"];
         put?: never;
         post?: never;
@@ -436,11 +567,18 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Read a recovery instruction with its current holds */
+        /**
+         * Read a recovery instruction with its current holds
+         * @description Reads a recovery instruction (authorize or withdraw) with its `revision` and the Receivable's current holds, so you can see why recovery is or is not allowed right now.
+         *
+         *     Concepts: [Holds and recovery instructions](/docs/guide/holds-and-recovery-instructions) in the guide.
+         */
         get: operations["getRecoveryInstruction"];
         /**
          * Authorize or withdraw recovery for one Receivable
          * @description Only for connections in explicit_instruction mode. An authorized instruction is never accepted while the Source holds a restriction or Dispute, and clears no hold other than recovery_not_authorized.
+         *
+         *     Concepts: [Holds and recovery instructions](/docs/guide/holds-and-recovery-instructions) in the guide.
          */
         put: operations["putRecoveryInstruction"];
         post?: never;
@@ -457,11 +595,18 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Read a Payment reconciliation with the allocations of its Payment */
+        /**
+         * Read a Payment reconciliation with the allocations of its Payment
+         * @description Reads a payment reconciliation: its `status` (`matched` or `held`), its receipt lines, and the Payment's allocations with what every reconciliation of the Payment has acknowledged.
+         *
+         *     Concepts: [Reconciliation and receipts](/docs/guide/reconciliation-and-receipts) in the guide.
+         */
         get: operations["getPaymentReconciliation"];
         /**
          * Reconcile a confirmed Payment with Source receipt lines
          * @description Immutable. Matched lines move their amount from confirmedUnreconciledAmount to receiptAcknowledgedAmount. A line that differs holds the reconciliation: every affected Receivable gets the reconciliation_hold, its authorized recovery instruction is suspended and new Payment requests there are refused until a resolution. An identical retry answers 200 with the current state.
+         *
+         *     Concepts: [Reconciliation and receipts](/docs/guide/reconciliation-and-receipts) in the guide.
          */
         put: operations["putPaymentReconciliation"];
         post?: never;
@@ -482,6 +627,8 @@ export interface paths {
         /**
          * Resolve a held Payment reconciliation
          * @description basis matching_evidence is accepted only when matched receipt lines of every reconciliation of the Payment account for the full allocation of every Receivable this reconciliation holds; authorized_correction needs the Source reference of the correction. Releases only this reconciliation's holds, never resumes recovery, and keeps the lines as received. An identical retry answers 200 and changes nothing.
+         *
+         *     Concepts: [Reconciliation and receipts](/docs/guide/reconciliation-and-receipts) in the guide.
          */
         put: operations["putPaymentReconciliationResolution"];
         post?: never;
@@ -498,7 +645,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Counts and amounts by status and currency, and held counts by category */
+        /**
+         * Counts and amounts by status and currency, and held counts by category
+         * @description Counts and amounts of the client's Receivables by status and currency, and how many are held in each hold category. A dashboard's one call.
+         *
+         *     Concepts: [Holds and recovery instructions](/docs/guide/holds-and-recovery-instructions) in the guide.
+         */
         get: operations["getCollectionSummary"];
         put?: never;
         post?: never;
@@ -515,11 +667,18 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Read this Integration's webhook endpoint */
+        /**
+         * Read this Integration's webhook endpoint
+         * @description Reads this Integration's webhook endpoint for the client: its `url`, `status` (`enabled` or `disabled`, with the reason) and signing `secretVersion`. The secret itself is never returned after the PUT or rotation that issued it.
+         *
+         *     Concepts: [The change feed and webhooks](/docs/guide/change-feed-and-webhooks) in the guide.
+         */
         get: operations["getWebhookEndpoint"];
         /**
          * Configure this Integration's webhook endpoint for the client
          * @description One endpoint per Integration per Client. The first call answers 201 with `signingSecret` (shown once); later calls change the URL and answer 200 without it (unless the stored secret can no longer be decrypted: the PUT then issues a new one, `secretVersion` + 1, and answers it once). A PUT re-enables a disabled endpoint; notifications then cover changes committed after it. The URL must be `https` on port 443 with a public DNS name that resolves only to public addresses, with no credentials and no fragment.
+         *
+         *     Concepts: [The change feed and webhooks](/docs/guide/change-feed-and-webhooks) in the guide.
          */
         put: operations["putWebhookEndpoint"];
         post?: never;
@@ -541,6 +700,8 @@ export interface paths {
         /**
          * Issue a new signing secret
          * @description Returns the new secret once. For 24 hours every notification carries two `v1` signatures, one with the new secret and one with the previous. When the previous secret can no longer be decrypted (`disabledReason` `signing_secret_unreadable`), the new one is issued without it and signs alone; a PUT then re-enables the endpoint.
+         *
+         *     Concepts: [The change feed and webhooks](/docs/guide/change-feed-and-webhooks) in the guide.
          */
         post: operations["rotateWebhookSecret"];
         delete?: never;
@@ -561,6 +722,8 @@ export interface paths {
         /**
          * Stop delivery
          * @description Nothing is sent while disabled (pending deliveries wait). A PUT enables it again.
+         *
+         *     Concepts: [The change feed and webhooks](/docs/guide/change-feed-and-webhooks) in the guide.
          */
         post: operations["disableWebhookEndpoint"];
         delete?: never;
@@ -579,6 +742,8 @@ export interface paths {
         /**
          * The delivery log (our extension)
          * @description Each delivery with its attempts (time, HTTP status or error class, duration; never the URL, secret or signature), newest event first. Kept 30 days.
+         *
+         *     Concepts: [The change feed and webhooks](/docs/guide/change-feed-and-webhooks) in the guide.
          */
         get: operations["listWebhookDeliveries"];
         put?: never;
@@ -601,6 +766,8 @@ export interface paths {
         /**
          * Send one delivery again now (our extension)
          * @description Queues the delivery, due now, with a new round of the retry schedule. The worker sends it on its next run.
+         *
+         *     Concepts: [The change feed and webhooks](/docs/guide/change-feed-and-webhooks) in the guide.
          */
         post: operations["retryWebhookDelivery"];
         delete?: never;
@@ -621,6 +788,8 @@ export interface paths {
         /**
          * Queue again every notification after a change-feed cursor (our extension)
          * @description Every change-feed event after `after` that the grant may read, up to what the worker has already turned into deliveries, is queued again, due now; events without a delivery (committed while the endpoint was disabled, or before it was configured) get one.
+         *
+         *     Concepts: [The change feed and webhooks](/docs/guide/change-feed-and-webhooks) in the guide.
          */
         post: operations["replayWebhookNotifications"];
         delete?: never;
@@ -636,11 +805,18 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Read the client's receipt-posting route */
+        /**
+         * Read the client's receipt-posting route
+         * @description Reads the client's receipt-posting route: its `url` and `state` (`unverified` until the Source sends back the test receipt's confirmation code, then `verified`; `disabled` with a reason).
+         *
+         *     Concepts: [Reconciliation and receipts](/docs/guide/reconciliation-and-receipts) in the guide.
+         */
         get: operations["getReceiptRoute"];
         /**
          * Configure the client's receipt-posting route (vendor_receipt_posting)
          * @description One route per client. Every PUT answers a new `signingSecret` (shown once), leaves the route `unverified`, and has the service post a signed test receipt `{receiptId, kind: "test", occurredAt, confirmationCode}` to the URL (`Service-Signature`, the webhook scheme, under this secret). Sending that code to `POST .../receipt-route/confirm` verifies the route. The URL must be `https` on port 443 with a public DNS name that resolves only to public addresses, with no credentials and no fragment.
+         *
+         *     Concepts: [Reconciliation and receipts](/docs/guide/reconciliation-and-receipts) in the guide.
          */
         put: operations["putReceiptRoute"];
         post?: never;
@@ -662,6 +838,8 @@ export interface paths {
         /**
          * Prove the route: send back the confirmation code of the test receipt
          * @description The proof `source_posting_confirmation`: the route becomes `verified`, and with `receiptDeliveryOwner` `service` every Payment confirmed after it is delivered as a signed receipt. A code that is not the one of the current configuration answers 422 `validation_error` (field code `custom` at `/confirmationCode`). Confirming a verified route again changes nothing.
+         *
+         *     Concepts: [Reconciliation and receipts](/docs/guide/reconciliation-and-receipts) in the guide.
          */
         post: operations["confirmReceiptRoute"];
         delete?: never;
@@ -677,7 +855,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The OpenAPI 3.1 document of this API */
+        /**
+         * The OpenAPI 3.1 document of this API
+         * @description This document: the OpenAPI 3.1 description of every operation, generated from the same schemas that validate requests. No API key is needed.
+         *
+         *     Concepts: [Getting started](/docs/guide/getting-started) in the guide.
+         */
         get: operations["getOpenApi"];
         put?: never;
         post?: never;
