@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
+import { join } from 'node:path'
 import { test } from 'node:test'
 import { inspect } from 'node:util'
 import { errorFor } from '../../packages/sdk/src/errors.ts'
@@ -110,4 +112,28 @@ test('a non-problem answer (ApiError) prints one line too', () => {
   assert.equal(err.toString(), line)
   assert.equal(inspect(err), line)
   assert.equal(consoleLogged(err), `${line}\n`)
+})
+
+test('an uncaught ProblemError prints its line and its stack, not the Response', () => {
+  const errors = JSON.stringify(join(process.cwd(), 'packages/sdk/src/errors.ts'))
+  const code = `import { errorFor } from ${errors}
+const problem = { type: 'https://docs.irs.test/problems/receivable_not_found', title: 'Receivable not found', status: 404, detail: 'No receivable rcv-9.', requestId: 'req-7f3a' }
+const response = new Response(JSON.stringify(problem), { status: 404, headers: { 'content-type': 'application/problem+json', 'x-request-id': 'req-7f3a' } })
+throw errorFor(response, problem)`
+  const run = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code], { encoding: 'utf8' })
+  assert.equal(run.status, 1)
+  const lines = run.stderr.split('\n')
+  assert.ok(lines.includes('ProblemError: 404 receivable_not_found: No receivable rcv-9. (request req-7f3a)'), run.stderr)
+  assert.doesNotMatch(run.stderr, /Response|headersList|ReadableStream|problem:|body:/)
+  // The line, the stack's frames and Node's own lines: nothing else.
+  const frames = lines.filter((l) => /^\s+at /.test(l))
+  assert.ok(lines.filter((l) => l.trim() !== '' && !/^\s+at /.test(l)).length <= 6, run.stderr)
+  assert.ok(frames.length >= 1)
+  // The members stay readable; they are only not enumerated.
+  const err = errorOf({ type: type('receivable_not_found'), title: 'Receivable not found', status: 404, detail: 'x' })
+  assert.deepEqual(Object.keys(err), [])
+  assert.deepEqual(
+    [err.status, err.code, err.requestId, err.problem.detail, err.response.status],
+    [404, 'receivable_not_found', 'req-7f3a', 'x', 404],
+  )
 })

@@ -21,6 +21,14 @@ export function problemCodeOf(type: unknown): ProblemCode | null {
 
 const inspectCustom = Symbol.for('nodejs.util.inspect.custom')
 
+/**
+ * Makes own properties non-enumerable: Node prints an uncaught error with its stack and its enumerable properties
+ * (not through the custom inspection), and a `Response` among them is a 100-line dump. They stay readable.
+ */
+function hide(target: object, keys: readonly string[]): void {
+  for (const key of keys) Object.defineProperty(target, key, { enumerable: false })
+}
+
 /** One line of text: runs of whitespace (line breaks included) become one space. */
 const oneLine = (text: unknown): string => String(text).replace(/\s+/g, ' ').trim()
 
@@ -42,6 +50,7 @@ export class ApiError extends Error {
     this.body = body
     this.response = response
     this.requestId = response.headers.get('x-request-id')
+    hide(this, ['name', 'status', 'body', 'response', 'requestId'])
   }
 
   /** One line: `<name>: <message>` (console.log, util.inspect and String() all print it, not the Response). */
@@ -68,6 +77,7 @@ export class ProblemError extends ApiError {
     this.name = 'ProblemError'
     this.code = code
     this.problem = problem
+    hide(this, ['code', 'problem'])
   }
 
   /** On 422: one entry per invalid field (`pointer` is a JSON pointer). Empty otherwise. */
