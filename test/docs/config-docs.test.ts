@@ -63,11 +63,16 @@ test('every grant the README and the docs show can read back what it may write',
   const grants: string[][] = []
   for (const file of files) {
     const text = readFileSync(file, 'utf8')
-    for (const m of text.matchAll(/--scopes ([a-z_:,]+)/g)) grants.push((m[1] as string).split(','))
+    for (const m of text.matchAll(/--scopes ([a-z_]+:[a-z_:,]+)/g)) grants.push((m[1] as string).split(','))
     for (const m of text.matchAll(/"scopes":\s*\[([^\]]*)\]/g))
       grants.push([...(m[1] as string).matchAll(/"([a-z_:]+)"/g)].map((s) => s[1] as string))
   }
   assert.ok(grants.length >= 3, `found ${grants.length} grant examples`)
+  // Every scope shown is one the service takes (the README's grant put runs as written).
+  assert.deepEqual(
+    grants.flat().filter((scope) => !(SCOPES as readonly string[]).includes(scope)),
+    [],
+  )
   const missing = grants.flatMap((scopes) =>
     scopes
       .filter((s) => s.endsWith(':write') && (SCOPES as readonly string[]).includes(s.replace(/:write$/, ':read')))

@@ -88,3 +88,11 @@ export async function lists() {
   for await (const x of one) void x
   return [cursor]
 }
+
+/** The SDK README's list example, as written there. */
+export async function readmeLists() {
+  const page = await irs.GET('/v1/clients/{clientCode}/receivables', { params: { query: { status: 'active', limit: 200 } } })
+  const n: number = page.data.length
+  for await (const receivable of page) return [n, page.nextCursor, receivable.externalReceivableId]
+  return [n]
+}
