@@ -78,7 +78,7 @@ export const GUIDE_DIR = join(dirname(fileURLToPath(import.meta.url)), '../../do
 const STYLE =
   'body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0 1rem;line-height:1.5}' +
   'code{background:#f3f3f3;padding:0 .2em}pre{background:#f3f3f3;padding:.6rem;overflow-x:auto}pre code{padding:0}' +
-  'table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2rem .5rem;text-align:left;vertical-align:top}' +
+  'table{border-collapse:collapse;display:block;overflow-x:auto;max-width:100%}td,th{border:1px solid #ccc;padding:.2rem .5rem;text-align:left;vertical-align:top}' +
   'nav{font-size:.95rem;border-bottom:1px solid #ddd;padding-bottom:.5rem}nav a{margin-right:.6rem}h2{font-size:1.2rem;margin-top:1.6rem}'
 
 /** No script, no external anything: only the one inline style block, by its hash. */
