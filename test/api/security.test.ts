@@ -95,6 +95,10 @@ const DYNAMIC_SCOPES: Record<string, { lacking: Scope[]; body?: unknown }> = {
   },
   // Reading a batch needs the write scope of every kind it holds: sa-batch holds a customer record.
   'GET /v1/clients/:clientCode/batches/:externalBatchId': { lacking: ['customers:write'] },
+  // The batch list shows the batches whose every kind the grant may write; with no batch write scope at all it refuses.
+  'GET /v1/clients/:clientCode/batches': {
+    lacking: ['customers:write', 'receivables:write', 'payment_observations:write', 'financial_corrections:write'],
+  },
 }
 
 // Webhook destinations resolve through a stub (a public address); no test here sends a notification.
@@ -246,6 +250,10 @@ function request(route: RouteDef, values: Record<string, string>, opts: CallOpti
   return t.call(route.method, fillPath(route.path, values), { ...(body !== undefined ? { body } : {}), ...opts })
 }
 
+/** A paged list: a GET whose query takes a `cursor`. */
+const isList = (route: RouteDef) =>
+  route.method === 'GET' && 'cursor' in ((route.query as { shape?: Record<string, unknown> } | undefined)?.shape ?? {})
+
 const walked = { api: new Set<string>(), admin: new Set<string>() }
 
 describe('every API-key route', () => {
@@ -322,6 +330,14 @@ describe('every API-key route', () => {
       if (route.method === 'GET' && pathParams(route.path).length > 1) {
         const res = await request(route, paramValues(route, B, 'existing'), { key: b.apiKey })
         assert.equal(res.status, 404, `B reading A's id under its own client: ${res.body}`)
+      }
+      // A list of A's holds A's data; the same list of B (which holds none) is empty, whatever A holds.
+      if (isList(route)) {
+        const own = await request(route, existing, { key: a.apiKey })
+        assert.ok(own.json.data.length > 0, `A's list shows A's data: ${own.body}`)
+        const res = await request(route, paramValues(route, B, 'existing'), { key: b.apiKey })
+        assert.equal(res.status, 200, res.body)
+        assert.deepEqual(res.json, { data: [], nextCursor: null }, `B's list under its own client`)
       }
       walked.api.add(key)
     })
