@@ -170,7 +170,9 @@ export function createBatchService({ store, clock, operations, docsUrl, onQueued
      * carry could read no batch at all: 403, as the GET answers it for an unknown batch.
      */
     async list(clientCode: string, grant: Grant, q: BatchListQuery) {
-      const kinds = (Object.keys(operations) as RecordKind[]).filter((k) => scopesForKinds(operations, [k]).every((s) => grant.scopes.has(s)))
+      const kinds = (Object.keys(operations) as RecordKind[]).filter((k) =>
+        scopesForKinds(operations, [k]).every((s) => grant.scopes.has(s)),
+      )
       if (kinds.length === 0) {
         throw new Problem(
           'client_scope_denied',

@@ -1,6 +1,6 @@
+import { ClientParams } from '../../http/common-schemas.ts'
 import { defineRoute, type RouteDef } from '../../http/route.ts'
 import { type RouteDeps, writeRoute } from '../operations.ts'
-import { ClientParams } from '../../http/common-schemas.ts'
 import { EventList, EventListQuery, EventParams, EventResponse, FAMILIES, type Family } from './schema.ts'
 import type { FinancialEventService } from './service.ts'
 

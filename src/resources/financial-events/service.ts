@@ -165,7 +165,11 @@ export function createFinancialEventService({ store, clock }: FinancialEventServ
     },
 
     /** A page of one family, newest first; each item exactly as its GET renders it. */
-    async list(clientCode: string, family: Family, q: { cursor?: string | undefined; limit: number; externalReceivableId?: string | undefined }) {
+    async list(
+      clientCode: string,
+      family: Family,
+      q: { cursor?: string | undefined; limit: number; externalReceivableId?: string | undefined },
+    ) {
       const after = readNewestFirstCursor(q.cursor)
       const rows = await listEvents(store, clientCode, family, { after, receivableId: q.externalReceivableId, limit: q.limit + 1 })
       const { page, nextCursor } = newestFirstPage(rows, q.limit, (r) => r.external_event_id)

@@ -1,5 +1,5 @@
-import { toMinor } from '../../domain/money.ts'
 import type { NewestFirstKey } from '../../domain/cursor.ts'
+import { toMinor } from '../../domain/money.ts'
 import { newestFirst } from '../../store/newest-first.ts'
 import type { Queryable, Tx } from '../../store/store.ts'
 import type { PaymentObservationWrite } from './schema.ts'

@@ -1,7 +1,7 @@
+import { ClientParams } from '../../http/common-schemas.ts'
 import { defineRoute, type RouteDef } from '../../http/route.ts'
 import { executeWrite, type RouteDeps, writeRoute } from '../operations.ts'
 import { canceledAtPayTime } from './payment-rules.ts'
-import { ClientParams } from '../../http/common-schemas.ts'
 import { PaymentRequestListQuery, PaymentRequestParams, type PaymentRequestResponse, ReceiptDelivery } from './schema.ts'
 import type { PaymentRequestService } from './service.ts'
 

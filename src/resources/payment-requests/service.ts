@@ -266,7 +266,11 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
           current.push(locked ? await recordExpiryIfDue(uow, clientCode, locked, now) : row)
         }
       }
-      const payments = await findPayments(tx, clientCode, current.map((r) => r.external_payment_request_id))
+      const payments = await findPayments(
+        tx,
+        clientCode,
+        current.map((r) => r.external_payment_request_id),
+      )
       return {
         status: 200 as const,
         body: async () => ({

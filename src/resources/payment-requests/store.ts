@@ -58,7 +58,13 @@ export async function findPaymentRequest(db: Queryable, clientCode: string, id: 
 export async function listPaymentRequests(
   db: Queryable,
   clientCode: string,
-  q: { after: NewestFirstKey | undefined; receivableId: string | undefined; status: PaymentRequestStatus | undefined; now: string; limit: number },
+  q: {
+    after: NewestFirstKey | undefined
+    receivableId: string | undefined
+    status: PaymentRequestStatus | undefined
+    now: string
+    limit: number
+  },
 ): Promise<(PaymentRequestRow & { list_at: string })[]> {
   const params: unknown[] = [clientCode, q.limit]
   let filter = ''

@@ -1,6 +1,6 @@
+import { ClientParams } from '../../http/common-schemas.ts'
 import { defineRoute, type RouteDef } from '../../http/route.ts'
 import { type RouteDeps, writeRoute } from '../operations.ts'
-import { ClientParams } from '../../http/common-schemas.ts'
 import { ReconciliationList, ReconciliationListQuery, ReconciliationParams, ReconciliationResponse } from './schema.ts'
 import type { ReconciliationService } from './service.ts'
 
