@@ -191,7 +191,11 @@ before(async () => {
   // A's webhook endpoint, and one delivery of A's first change under a known id.
   await put('/webhook-endpoint', { url: 'https://hooks.sec-a.com/irs' })
   // B's webhook endpoint, so that B's delivery log is a list (empty) like A's.
-  await must(t.call('PUT', `/v1/clients/${B}/webhook-endpoint`, { key: b.apiKey, body: { url: 'https://hooks.sec-b.com/irs' } }), 201, 'B hook')
+  await must(
+    t.call('PUT', `/v1/clients/${B}/webhook-endpoint`, { key: b.apiKey, body: { url: 'https://hooks.sec-b.com/irs' } }),
+    201,
+    'B hook',
+  )
   // A's receipt-posting route (its test receipt is never sent here: no dispatcher runs).
   await put('/receipt-route', { url: 'https://receipts.sec-a.com/post' })
   await t.store.query(

@@ -475,10 +475,11 @@ describe(`the lists of design.md section 9 (${engineName})`, () => {
     })
   }
 
-  test('a revision does not move a recovery instruction: the list orders by creation', async () => {
+  test("a revision (the Source's, or the service's suspension) does not move a recovery instruction: the list orders by creation", async () => {
     const res = await list(a, 'recovery-instructions')
     const r1 = res.json.data.find((i: { externalInstructionId: string }) => i.externalInstructionId === 'ins-r1')
-    assert.equal(r1.revision, 3)
+    // Revisions 2 and 3 by the Source, 4 the suspension rec-2's held line on r1 made.
+    assert.deepEqual([r1.revision, r1.state], [4, 'suspended'])
     assert.deepEqual(ids('recovery-instructions', res), ['ins-r3', 'ins-r2', 'ins-r1'])
   })
 

@@ -6,6 +6,7 @@
 
 export {
   type Batch,
+  type BatchListQuery,
   BatchTimeoutError,
   type BatchWrite,
   type ChangeEvent,
@@ -16,7 +17,13 @@ export {
   type ClientPaths,
   createClient,
   FINAL_BATCH_STATUSES,
+  type FinancialEventListQuery,
   type InboundClient,
+  type ListOptions,
+  type PaymentObservationListQuery,
+  type PaymentReconciliationListQuery,
+  type PaymentRequestListQuery,
+  type RecoveryInstructionListQuery,
   type ResponseData,
   type RunBatchOptions,
   type Schemas,

@@ -167,6 +167,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/clients/{clientCode}/adjustments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List adjustments, newest first
+         * @description Every adjustment the Source recorded, newest accepted first, each exactly as its GET shows it; `externalReceivableId` keeps those of one Receivable. Pages of `limit` items (1 to 200, default 50): pass `nextCursor` as `cursor` for the next page, until it is null. Events recorded while you page appear at most once and never move the ones you have not reached yet.
+         */
+        get: operations["listAdjustments"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/clients/{clientCode}/credit-notes/{externalEventId}": {
         parameters: {
             query?: never;
@@ -181,6 +201,26 @@ export interface paths {
          * @description Immutable. An identical retry answers 200 with the original acceptedAt. These operations never collect money or refund.
          */
         put: operations["putCreditNote"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/clients/{clientCode}/credit-notes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List credit notes, newest first
+         * @description Every credit note the Source recorded, newest accepted first, each exactly as its GET shows it; `externalReceivableId` keeps those of one Receivable. Pages of `limit` items (1 to 200, default 50): pass `nextCursor` as `cursor` for the next page, until it is null. Events recorded while you page appear at most once and never move the ones you have not reached yet.
+         */
+        get: operations["listCreditNotes"];
+        put?: never;
         post?: never;
         delete?: never;
         options?: never;
@@ -209,6 +249,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/clients/{clientCode}/write-offs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List write-offs, newest first
+         * @description Every write-off the Source recorded, newest accepted first, each exactly as its GET shows it; `externalReceivableId` keeps those of one Receivable. Pages of `limit` items (1 to 200, default 50): pass `nextCursor` as `cursor` for the next page, until it is null. Events recorded while you page appear at most once and never move the ones you have not reached yet.
+         */
+        get: operations["listWriteOffs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/clients/{clientCode}/payment-observations/{externalEventId}": {
         parameters: {
             query?: never;
@@ -223,6 +283,26 @@ export interface paths {
          * @description Immutable evidence. It never moves the financial position; unallocated funds are kept apart as unappliedAmount.
          */
         put: operations["putPaymentObservation"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/clients/{clientCode}/payment-observations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List payment observations, newest first
+         * @description The payment observations the Source recorded, newest accepted first, each exactly as its GET shows it; `externalCustomerId` keeps those of one Customer. Pages of `limit` items (1 to 200, default 50): pass `nextCursor` as `cursor` for the next page, until it is null. Observations accepted while you page appear at most once and never move the ones you have not reached yet.
+         */
+        get: operations["listPaymentObservations"];
+        put?: never;
         post?: never;
         delete?: never;
         options?: never;
@@ -265,6 +345,26 @@ export interface paths {
          * @description An open request becomes canceled (final) with cancelReason requested, and no longer reserves its amount; the hosted page then says it was canceled. The body ({reason?}) may be empty or absent. A canceled request answers 200 unchanged; any other status 409 payment_request_state_conflict.
          */
         post: operations["cancelPaymentRequest"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/clients/{clientCode}/payment-requests": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Payment requests, newest first
+         * @description The Payment requests of this client, most recently created first (a later status change does not move one), each exactly as its GET shows it, with its Payment; `externalReceivableId` keeps those of one Receivable, `status` those in one status (a request past its expiresAt is expired, never open). Pages of `limit` items (1 to 200, default 50): pass `nextCursor` as `cursor` for the next page, until it is null.
+         */
+        get: operations["listPaymentRequests"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -373,6 +473,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/clients/{clientCode}/batches": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the batches this grant may read, newest first
+         * @description The batches of this client whose every record kind the grant may write (the rule of the GET), most recently submitted first, each exactly as its GET shows it; a batch holding a kind the grant may not write is left out, as if it did not exist. `status` keeps those in one status. Pages of `limit` items (1 to 200, default 50): pass `nextCursor` as `cursor` for the next page, until it is null. A grant holding no batch write scope at all is refused with 403 client_scope_denied.
+         */
+        get: operations["listBatches"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/clients/{clientCode}/book-completions/{externalCompletionId}": {
         parameters: {
             query?: never;
@@ -450,6 +570,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/clients/{clientCode}/recovery-instructions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List recovery instructions, newest first
+         * @description The recovery instructions of this client, most recently created first (a later revision does not move one), each exactly as its GET shows it, with the current holds of its Receivable; `externalReceivableId` keeps the one governing that Receivable. Pages of `limit` items (1 to 200, default 50): pass `nextCursor` as `cursor` for the next page, until it is null.
+         */
+        get: operations["listRecoveryInstructions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/clients/{clientCode}/payment-reconciliations/{externalReconciliationId}": {
         parameters: {
             query?: never;
@@ -484,6 +624,26 @@ export interface paths {
          * @description basis matching_evidence is accepted only when matched receipt lines of every reconciliation of the Payment account for the full allocation of every Receivable this reconciliation holds; authorized_correction needs the Source reference of the correction. Releases only this reconciliation's holds, never resumes recovery, and keeps the lines as received. An identical retry answers 200 and changes nothing.
          */
         put: operations["putPaymentReconciliationResolution"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/clients/{clientCode}/payment-reconciliations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Payment reconciliations, newest first
+         * @description The Payment reconciliations the Source sent, newest accepted first (a resolution does not move one), each exactly as its GET shows it; `externalPaymentRequestId` keeps those of one Payment request, `status` those matched, held or resolved. Pages of `limit` items (1 to 200, default 50): pass `nextCursor` as `cursor` for the next page, until it is null.
+         */
+        get: operations["listPaymentReconciliations"];
+        put?: never;
         post?: never;
         delete?: never;
         options?: never;
@@ -734,6 +894,32 @@ export interface components {
         };
         /**
          * @example {
+         *       "data": [
+         *         {
+         *           "externalEventId": "adj-demo-1",
+         *           "type": "adjustment",
+         *           "amount": {
+         *             "amount": "25.00",
+         *             "currency": "USD"
+         *           },
+         *           "externalReceivableId": "rcv-demo-1",
+         *           "sourceRevision": 4,
+         *           "effectiveAt": "2026-02-03T14:00:00Z",
+         *           "reason": "billing_correction",
+         *           "sourceReference": "ledger/adjustments/demo-1",
+         *           "direction": "decrease",
+         *           "acceptedAt": "2026-02-03T14:00:02.118Z"
+         *         }
+         *       ],
+         *       "nextCursor": null
+         *     }
+         */
+        AdjustmentList: {
+            data: components["schemas"]["Adjustment"][];
+            nextCursor: string | null;
+        };
+        /**
+         * @example {
          *       "type": "adjustment",
          *       "amount": {
          *         "amount": "25.00",
@@ -945,6 +1131,57 @@ export interface components {
                 dependencyFailed: number;
             };
             records: components["schemas"]["BatchRecordOutcome"][];
+        };
+        /**
+         * @example {
+         *       "data": [
+         *         {
+         *           "externalBatchId": "batch-demo-1",
+         *           "status": "succeeded",
+         *           "bookCompleteness": "not_declared",
+         *           "submittedAt": "2026-02-01T05:40:00.212Z",
+         *           "completedAt": "2026-02-01T05:40:00.655Z",
+         *           "counts": {
+         *             "total": 3,
+         *             "pending": 0,
+         *             "succeeded": 3,
+         *             "failed": 0,
+         *             "dependencyFailed": 0
+         *           },
+         *           "records": [
+         *             {
+         *               "position": 1,
+         *               "recordId": "customer-2",
+         *               "kind": "customer",
+         *               "externalId": "cust-demo-2",
+         *               "status": "succeeded",
+         *               "httpStatus": 201
+         *             },
+         *             {
+         *               "position": 2,
+         *               "recordId": "receivable-2",
+         *               "kind": "receivable",
+         *               "externalId": "rcv-demo-2",
+         *               "status": "succeeded",
+         *               "httpStatus": 201
+         *             },
+         *             {
+         *               "position": 3,
+         *               "recordId": "receivable-1",
+         *               "kind": "receivable",
+         *               "externalId": "rcv-demo-1",
+         *               "status": "succeeded",
+         *               "httpStatus": 200
+         *             }
+         *           ]
+         *         }
+         *       ],
+         *       "nextCursor": null
+         *     }
+         */
+        BatchList: {
+            data: components["schemas"]["Batch"][];
+            nextCursor: string | null;
         };
         BatchRecord: {
             recordId: string;
@@ -1327,6 +1564,31 @@ export interface components {
         };
         /**
          * @example {
+         *       "data": [
+         *         {
+         *           "externalEventId": "cn-demo-1",
+         *           "type": "credit_note",
+         *           "amount": {
+         *             "amount": "50.00",
+         *             "currency": "USD"
+         *           },
+         *           "externalReceivableId": "rcv-demo-1",
+         *           "sourceRevision": 5,
+         *           "effectiveAt": "2026-02-05T10:15:00Z",
+         *           "reason": "contractual_credit",
+         *           "sourceReference": "ledger/credit-notes/demo-1",
+         *           "acceptedAt": "2026-02-05T10:15:01.406Z"
+         *         }
+         *       ],
+         *       "nextCursor": null
+         *     }
+         */
+        CreditNoteList: {
+            data: components["schemas"]["CreditNote"][];
+            nextCursor: string | null;
+        };
+        /**
+         * @example {
          *       "type": "credit_note",
          *       "amount": {
          *         "amount": "50.00",
@@ -1703,6 +1965,43 @@ export interface components {
             acceptedAt: components["schemas"]["Timestamp"];
         };
         /**
+         * @example {
+         *       "data": [
+         *         {
+         *           "externalEventId": "pay-demo-1",
+         *           "type": "payment",
+         *           "amount": {
+         *             "amount": "150.00",
+         *             "currency": "USD"
+         *           },
+         *           "allocations": [
+         *             {
+         *               "amount": {
+         *                 "amount": "150.00",
+         *                 "currency": "USD"
+         *               },
+         *               "externalReceivableId": "rcv-demo-1"
+         *             }
+         *           ],
+         *           "effectiveAt": "2026-02-10T12:00:00Z",
+         *           "externalCustomerId": "cust-demo-1",
+         *           "method": "payroll_deduction",
+         *           "sourceReference": "ledger/payments/demo-1",
+         *           "unappliedAmount": {
+         *             "amount": "0.00",
+         *             "currency": "USD"
+         *           },
+         *           "acceptedAt": "2026-02-10T12:00:04.530Z"
+         *         }
+         *       ],
+         *       "nextCursor": null
+         *     }
+         */
+        PaymentObservationList: {
+            data: components["schemas"]["PaymentObservation"][];
+            nextCursor: string | null;
+        };
+        /**
          * @description Immutable evidence of an external payment, refund or reversal. It never moves the financial position.
          * @example {
          *       "type": "payment",
@@ -1815,6 +2114,78 @@ export interface components {
             unmatchedAmount: components["schemas"]["MoneyAmount"];
             /** @description How a held reconciliation was resolved; null until then (and always for a matched one). */
             resolution: components["schemas"]["ReconciliationResolution"] | null;
+        };
+        /**
+         * @example {
+         *       "data": [
+         *         {
+         *           "externalReconciliationId": "rec-demo-1",
+         *           "externalPaymentRequestId": "payreq-demo-1",
+         *           "acceptedAt": "2026-02-12T10:00:00.412Z",
+         *           "revision": 2,
+         *           "status": "resolved",
+         *           "paymentAmount": {
+         *             "amount": "150.00",
+         *             "currency": "USD"
+         *           },
+         *           "allocations": [
+         *             {
+         *               "externalReceivableId": "rcv-demo-1",
+         *               "allocatedAmount": {
+         *                 "amount": "150.00",
+         *                 "currency": "USD"
+         *               },
+         *               "matchedAmount": {
+         *                 "amount": "100.00",
+         *                 "currency": "USD"
+         *               },
+         *               "unmatchedAmount": {
+         *                 "amount": "50.00",
+         *                 "currency": "USD"
+         *               }
+         *             }
+         *           ],
+         *           "lines": [
+         *             {
+         *               "externalReceiptLineId": "rl-demo-1",
+         *               "externalReceivableId": "rcv-demo-1",
+         *               "amount": {
+         *                 "amount": "100.00",
+         *                 "currency": "USD"
+         *               },
+         *               "state": "matched"
+         *             },
+         *             {
+         *               "externalReceiptLineId": "rl-demo-2",
+         *               "externalReceivableId": "rcv-demo-1",
+         *               "amount": {
+         *                 "amount": "75.00",
+         *                 "currency": "USD"
+         *               },
+         *               "state": "differs"
+         *             }
+         *           ],
+         *           "unappliedAmount": {
+         *             "amount": "0.00",
+         *             "currency": "USD"
+         *           },
+         *           "unmatchedAmount": {
+         *             "amount": "50.00",
+         *             "currency": "USD"
+         *           },
+         *           "resolution": {
+         *             "basis": "authorized_correction",
+         *             "reference": "ledger/receipts/corrections/demo-1",
+         *             "resolvedAt": "2026-02-13T15:00:00.208Z"
+         *           }
+         *         }
+         *       ],
+         *       "nextCursor": null
+         *     }
+         */
+        PaymentReconciliationList: {
+            data: components["schemas"]["PaymentReconciliation"][];
+            nextCursor: string | null;
         };
         /**
          * @description Source receipt lines for one confirmed Payment, judged in order: a line matches when it names the Receivable the Payment allocated to and the matched total of every reconciliation of the Payment stays within the allocation; otherwise it differs and the reconciliation is held.
@@ -1961,6 +2332,33 @@ export interface components {
          * @example February instalment
          */
         PaymentRequestDescription: string;
+        /**
+         * @example {
+         *       "data": [
+         *         {
+         *           "externalPaymentRequestId": "payreq-demo-1",
+         *           "externalReceivableId": "rcv-demo-1",
+         *           "amount": {
+         *             "amount": "150.00",
+         *             "currency": "USD"
+         *           },
+         *           "description": "February instalment",
+         *           "expiresAt": "2026-02-18T09:00:00.412Z",
+         *           "status": "open",
+         *           "hostedUrl": "https://receivables.example.com/pay/hT2lS0c4y8m0bQm1m5f7WJ3Qh0bZ8KcXk3s9d2YVn6E",
+         *           "revision": 1,
+         *           "createdAt": "2026-02-11T09:00:00.412Z",
+         *           "updatedAt": "2026-02-11T09:00:00.412Z",
+         *           "payment": null
+         *         }
+         *       ],
+         *       "nextCursor": null
+         *     }
+         */
+        PaymentRequestList: {
+            data: components["schemas"]["PaymentRequest"][];
+            nextCursor: string | null;
+        };
         /**
          * @description A fixed amount in the Receivable's currency, above zero and not above its workingAmount less the amounts of its other open requests (open requests reserve what they ask; 422 at /amount/amount otherwise, the detail giving both figures). Refused with 409 recovery_held while the Receivable has any hold.
          * @example {
@@ -2548,6 +2946,33 @@ export interface components {
             holds: ("recovery_not_authorized" | "collection_not_enabled" | "source_restriction" | "dispute" | "source_stale" | "other_protection" | "reconciliation_hold")[];
         };
         /**
+         * @example {
+         *       "data": [
+         *         {
+         *           "externalInstructionId": "instr-demo-1",
+         *           "scope": {
+         *             "type": "receivable",
+         *             "externalReceivableId": "rcv-demo-1"
+         *           },
+         *           "state": "authorized",
+         *           "revision": 1,
+         *           "effectiveAt": "2026-02-11T09:00:00Z",
+         *           "recordedAt": "2026-02-11T09:00:01.350Z",
+         *           "recoveryEntryMode": "explicit_instruction",
+         *           "recoveryHeld": true,
+         *           "holds": [
+         *             "collection_not_enabled"
+         *           ]
+         *         }
+         *       ],
+         *       "nextCursor": null
+         *     }
+         */
+        RecoveryInstructionList: {
+            data: components["schemas"]["RecoveryInstruction"][];
+            nextCursor: string | null;
+        };
+        /**
          * @description Revision 1 creates; every later PUT carries exactly the current revision plus 1 (the service also advances it when it suspends).
          * @example {
          *       "scope": {
@@ -2929,6 +3354,31 @@ export interface components {
             reason: string;
             sourceReference: string;
             acceptedAt: components["schemas"]["Timestamp"];
+        };
+        /**
+         * @example {
+         *       "data": [
+         *         {
+         *           "externalEventId": "wo-demo-1",
+         *           "type": "write_off",
+         *           "amount": {
+         *             "amount": "35.00",
+         *             "currency": "USD"
+         *           },
+         *           "externalReceivableId": "rcv-demo-1",
+         *           "sourceRevision": 6,
+         *           "effectiveAt": "2026-02-06T16:45:00Z",
+         *           "reason": "approved_write_off",
+         *           "sourceReference": "ledger/write-offs/demo-1",
+         *           "acceptedAt": "2026-02-06T16:45:03.927Z"
+         *         }
+         *       ],
+         *       "nextCursor": null
+         *     }
+         */
+        WriteOffList: {
+            data: components["schemas"]["WriteOff"][];
+            nextCursor: string | null;
         };
         /**
          * @example {
@@ -4300,6 +4750,79 @@ export interface operations {
             };
         };
     };
+    listAdjustments: {
+        parameters: {
+            query?: {
+                cursor?: string;
+                limit?: number;
+                externalReceivableId?: string;
+            };
+            header?: never;
+            path: {
+                clientCode: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of Adjustments, newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AdjustmentList"];
+                };
+            };
+            /** @description `invalid_api_key`: Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `client_scope_denied`: Client scope denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: Rate limit exceeded */
+            429: {
+                headers: {
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `projection_unavailable`: Projection unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     getCreditNote: {
         parameters: {
             query?: never;
@@ -4460,6 +4983,79 @@ export interface operations {
             };
             /** @description `unsupported_media_type`: Unsupported media type */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: Rate limit exceeded */
+            429: {
+                headers: {
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `projection_unavailable`: Projection unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listCreditNotes: {
+        parameters: {
+            query?: {
+                cursor?: string;
+                limit?: number;
+                externalReceivableId?: string;
+            };
+            header?: never;
+            path: {
+                clientCode: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of CreditNotes, newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreditNoteList"];
+                };
+            };
+            /** @description `invalid_api_key`: Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `client_scope_denied`: Client scope denied */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4696,6 +5292,79 @@ export interface operations {
             };
         };
     };
+    listWriteOffs: {
+        parameters: {
+            query?: {
+                cursor?: string;
+                limit?: number;
+                externalReceivableId?: string;
+            };
+            header?: never;
+            path: {
+                clientCode: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of WriteOffs, newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WriteOffList"];
+                };
+            };
+            /** @description `invalid_api_key`: Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `client_scope_denied`: Client scope denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: Rate limit exceeded */
+            429: {
+                headers: {
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `projection_unavailable`: Projection unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     getPaymentObservation: {
         parameters: {
             query?: never;
@@ -4856,6 +5525,79 @@ export interface operations {
             };
             /** @description `unsupported_media_type`: Unsupported media type */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: Rate limit exceeded */
+            429: {
+                headers: {
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `projection_unavailable`: Projection unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listPaymentObservations: {
+        parameters: {
+            query?: {
+                cursor?: string;
+                limit?: number;
+                externalCustomerId?: string;
+            };
+            header?: never;
+            path: {
+                clientCode: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of payment observations, newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaymentObservationList"];
+                };
+            };
+            /** @description `invalid_api_key`: Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `client_scope_denied`: Client scope denied */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5173,6 +5915,80 @@ export interface operations {
             };
             /** @description `unsupported_media_type`: Unsupported media type */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: Rate limit exceeded */
+            429: {
+                headers: {
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `projection_unavailable`: Projection unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listPaymentRequests: {
+        parameters: {
+            query?: {
+                cursor?: string;
+                limit?: number;
+                externalReceivableId?: string;
+                status?: "open" | "confirmed" | "failed" | "expired" | "canceled";
+            };
+            header?: never;
+            path: {
+                clientCode: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of Payment requests, newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaymentRequestList"];
+                };
+            };
+            /** @description `invalid_api_key`: Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `client_scope_denied`: Client scope denied */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5831,6 +6647,79 @@ export interface operations {
             };
             /** @description `unsupported_media_type`: Unsupported media type */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: Rate limit exceeded */
+            429: {
+                headers: {
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `projection_unavailable`: Projection unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listBatches: {
+        parameters: {
+            query?: {
+                cursor?: string;
+                limit?: number;
+                status?: "queued" | "running" | "succeeded" | "partially_succeeded" | "failed";
+            };
+            header?: never;
+            path: {
+                clientCode: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of batches, newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchList"];
+                };
+            };
+            /** @description `invalid_api_key`: Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `client_scope_denied`: Client scope denied */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6532,6 +7421,79 @@ export interface operations {
             };
         };
     };
+    listRecoveryInstructions: {
+        parameters: {
+            query?: {
+                cursor?: string;
+                limit?: number;
+                externalReceivableId?: string;
+            };
+            header?: never;
+            path: {
+                clientCode: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of recovery instructions, newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecoveryInstructionList"];
+                };
+            };
+            /** @description `invalid_api_key`: Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `client_scope_denied`: Client scope denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: Rate limit exceeded */
+            429: {
+                headers: {
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `projection_unavailable`: Projection unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     getPaymentReconciliation: {
         parameters: {
             query?: never;
@@ -6811,6 +7773,80 @@ export interface operations {
             };
             /** @description `unsupported_media_type`: Unsupported media type */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: Rate limit exceeded */
+            429: {
+                headers: {
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `projection_unavailable`: Projection unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listPaymentReconciliations: {
+        parameters: {
+            query?: {
+                cursor?: string;
+                limit?: number;
+                externalPaymentRequestId?: string;
+                status?: "matched" | "held" | "resolved";
+            };
+            header?: never;
+            path: {
+                clientCode: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of Payment reconciliations, newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaymentReconciliationList"];
+                };
+            };
+            /** @description `invalid_api_key`: Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `client_scope_denied`: Client scope denied */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
