@@ -3421,7 +3421,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalCustomerId: string;
             };
             cookie?: never;
@@ -3500,7 +3502,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalCustomerId: string;
             };
             cookie?: never;
@@ -3619,7 +3623,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalCustomerId: string;
             };
             cookie?: never;
@@ -3736,11 +3742,14 @@ export interface operations {
     listCustomers: {
         parameters: {
             query?: {
+                /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
+                /** @description Items per page, 1 to 200. */
                 limit?: number;
             };
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -3810,7 +3819,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalReceivableId: string;
             };
             cookie?: never;
@@ -3889,7 +3900,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalReceivableId: string;
             };
             cookie?: never;
@@ -4006,12 +4019,15 @@ export interface operations {
     listReceivables: {
         parameters: {
             query?: {
+                /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
+                /** @description Items per page, 1 to 200. */
                 limit?: number;
                 status?: "active" | "paused" | "closed";
             };
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -4081,7 +4097,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalReceivableId: string;
             };
             cookie?: never;
@@ -4200,7 +4218,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalReceivableId: string;
             };
             cookie?: never;
@@ -4319,7 +4339,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalReceivableId: string;
             };
             cookie?: never;
@@ -4438,7 +4460,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalReceivableId: string;
             };
             cookie?: never;
@@ -4557,7 +4581,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalEventId: string;
             };
             cookie?: never;
@@ -4636,7 +4662,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalEventId: string;
             };
             cookie?: never;
@@ -4753,12 +4781,16 @@ export interface operations {
     listAdjustments: {
         parameters: {
             query?: {
+                /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
+                /** @description Items per page, 1 to 200. */
                 limit?: number;
+                /** @description Only the events of this Receivable. */
                 externalReceivableId?: string;
             };
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -4828,7 +4860,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalEventId: string;
             };
             cookie?: never;
@@ -4907,7 +4941,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalEventId: string;
             };
             cookie?: never;
@@ -5024,12 +5060,16 @@ export interface operations {
     listCreditNotes: {
         parameters: {
             query?: {
+                /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
+                /** @description Items per page, 1 to 200. */
                 limit?: number;
+                /** @description Only the events of this Receivable. */
                 externalReceivableId?: string;
             };
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -5099,7 +5139,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalEventId: string;
             };
             cookie?: never;
@@ -5178,7 +5220,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalEventId: string;
             };
             cookie?: never;
@@ -5295,12 +5339,16 @@ export interface operations {
     listWriteOffs: {
         parameters: {
             query?: {
+                /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
+                /** @description Items per page, 1 to 200. */
                 limit?: number;
+                /** @description Only the events of this Receivable. */
                 externalReceivableId?: string;
             };
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -5370,7 +5418,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalEventId: string;
             };
             cookie?: never;
@@ -5449,7 +5499,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalEventId: string;
             };
             cookie?: never;
@@ -5566,12 +5618,16 @@ export interface operations {
     listPaymentObservations: {
         parameters: {
             query?: {
+                /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
+                /** @description Items per page, 1 to 200. */
                 limit?: number;
+                /** @description Only the observations of this Customer. */
                 externalCustomerId?: string;
             };
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -5641,7 +5697,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalPaymentRequestId: string;
             };
             cookie?: never;
@@ -5720,7 +5778,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalPaymentRequestId: string;
             };
             cookie?: never;
@@ -5839,7 +5899,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalPaymentRequestId: string;
             };
             cookie?: never;
@@ -5956,13 +6018,18 @@ export interface operations {
     listPaymentRequests: {
         parameters: {
             query?: {
+                /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
+                /** @description Items per page, 1 to 200. */
                 limit?: number;
+                /** @description Only the Payment requests of this Receivable. */
                 externalReceivableId?: string;
+                /** @description Only the Payment requests in this status; a request whose expiresAt has passed is expired, never open. */
                 status?: "open" | "confirmed" | "failed" | "expired" | "canceled";
             };
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -6032,7 +6099,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalPaymentRequestId: string;
             };
             cookie?: never;
@@ -6120,8 +6189,11 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalPaymentRequestId: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalRefundId: string;
             };
             cookie?: never;
@@ -6200,8 +6272,11 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalPaymentRequestId: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalRefundId: string;
             };
             cookie?: never;
@@ -6327,12 +6402,16 @@ export interface operations {
     listRefunds: {
         parameters: {
             query?: {
+                /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
+                /** @description Items per page, 1 to 200. */
                 limit?: number;
             };
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalPaymentRequestId: string;
             };
             cookie?: never;
@@ -6414,6 +6493,7 @@ export interface operations {
             };
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -6492,7 +6572,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalBatchId: string;
             };
             cookie?: never;
@@ -6571,7 +6653,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalBatchId: string;
             };
             cookie?: never;
@@ -6688,12 +6772,16 @@ export interface operations {
     listBatches: {
         parameters: {
             query?: {
+                /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
+                /** @description Items per page, 1 to 200. */
                 limit?: number;
+                /** @description Only the batches in this status. */
                 status?: "queued" | "running" | "succeeded" | "partially_succeeded" | "failed";
             };
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -6763,7 +6851,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalCompletionId: string;
             };
             cookie?: never;
@@ -6842,7 +6932,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalCompletionId: string;
             };
             cookie?: never;
@@ -6961,7 +7053,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalSnapshotId: string;
             };
             cookie?: never;
@@ -7040,7 +7134,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalSnapshotId: string;
             };
             cookie?: never;
@@ -7159,6 +7255,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -7228,7 +7325,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalInstructionId: string;
             };
             cookie?: never;
@@ -7307,7 +7406,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalInstructionId: string;
             };
             cookie?: never;
@@ -7424,12 +7525,16 @@ export interface operations {
     listRecoveryInstructions: {
         parameters: {
             query?: {
+                /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
+                /** @description Items per page, 1 to 200. */
                 limit?: number;
+                /** @description Only the instruction governing this Receivable (at most one). */
                 externalReceivableId?: string;
             };
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -7499,7 +7604,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalReconciliationId: string;
             };
             cookie?: never;
@@ -7578,7 +7685,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalReconciliationId: string;
             };
             cookie?: never;
@@ -7697,7 +7806,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalReconciliationId: string;
             };
             cookie?: never;
@@ -7814,13 +7925,18 @@ export interface operations {
     listPaymentReconciliations: {
         parameters: {
             query?: {
+                /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
+                /** @description Items per page, 1 to 200. */
                 limit?: number;
+                /** @description Only the reconciliations of this Payment request. */
                 externalPaymentRequestId?: string;
+                /** @description Only the reconciliations in this status. */
                 status?: "matched" | "held" | "resolved";
             };
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -7890,6 +8006,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -7959,6 +8076,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -8037,6 +8155,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -8146,6 +8265,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -8251,6 +8371,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -8354,12 +8475,16 @@ export interface operations {
     listWebhookDeliveries: {
         parameters: {
             query?: {
+                /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
+                /** @description Items per page, 1 to 200. */
                 limit?: number;
+                /** @description Only the delivery of this change-feed event. */
                 eventId?: string;
             };
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -8438,6 +8563,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
                 deliveryId: string;
             };
@@ -8553,6 +8679,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -8680,6 +8807,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -8758,6 +8886,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -8867,6 +8996,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
