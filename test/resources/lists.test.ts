@@ -404,6 +404,24 @@ const getItem = (k: Tenant, segment: string, id: string) => t.call('GET', `/v1/c
 
 describe(`the lists of design.md section 9 (${engineName})`, () => {
   test('a Payment request past its expiresAt is listed expired, its expiry recorded as the GET records it', async () => {
+    const stored = async () =>
+      (
+        await t.store.query<{ status: string }>(
+          `SELECT status FROM payment_requests WHERE client_code = $1 AND external_payment_request_id = 'pr-4'`,
+          [A],
+        )
+      )[0]?.status
+    // Unrecorded, it is already not open: ?status=open leaves it out (and, not listing it, records nothing).
+    const open = await list(a, 'payment-requests', '?status=open&externalReceivableId=r1')
+    assert.deepEqual(ids('payment-requests', open), ['pr-3', 'pr-1'])
+    assert.equal(await stored(), 'open')
+    // ?status=expired lists it, expired, and records its expiry.
+    const listed = await list(a, 'payment-requests', '?status=expired')
+    assert.deepEqual(
+      listed.json.data.map((r: { externalPaymentRequestId: string; status: string }) => [r.externalPaymentRequestId, r.status]),
+      [['pr-4', 'expired']],
+    )
+    assert.equal(await stored(), 'expired')
     const res = await list(a, 'payment-requests', '?externalReceivableId=r1')
     assert.equal(res.status, 200, res.body)
     const pr4 = res.json.data.find((r: { externalPaymentRequestId: string }) => r.externalPaymentRequestId === 'pr-4')
