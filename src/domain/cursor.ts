@@ -1,6 +1,7 @@
 import { z } from 'zod'
 import { EXTERNAL_ID_PATTERN } from './identifiers.ts'
 import { fieldProblem } from './problems.ts'
+import { Timestamp } from './time.ts'
 
 /**
  * The cursor codec of every list: a cursor is base64url JSON, opaque to clients, and what it carries is checked
@@ -50,4 +51,40 @@ export function readCursor<T>(cursor: string | undefined, schema: z.ZodType<T>, 
   const parsed = schema.safeParse(raw)
   if (!parsed.success) throw fieldProblem(pointer, 'invalid_format', detail)
   return parsed.data
+}
+
+/**
+ * A creation time as a newest-first cursor carries it: UTC with exactly six fractional digits (the microseconds
+ * PostgreSQL keeps, so the key compares exactly whatever precision the column holds), calendar-valid, and not in
+ * year 0 (a valid ISO date but no PostgreSQL timestamp).
+ */
+const CreationTime = Timestamp.regex(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/).refine((s) => !s.startsWith('0000'))
+
+/**
+ * The cursor of a newest-first list (docs/decisions.md, "Lists"): `{after: [createdAt, id]}`, the creation time and
+ * identifier of the last item shown. The next page holds the items strictly before it in (creation time, id)
+ * order; both never change once a row exists, so paging while others write never skips or repeats an item.
+ */
+export const NewestFirstCursor = z.strictObject({ after: z.tuple([CreationTime, z.string().regex(EXTERNAL_ID_PATTERN)]) })
+
+/** Where a newest-first page starts: strictly before this creation time and identifier. */
+export interface NewestFirstKey {
+  at: string
+  id: string
+}
+
+/** The decoded cursor of a newest-first list; any other text is a 422 at /query/cursor. */
+export function readNewestFirstCursor(cursor: string | undefined): NewestFirstKey | undefined {
+  const c = readCursor(cursor, NewestFirstCursor, '/query/cursor', 'is not a cursor this list returned')
+  return c && { at: c.after[0], id: c.after[1] }
+}
+
+/**
+ * A newest-first page from rows read with `limit + 1` (the extra row only says another page follows); each row's
+ * `list_at` is its creation time as the cursor carries it (the store's `newestFirst` selects it).
+ */
+export function newestFirstPage<R extends { list_at: string }>(rows: readonly R[], limit: number, idOf: (row: R) => string) {
+  const page = rows.slice(0, limit)
+  const last = page.at(-1)
+  return { page, nextCursor: rows.length > limit && last ? encodeCursor({ after: [last.list_at, idOf(last)] }) : null }
 }

@@ -8,8 +8,9 @@ export const ListQuery = z.strictObject({
   cursor: z
     .string()
     .regex(/^[A-Za-z0-9_-]{1,400}$/, 'must be a cursor returned by a previous page')
-    .optional(),
-  limit: z.coerce.number().int().min(1).max(200).default(50),
+    .optional()
+    .describe("The previous page's nextCursor, to read the next page; omitted for the first page."),
+  limit: z.coerce.number().int().min(1).max(200).default(50).describe('Items per page, 1 to 200.'),
 })
 
 /** A page of `item`s; its example is a last page holding the item's own first example. */

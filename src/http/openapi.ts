@@ -42,8 +42,18 @@ function parameters(def: RouteDef): Json[] {
   ] as const) {
     if (!schema) continue
     const js = inline(schema) as { properties?: Record<string, Json>; required?: string[] }
+    const shape = (schema as unknown as { shape?: Record<string, z.ZodType> }).shape ?? {}
     for (const [name, prop] of Object.entries(js.properties ?? {})) {
-      out.push({ name, in: where, required: where === 'path' || (js.required ?? []).includes(name), schema: prop })
+      // A parameter's `.describe()` (kept in the global registry, which `inline` leaves out) is its description.
+      const member = shape[name]
+      const description = member ? z.globalRegistry.get(member)?.description : undefined
+      out.push({
+        name,
+        in: where,
+        required: where === 'path' || (js.required ?? []).includes(name),
+        ...(description ? { description } : {}),
+        schema: prop,
+      })
     }
   }
   return out

@@ -87,6 +87,8 @@ CREATE TABLE batches (
   CONSTRAINT batches_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'running'::text, 'succeeded'::text, 'partially_succeeded'::text, 'failed'::text])))
 );
 CREATE INDEX batches_open ON public.batches USING btree (submitted_at) WHERE (status = ANY (ARRAY['queued'::text, 'running'::text]));
+CREATE INDEX batches_status_submitted ON public.batches USING btree (client_code, status, submitted_at, external_batch_id);
+CREATE INDEX batches_submitted ON public.batches USING btree (client_code, submitted_at, external_batch_id);
 
 CREATE TABLE book_completions (
   client_code text NOT NULL,
@@ -215,7 +217,8 @@ CREATE TABLE financial_events (
   CONSTRAINT financial_events_family_check CHECK ((family = ANY (ARRAY['adjustment'::text, 'credit_note'::text, 'write_off'::text]))),
   CONSTRAINT financial_events_pkey PRIMARY KEY (client_code, family, external_event_id)
 );
-CREATE INDEX financial_events_receivable ON public.financial_events USING btree (client_code, external_receivable_id);
+CREATE INDEX financial_events_accepted ON public.financial_events USING btree (client_code, family, accepted_at, external_event_id);
+CREATE INDEX financial_events_receivable_accepted ON public.financial_events USING btree (client_code, external_receivable_id, family, accepted_at, external_event_id);
 
 CREATE TABLE grants (
   client_code text NOT NULL,
@@ -278,6 +281,8 @@ CREATE TABLE payment_observations (
   CONSTRAINT payment_observations_pkey PRIMARY KEY (client_code, external_event_id),
   CONSTRAINT payment_observations_unapplied_minor_check CHECK ((unapplied_minor >= 0))
 );
+CREATE INDEX payment_observations_accepted ON public.payment_observations USING btree (client_code, accepted_at, external_event_id);
+CREATE INDEX payment_observations_customer_accepted ON public.payment_observations USING btree (client_code, external_customer_id, accepted_at, external_event_id);
 
 CREATE TABLE payment_reconciliations (
   client_code text NOT NULL,
@@ -295,7 +300,9 @@ CREATE TABLE payment_reconciliations (
   CONSTRAINT payment_reconciliations_pkey PRIMARY KEY (client_code, external_reconciliation_id),
   CONSTRAINT payment_reconciliations_status_check CHECK ((status = ANY (ARRAY['matched'::text, 'held'::text, 'resolved'::text])))
 );
-CREATE INDEX payment_reconciliations_payment ON public.payment_reconciliations USING btree (client_code, external_payment_request_id);
+CREATE INDEX payment_reconciliations_accepted ON public.payment_reconciliations USING btree (client_code, accepted_at, external_reconciliation_id);
+CREATE INDEX payment_reconciliations_payment_accepted ON public.payment_reconciliations USING btree (client_code, external_payment_request_id, accepted_at, external_reconciliation_id);
+CREATE INDEX payment_reconciliations_status_accepted ON public.payment_reconciliations USING btree (client_code, status, accepted_at, external_reconciliation_id);
 
 CREATE TABLE payment_requests (
   client_code text NOT NULL,
@@ -322,8 +329,10 @@ CREATE TABLE payment_requests (
   CONSTRAINT payment_requests_pkey PRIMARY KEY (client_code, external_payment_request_id),
   CONSTRAINT payment_requests_status_check CHECK ((status = ANY (ARRAY['open'::text, 'confirmed'::text, 'failed'::text, 'expired'::text, 'canceled'::text])))
 );
+CREATE INDEX payment_requests_created ON public.payment_requests USING btree (client_code, created_at, external_payment_request_id);
 CREATE INDEX payment_requests_open_expiry ON public.payment_requests USING btree (expires_at) WHERE (status = 'open'::text);
-CREATE INDEX payment_requests_receivable ON public.payment_requests USING btree (client_code, external_receivable_id);
+CREATE INDEX payment_requests_receivable_created ON public.payment_requests USING btree (client_code, external_receivable_id, created_at, external_payment_request_id);
+CREATE INDEX payment_requests_status_created ON public.payment_requests USING btree (client_code, status, created_at, external_payment_request_id);
 
 CREATE TABLE payments (
   client_code text NOT NULL,
@@ -521,11 +530,13 @@ CREATE TABLE recovery_instructions (
   revision bigint NOT NULL,
   effective_at text NOT NULL,
   recorded_at timestamp with time zone NOT NULL,
+  created_at timestamp with time zone NOT NULL DEFAULT now(),
   CONSTRAINT recovery_instructions_client_code_external_receivable_id_key UNIQUE (client_code, external_receivable_id),
   CONSTRAINT recovery_instructions_client_code_fkey FOREIGN KEY (client_code) REFERENCES clients(client_code),
   CONSTRAINT recovery_instructions_pkey PRIMARY KEY (client_code, external_instruction_id),
   CONSTRAINT recovery_instructions_state_check CHECK ((state = ANY (ARRAY['authorized'::text, 'withdrawn'::text, 'suspended'::text])))
 );
+CREATE INDEX recovery_instructions_created ON public.recovery_instructions USING btree (client_code, created_at, external_instruction_id);
 
 CREATE TABLE refunds (
   client_code text NOT NULL,

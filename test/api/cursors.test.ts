@@ -41,12 +41,33 @@ interface CursorRoute {
   route: string
   url: (cursor: string) => string
   pointer: string
-  /** A cursor of this list's shape at its upper bound: accepted. */
+  /** A cursor of this list's shape at its bound (the end its order runs to): accepted, and an empty page. */
   boundary: string
 }
 
 const apiKeyAt = (ts: string) => encodeCursor({ after: [ts, `ak_${'A'.repeat(24)}`] })
+/** A newest-first list's cursor: a creation time in microseconds and an identifier (src/domain/cursor.ts). */
+const newestAt = (ts: string) => encodeCursor({ after: [ts, 'z'.repeat(128)] })
+const NEWEST_FIRST = [
+  'payment-requests',
+  'recovery-instructions',
+  'payment-reconciliations',
+  'adjustments',
+  'credit-notes',
+  'write-offs',
+  'payment-observations',
+  'batches',
+].map(
+  (segment): CursorRoute => ({
+    route: `GET /v1/clients/:clientCode/${segment}`,
+    url: (c) => `/v1/clients/${C}/${segment}?cursor=${c}`,
+    pointer: '/query/cursor',
+    // Newest first: the page before the earliest instant PostgreSQL and the cursor both keep is empty.
+    boundary: newestAt('0001-01-01T00:00:00.000000Z'),
+  }),
+)
 const LISTS: CursorRoute[] = [
+  ...NEWEST_FIRST,
   {
     route: 'GET /v1/clients/:clientCode/customers',
     url: (c) => `/v1/clients/${C}/customers?cursor=${c}`,
@@ -124,6 +145,12 @@ const CRAFTED: [string, string][] = [
   ['a key cursor in year 0 (no PostgreSQL timestamp)', apiKeyAt('0000-01-01T00:00:00Z')],
   ['a key cursor with a calendar-invalid time', apiKeyAt('2026-02-30T00:00:00Z')],
   ['a cursor with an extra member', encodeCursor({ s: '1', after: 'a', x: 1 })],
+  ['a newest-first cursor in year 0', newestAt('0000-01-01T00:00:00.000000Z')],
+  ['a newest-first cursor with a calendar-invalid time', newestAt('2026-02-30T00:00:00.000000Z')],
+  ['a newest-first cursor with milliseconds only', newestAt('2026-01-01T00:00:00.000Z')],
+  ['a newest-first cursor with an offset', newestAt('2026-01-01T00:00:00.000000+01:00')],
+  ['a newest-first cursor whose identifier holds NUL', encodeCursor({ after: ['2026-01-01T00:00:00.000000Z', 'a\u0000b'] })],
+  ['a newest-first cursor with a third member', encodeCursor({ after: ['2026-01-01T00:00:00.000000Z', 'a', 'b'] })],
   ['JSON null', encodeCursor(null)],
   ['a JSON array', encodeCursor([1, 2])],
   ['base64url of text that is not JSON', Buffer.from('{"s":').toString('base64url')],

@@ -95,6 +95,10 @@ const DYNAMIC_SCOPES: Record<string, { lacking: Scope[]; body?: unknown }> = {
   },
   // Reading a batch needs the write scope of every kind it holds: sa-batch holds a customer record.
   'GET /v1/clients/:clientCode/batches/:externalBatchId': { lacking: ['customers:write'] },
+  // The batch list shows the batches whose every kind the grant may write; with no batch write scope at all it refuses.
+  'GET /v1/clients/:clientCode/batches': {
+    lacking: ['customers:write', 'receivables:write', 'payment_observations:write', 'financial_corrections:write'],
+  },
 }
 
 // Webhook destinations resolve through a stub (a public address); no test here sends a notification.
@@ -186,6 +190,12 @@ before(async () => {
   await put('/payment-requests/sa-pr/refunds/sa-refund', { amount: usd('0.50'), reason: 'requested_by_customer' })
   // A's webhook endpoint, and one delivery of A's first change under a known id.
   await put('/webhook-endpoint', { url: 'https://hooks.sec-a.com/irs' })
+  // B's webhook endpoint, so that B's delivery log is a list (empty) like A's.
+  await must(
+    t.call('PUT', `/v1/clients/${B}/webhook-endpoint`, { key: b.apiKey, body: { url: 'https://hooks.sec-b.com/irs' } }),
+    201,
+    'B hook',
+  )
   // A's receipt-posting route (its test receipt is never sent here: no dispatcher runs).
   await put('/receipt-route', { url: 'https://receipts.sec-a.com/post' })
   await t.store.query(
@@ -245,6 +255,10 @@ function request(route: RouteDef, values: Record<string, string>, opts: CallOpti
   const body = route.body ? (dynamic?.body ?? {}) : undefined
   return t.call(route.method, fillPath(route.path, values), { ...(body !== undefined ? { body } : {}), ...opts })
 }
+
+/** A paged list: a GET whose query takes a `cursor`. */
+const isList = (route: RouteDef) =>
+  route.method === 'GET' && 'cursor' in ((route.query as { shape?: Record<string, unknown> } | undefined)?.shape ?? {})
 
 const walked = { api: new Set<string>(), admin: new Set<string>() }
 
@@ -322,6 +336,14 @@ describe('every API-key route', () => {
       if (route.method === 'GET' && pathParams(route.path).length > 1) {
         const res = await request(route, paramValues(route, B, 'existing'), { key: b.apiKey })
         assert.equal(res.status, 404, `B reading A's id under its own client: ${res.body}`)
+      }
+      // A list of A's holds A's data; the same list of B (which holds none) is empty, whatever A holds.
+      if (isList(route) && pathParams(route.path).length === 1) {
+        const own = await request(route, existing, { key: a.apiKey })
+        assert.ok(own.json.data.length > 0, `A's list shows A's data: ${own.body}`)
+        const res = await request(route, paramValues(route, B, 'existing'), { key: b.apiKey })
+        assert.equal(res.status, 200, res.body)
+        assert.deepEqual(res.json, { data: [], nextCursor: null }, `B's list under its own client`)
       }
       walked.api.add(key)
     })

@@ -346,6 +346,66 @@ describe(`SDK client against the service (${engineName})`, () => {
     assert.deepEqual(none, [])
   })
 
+  test('the list methods: one page each, newest first, following nextCursor, filters and their 422s', async () => {
+    const c = await t.tenant('sdk-lists')
+    const irs = sdk(c)
+    await irs.PUT('/v1/clients/{clientCode}/customers/{externalCustomerId}', {
+      params: { path: { externalCustomerId: 'lc-1' } },
+      body: customer(1),
+    })
+    await irs.PUT('/v1/clients/{clientCode}/receivables/{externalReceivableId}', {
+      params: { path: { externalReceivableId: 'lr-1' } },
+      body: receivable('lc-1'),
+    })
+    for (const id of ['lpo-1', 'lpo-2', 'lpo-3']) {
+      await irs.PUT('/v1/clients/{clientCode}/payment-observations/{externalEventId}', {
+        params: { path: { externalEventId: id } },
+        body: {
+          type: 'payment',
+          amount: { amount: '1.00', currency: 'USD' },
+          allocations: [{ amount: { amount: '1.00', currency: 'USD' }, externalReceivableId: 'lr-1' }],
+          effectiveAt: '2026-03-01T00:00:00Z',
+          externalCustomerId: 'lc-1',
+          method: 'cash',
+          sourceReference: `sdk/${id}`,
+        },
+      })
+      // Distinct acceptance times, so that newest first is the reverse of this order.
+      await new Promise((resolve) => setTimeout(resolve, 3))
+    }
+    const first = await irs.listPaymentObservations({ limit: 2, externalCustomerId: 'lc-1' })
+    assert.deepEqual(
+      first.data.map((o) => o.externalEventId),
+      ['lpo-3', 'lpo-2'],
+    )
+    assert.equal(typeof first.nextCursor, 'string')
+    const second = await irs.listPaymentObservations({ limit: 2, cursor: first.nextCursor as string })
+    assert.deepEqual([second.data.map((o) => o.externalEventId), second.nextCursor], [['lpo-1'], null])
+    // A list method's page iterates over the whole list too.
+    const all: string[] = []
+    for await (const o of await irs.listPaymentObservations({ limit: 2, externalCustomerId: 'lc-1' })) all.push(o.externalEventId)
+    assert.deepEqual(all, ['lpo-3', 'lpo-2', 'lpo-1'])
+    assert.deepEqual(await irs.listPaymentObservations({ externalCustomerId: 'nobody' }), { data: [], nextCursor: null })
+
+    sent.length = 0
+    const empty = { data: [], nextCursor: null }
+    assert.deepEqual(await irs.listPaymentRequests({ status: 'open' }), empty)
+    assert.deepEqual(await irs.listRecoveryInstructions(), empty)
+    assert.deepEqual(await irs.listPaymentReconciliations({ status: 'held' }), empty)
+    assert.deepEqual(await irs.listAdjustments({ externalReceivableId: 'lr-1' }), empty)
+    assert.deepEqual(await irs.listCreditNotes(), empty)
+    assert.deepEqual(await irs.listWriteOffs(), empty)
+    assert.deepEqual(await irs.listBatches({ status: 'queued' }), empty)
+    assert.deepEqual(
+      sent,
+      ['payment-requests', 'recovery-instructions', 'payment-reconciliations', 'adjustments', 'credit-notes', 'write-offs', 'batches'].map(
+        (segment) => `GET /v1/clients/sdk-lists/${segment}`,
+      ),
+    )
+    const bad = await rejects(irs.listBatches({ status: 'done' as 'queued' }))
+    assert.deepEqual([bad.code, bad.fieldErrors.map((e) => e.pointer)], ['validation_error', ['/query/status']])
+  })
+
   test('following the feed picks up new events until aborted', async () => {
     const c = await t.tenant('sdk-follow')
     const irs = sdk(c)

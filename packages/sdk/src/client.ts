@@ -70,6 +70,20 @@ export type ClientPaths = {
 export type ChangeEvent = Schemas['ChangeEvent']
 export type ChangePage = Schemas['ChangePage']
 
+/** The lists of the API (`?cursor=&limit=` and their filters): a path's query parameters, without clientCode. */
+type ListQuery<P extends keyof paths> = paths[P] extends { get: { parameters: { query?: infer Q } } } ? NonNullable<Q> : never
+export type PaymentRequestListQuery = ListQuery<'/v1/clients/{clientCode}/payment-requests'>
+export type RecoveryInstructionListQuery = ListQuery<'/v1/clients/{clientCode}/recovery-instructions'>
+export type PaymentReconciliationListQuery = ListQuery<'/v1/clients/{clientCode}/payment-reconciliations'>
+export type FinancialEventListQuery = ListQuery<'/v1/clients/{clientCode}/adjustments'>
+export type PaymentObservationListQuery = ListQuery<'/v1/clients/{clientCode}/payment-observations'>
+export type BatchListQuery = ListQuery<'/v1/clients/{clientCode}/batches'>
+
+/** Options of one list call. */
+export interface ListOptions {
+  signal?: AbortSignal
+}
+
 type Method = 'get' | 'put' | 'post' | 'patch'
 type RawClient = Client<ClientPaths, `${string}/${string}`>
 type PathsFor<M extends Method> = ClientPathsWithMethod<RawClient, M>
@@ -224,6 +238,22 @@ export interface InboundClient {
   changePages(options?: ChangeFeedOptions): AsyncGenerator<ChangePage>
   /** The change feed, event by event across pages. */
   changes(options?: ChangeFeedOptions): ChangeFeed
+  /**
+   * One page of a list, newest first (each item as its GET answers it): pass a page's `nextCursor` as `cursor` for
+   * the next one, until it is null. Filters as the service documents them (an unknown value is a ProblemError 422).
+   */
+  listPaymentRequests(query?: PaymentRequestListQuery, options?: ListOptions): Promise<Page<Schemas['PaymentRequestList']>>
+  listRecoveryInstructions(query?: RecoveryInstructionListQuery, options?: ListOptions): Promise<Page<Schemas['RecoveryInstructionList']>>
+  listPaymentReconciliations(
+    query?: PaymentReconciliationListQuery,
+    options?: ListOptions,
+  ): Promise<Page<Schemas['PaymentReconciliationList']>>
+  listAdjustments(query?: FinancialEventListQuery, options?: ListOptions): Promise<Page<Schemas['AdjustmentList']>>
+  listCreditNotes(query?: FinancialEventListQuery, options?: ListOptions): Promise<Page<Schemas['CreditNoteList']>>
+  listWriteOffs(query?: FinancialEventListQuery, options?: ListOptions): Promise<Page<Schemas['WriteOffList']>>
+  listPaymentObservations(query?: PaymentObservationListQuery, options?: ListOptions): Promise<Page<Schemas['PaymentObservationList']>>
+  /** The batches whose every record kind this key's grant may write. */
+  listBatches(query?: BatchListQuery, options?: ListOptions): Promise<Page<Schemas['BatchList']>>
 }
 
 const EXTERNAL_ID = /^[A-Za-z0-9_-]{1,128}$/
@@ -333,6 +363,18 @@ export function createClient(options: ClientOptions): InboundClient {
     changes(o = {}) {
       return new ChangeFeed(() => client.changePages(o), o.after)
     },
+
+    listPaymentRequests: (query = {}, o = {}) => client.GET('/v1/clients/{clientCode}/payment-requests', { params: { query }, ...o }),
+    listRecoveryInstructions: (query = {}, o = {}) =>
+      client.GET('/v1/clients/{clientCode}/recovery-instructions', { params: { query }, ...o }),
+    listPaymentReconciliations: (query = {}, o = {}) =>
+      client.GET('/v1/clients/{clientCode}/payment-reconciliations', { params: { query }, ...o }),
+    listAdjustments: (query = {}, o = {}) => client.GET('/v1/clients/{clientCode}/adjustments', { params: { query }, ...o }),
+    listCreditNotes: (query = {}, o = {}) => client.GET('/v1/clients/{clientCode}/credit-notes', { params: { query }, ...o }),
+    listWriteOffs: (query = {}, o = {}) => client.GET('/v1/clients/{clientCode}/write-offs', { params: { query }, ...o }),
+    listPaymentObservations: (query = {}, o = {}) =>
+      client.GET('/v1/clients/{clientCode}/payment-observations', { params: { query }, ...o }),
+    listBatches: (query = {}, o = {}) => client.GET('/v1/clients/{clientCode}/batches', { params: { query }, ...o }),
   }
   return client
 }

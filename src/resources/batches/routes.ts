@@ -1,9 +1,11 @@
+import { ClientParams } from '../../http/common-schemas.ts'
 import { defineRoute, type RouteDef } from '../../http/route.ts'
 import { type RouteDeps, writeRoute } from '../operations.ts'
-import { BatchParams, BatchResponse } from './schema.ts'
+import { BatchList, BatchListQuery, BatchParams, BatchResponse } from './schema.ts'
 import type { BatchService } from './service.ts'
 
-const path = '/v1/clients/:clientCode/batches/:externalBatchId'
+const base = '/v1/clients/:clientCode/batches'
+const path = `${base}/:externalBatchId`
 
 export function batchRoutes(deps: RouteDeps, batches: BatchService): RouteDef[] {
   return [
@@ -40,6 +42,22 @@ export function batchRoutes(deps: RouteDeps, batches: BatchService): RouteDef[] 
         status: 200,
         body: await batches.get(clientCode, grant, params.externalBatchId),
       }),
+    }),
+    defineRoute({
+      method: 'GET',
+      path: base,
+      operationId: 'listBatches',
+      summary: 'List the batches this grant may read, newest first',
+      description:
+        'The batches of this client whose every record kind the grant may write (the rule of the GET), most recently submitted first, each exactly as its GET shows it; a batch holding a kind the grant may not write is left out, as if it did not exist. `status` keeps those in one status. Pages of `limit` items (1 to 200, default 50): pass `nextCursor` as `cursor` for the next page, until it is null. A grant holding no batch write scope at all is refused with 403 client_scope_denied.',
+      tags: ['Batches'],
+      auth: { kind: 'api_key', scopes: [] },
+      params: ClientParams,
+      query: BatchListQuery,
+      responses: { 200: { schema: BatchList, description: 'A page of batches, newest first' } },
+      problems: [],
+      public: true,
+      handler: async ({ clientCode, grant, query }) => ({ status: 200, body: await batches.list(clientCode, grant, query) }),
     }),
   ]
 }

@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { ExternalId } from '../../domain/identifiers.ts'
 import { Timestamp } from '../../domain/time.ts'
-import { ClientParams } from '../../http/common-schemas.ts'
+import { ClientParams, ListQuery, listResponse } from '../../http/common-schemas.ts'
 import { BATCH_CUSTOMER_EXAMPLE_ID, batchCustomerWriteExample } from '../customers/schema.ts'
 import {
   BATCH_RECEIVABLE_EXAMPLE_ID,
@@ -149,3 +149,9 @@ export const BatchResponse = z
     examples: [batchResponseExample('succeeded', { completedAt: '2026-02-01T05:40:00.655Z' }), batchResponseExample('queued', {})],
   })
 export type BatchResponse = z.output<typeof BatchResponse>
+
+export const BatchListQuery = ListQuery.extend({
+  status: z.enum(BATCH_STATUSES).optional().describe('Only the batches in this status.'),
+})
+export type BatchListQuery = z.output<typeof BatchListQuery>
+export const BatchList = listResponse(BatchResponse, 'BatchList')

@@ -1,5 +1,6 @@
 import type { Grant } from '../../access/grants.ts'
 import { canonicalDigest } from '../../domain/canonical.ts'
+import { newestFirstPage, readNewestFirstCursor } from '../../domain/cursor.ts'
 import { Problem, type ProblemCode, problemCatalogue } from '../../domain/problems.ts'
 import type { Scope } from '../../domain/scopes.ts'
 import { type Clock, isoNow } from '../../domain/time.ts'
@@ -7,8 +8,8 @@ import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable, Store } from '../../store/store.ts'
 import { defineOperation, grantOf, type OperationContext, type RecordKind, type WriteOperation } from '../operations.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
-import { BatchResponse, BatchWrite } from './schema.ts'
-import { type BatchRecordRow, type BatchRow, batchRecords, findBatch, insertBatch } from './store.ts'
+import { type BatchListQuery, BatchResponse, BatchWrite } from './schema.ts'
+import { type BatchRecordRow, type BatchRow, batchRecords, batchRecordsOf, findBatch, insertBatch, listBatches } from './store.ts'
 
 export type OperationsByKind = Record<RecordKind, WriteOperation>
 
@@ -160,6 +161,34 @@ export function createBatchService({ store, clock, operations, docsUrl, onQueued
       const records = await batchRecords(store, clientCode, id)
       if (scopesForKinds(operations, new Set(records.map((r) => r.kind))).some((s) => !grant.scopes.has(s))) throw refuse()
       return batchView(batch, records, docsUrl)
+    },
+
+    /**
+     * A page of the batches this grant may read, newest first, each exactly as its GET shows it (docs/decisions.md,
+     * "Lists"): those whose every record kind it may write, filtered before the page is cut, so a batch it may not
+     * read is never shown, never counted and never named by a cursor. A grant that may write no kind a batch can
+     * carry could read no batch at all: 403, as the GET answers it for an unknown batch.
+     */
+    async list(clientCode: string, grant: Grant, q: BatchListQuery) {
+      const kinds = (Object.keys(operations) as RecordKind[]).filter((k) =>
+        scopesForKinds(operations, [k]).every((s) => grant.scopes.has(s)),
+      )
+      if (kinds.length === 0) {
+        throw new Problem(
+          'client_scope_denied',
+          `The grant for client ${clientCode} may not list batches: reading a batch needs the write scope of every record kind it holds, and this grant holds none of ${allBatchScopes.join(', ')}.`,
+        )
+      }
+      const after = readNewestFirstCursor(q.cursor)
+      const all = kinds.length === Object.keys(operations).length
+      const rows = await listBatches(store, clientCode, { after, status: q.status, kinds: all ? undefined : kinds, limit: q.limit + 1 })
+      const { page, nextCursor } = newestFirstPage(rows, q.limit, (r) => r.external_batch_id)
+      const records = await batchRecordsOf(
+        store,
+        clientCode,
+        page.map((b) => b.external_batch_id),
+      )
+      return { data: page.map((b) => batchView(b, records.get(b.external_batch_id) ?? [], docsUrl)), nextCursor }
     },
   }
 }

@@ -1,4 +1,6 @@
+import type { NewestFirstKey } from '../../domain/cursor.ts'
 import { leaseHolderGone } from '../../store/lease-holder.ts'
+import { newestFirst } from '../../store/newest-first.ts'
 import type { Queryable, Tx } from '../../store/store.ts'
 import type { BatchWrite } from './schema.ts'
 
@@ -49,6 +51,56 @@ export async function batchRecords(db: Queryable, clientCode: string, id: string
        FROM batch_records WHERE client_code = $1 AND external_batch_id = $2 ORDER BY position`,
     [clientCode, id],
   )
+}
+
+/**
+ * A page of the client's batches, newest first by submission, optionally of one status, and only those all of
+ * whose records are of `kinds` (undefined: any kind). An index range scan of batches_submitted or
+ * batches_status_submitted; the kinds test probes batch_records by its primary key (at most 100 records a batch),
+ * and only for a grant that may not write every kind.
+ */
+export async function listBatches(
+  db: Queryable,
+  clientCode: string,
+  q: { after: NewestFirstKey | undefined; status: BatchRow['status'] | undefined; kinds: readonly string[] | undefined; limit: number },
+): Promise<(BatchRow & { list_at: string })[]> {
+  const params: unknown[] = [clientCode, q.limit]
+  let filter = ''
+  if (q.status !== undefined) {
+    params.push(q.status)
+    filter += ` AND b.status = $${params.length}`
+  }
+  if (q.kinds !== undefined) {
+    params.push(q.kinds)
+    filter += ` AND NOT EXISTS (SELECT 1 FROM batch_records r WHERE r.client_code = b.client_code AND r.external_batch_id = b.external_batch_id
+                                   AND r.kind <> ALL($${params.length}::text[]))`
+  }
+  const page = newestFirst('b.submitted_at', 'b.external_batch_id', q.after, params)
+  return db.query(
+    `SELECT b.external_batch_id, b.integration_id, b.body_digest, b.status, b.submitted_at, b.completed_at, ${page.listAt}
+       FROM batches b WHERE b.client_code = $1${filter}${page.where} ${page.order} LIMIT $2`,
+    params,
+  )
+}
+
+/** `batchRecords` of several batches, in one statement: batch id to its record outcomes in array order. */
+export async function batchRecordsOf(
+  db: Queryable,
+  clientCode: string,
+  ids: readonly string[],
+): Promise<Map<string, Omit<BatchRecordRow, 'body'>[]>> {
+  const rows = await db.query<Omit<BatchRecordRow, 'body'> & { external_batch_id: string }>(
+    `SELECT external_batch_id, position, record_id, kind, external_id, depends_on, status, http_status, problem_code, problem, blocked_by
+       FROM batch_records WHERE client_code = $1 AND external_batch_id = ANY($2::text[]) ORDER BY external_batch_id, position`,
+    [clientCode, ids],
+  )
+  const records = new Map<string, Omit<BatchRecordRow, 'body'>[]>()
+  for (const { external_batch_id: id, ...record } of rows) {
+    const list = records.get(id) ?? []
+    list.push(record)
+    records.set(id, list)
+  }
+  return records
 }
 
 /** The batch and all its records in one statement (records go in as one jsonb array, not a loop). */

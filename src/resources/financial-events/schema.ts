@@ -2,7 +2,7 @@ import { z } from 'zod'
 import { ExternalId, SourceReference } from '../../domain/identifiers.ts'
 import { Money, MoneyOut } from '../../domain/money.ts'
 import { Timestamp } from '../../domain/time.ts'
-import { ClientParams } from '../../http/common-schemas.ts'
+import { ClientParams, ListQuery, listResponse } from '../../http/common-schemas.ts'
 import { RECEIVABLE_EXAMPLE_ID, SafeInteger } from '../receivables/schema.ts'
 
 export type Family = 'adjustment' | 'credit_note' | 'write_off'
@@ -150,3 +150,12 @@ export type EventWriteBody = {
 }
 
 export const EventParams = ClientParams.extend({ externalEventId: ExternalId })
+
+export const EventListQuery = ListQuery.extend({
+  externalReceivableId: ExternalId.optional().describe('Only the events of this Receivable.'),
+})
+export const EventList = {
+  adjustment: listResponse(EventResponse.adjustment, 'AdjustmentList'),
+  credit_note: listResponse(EventResponse.credit_note, 'CreditNoteList'),
+  write_off: listResponse(EventResponse.write_off, 'WriteOffList'),
+}

@@ -1,4 +1,5 @@
 import { canonicalJson } from '../../domain/canonical.ts'
+import { newestFirstPage, readNewestFirstCursor } from '../../domain/cursor.ts'
 import { describeMoney, toMinor } from '../../domain/money.ts'
 import { fieldProblem, Problem, unknownReferences } from '../../domain/problems.ts'
 import { isoNow } from '../../domain/time.ts'
@@ -16,7 +17,7 @@ import {
 import type { ReceivableCore } from '../receivables/store.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import { EventResponse, EventWrite, type EventWriteBody, FAMILIES, type Family } from './schema.ts'
-import { type FinancialEventRow, findEvent, findEventsAndReceivables, insertEventsMovingReceivables } from './store.ts'
+import { type FinancialEventRow, findEvent, findEventsAndReceivables, insertEventsMovingReceivables, listEvents } from './store.ts'
 
 /**
  * The database and the clock: an event's reads and writes are one statement each in this family's store, which
@@ -161,6 +162,18 @@ export function createFinancialEventService({ store, clock }: FinancialEventServ
       const row = await findEvent(db, clientCode, family, id)
       if (!row) throw new Problem('financial_event_not_found', `No ${FAMILIES[family].title} ${id} for this client.`)
       return toResponse(row)
+    },
+
+    /** A page of one family, newest first; each item exactly as its GET renders it. */
+    async list(
+      clientCode: string,
+      family: Family,
+      q: { cursor?: string | undefined; limit: number; externalReceivableId?: string | undefined },
+    ) {
+      const after = readNewestFirstCursor(q.cursor)
+      const rows = await listEvents(store, clientCode, family, { after, receivableId: q.externalReceivableId, limit: q.limit + 1 })
+      const { page, nextCursor } = newestFirstPage(rows, q.limit, (r) => r.external_event_id)
+      return { data: page.map(toResponse), nextCursor }
     },
   }
 }

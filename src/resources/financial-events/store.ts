@@ -1,3 +1,5 @@
+import type { NewestFirstKey } from '../../domain/cursor.ts'
+import { newestFirst } from '../../store/newest-first.ts'
 import type { Queryable, QueryOptions, Tx } from '../../store/store.ts'
 import type { ReceivableCore } from '../receivables/store.ts'
 import type { EventWriteBody, Family } from './schema.ts'
@@ -21,6 +23,30 @@ export async function findEvent(db: Queryable, clientCode: string, family: Famil
       [clientCode, family, id],
     )
   )[0]
+}
+
+/**
+ * A page of one family's events, newest first by acceptance (an event is immutable), optionally of one Receivable:
+ * an index range scan of financial_events_accepted or financial_events_receivable_accepted.
+ */
+export async function listEvents(
+  db: Queryable,
+  clientCode: string,
+  family: Family,
+  q: { after: NewestFirstKey | undefined; receivableId: string | undefined; limit: number },
+): Promise<(FinancialEventRow & { list_at: string })[]> {
+  const params: unknown[] = [clientCode, family, q.limit]
+  let filter = ''
+  if (q.receivableId !== undefined) {
+    params.push(q.receivableId)
+    filter = ` AND external_receivable_id = $${params.length}`
+  }
+  const page = newestFirst('accepted_at', 'external_event_id', q.after, params)
+  return db.query(
+    `SELECT external_event_id, body, accepted_at, ${page.listAt}
+       FROM financial_events WHERE client_code = $1 AND family = $2${filter}${page.where} ${page.order} LIMIT $3`,
+    params,
+  )
 }
 
 export async function insertEvent(

@@ -1,9 +1,11 @@
+import { ClientParams } from '../../http/common-schemas.ts'
 import { defineRoute, type RouteDef } from '../../http/route.ts'
 import { type RouteDeps, writeRoute } from '../operations.ts'
-import { PaymentObservationParams, PaymentObservationResponse } from './schema.ts'
+import { PaymentObservationList, PaymentObservationListQuery, PaymentObservationParams, PaymentObservationResponse } from './schema.ts'
 import type { PaymentObservationService } from './service.ts'
 
-const path = '/v1/clients/:clientCode/payment-observations/:externalEventId'
+const base = '/v1/clients/:clientCode/payment-observations'
+const path = `${base}/:externalEventId`
 
 export function paymentObservationRoutes(deps: RouteDeps, observations: PaymentObservationService): RouteDef[] {
   return [
@@ -33,6 +35,22 @@ export function paymentObservationRoutes(deps: RouteDeps, observations: PaymentO
       public: true,
       oneRead: (db, { clientCode, params }) => observations.get(clientCode, params.externalEventId, db),
       handler: async ({ read }) => ({ status: 200, body: read }),
+    }),
+    defineRoute({
+      method: 'GET',
+      path: base,
+      operationId: 'listPaymentObservations',
+      summary: 'List payment observations, newest first',
+      description:
+        'The payment observations the Source recorded, newest accepted first, each exactly as its GET shows it; `externalCustomerId` keeps those of one Customer. Pages of `limit` items (1 to 200, default 50): pass `nextCursor` as `cursor` for the next page, until it is null. Observations accepted while you page appear at most once and never move the ones you have not reached yet.',
+      tags: ['Payment observations'],
+      auth: { kind: 'api_key', scopes: ['payment_observations:read'] },
+      params: ClientParams,
+      query: PaymentObservationListQuery,
+      responses: { 200: { schema: PaymentObservationList, description: 'A page of payment observations, newest first' } },
+      problems: [],
+      public: true,
+      handler: async ({ clientCode, query }) => ({ status: 200, body: await observations.list(clientCode, query) }),
     }),
   ]
 }

@@ -2,7 +2,7 @@ import { z } from 'zod'
 import { ExternalId, SourceReference } from '../../domain/identifiers.ts'
 import { describeMoney, Money, MoneyOut, sumMinor, toMinor } from '../../domain/money.ts'
 import { Timestamp } from '../../domain/time.ts'
-import { ClientParams } from '../../http/common-schemas.ts'
+import { ClientParams, ListQuery, listResponse } from '../../http/common-schemas.ts'
 import { CUSTOMER_EXAMPLE_ID } from '../customers/schema.ts'
 import { RECEIVABLE_EXAMPLE_ID } from '../receivables/schema.ts'
 
@@ -103,3 +103,8 @@ export const PaymentObservationResponse = z
       },
     ],
   })
+
+export const PaymentObservationListQuery = ListQuery.extend({
+  externalCustomerId: ExternalId.optional().describe('Only the observations of this Customer.'),
+})
+export const PaymentObservationList = listResponse(PaymentObservationResponse, 'PaymentObservationList')

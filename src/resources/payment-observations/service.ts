@@ -1,4 +1,5 @@
 import { canonicalJson } from '../../domain/canonical.ts'
+import { newestFirstPage, readNewestFirstCursor } from '../../domain/cursor.ts'
 import { money, sumMinor, toMinor } from '../../domain/money.ts'
 import { fieldProblem, Problem, unknownReferences } from '../../domain/problems.ts'
 import { isoNow } from '../../domain/time.ts'
@@ -9,7 +10,7 @@ import { defineOperation, type OperationContext, type RouteDeps } from '../opera
 import type { ReceivableStore } from '../receivables/store.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import { PaymentObservationResponse, PaymentObservationWrite } from './schema.ts'
-import { findObservation, insertObservation, type ObservationRow } from './store.ts'
+import { findObservation, insertObservation, listObservations, type ObservationRow } from './store.ts'
 
 function toResponse(row: ObservationRow) {
   return {
@@ -89,6 +90,14 @@ export function createPaymentObservationService({ store, clock, customers, recei
       const row = await findObservation(db, clientCode, id)
       if (!row) throw new Problem('payment_observation_not_found', `No payment observation ${id} for this client.`)
       return toResponse(row)
+    },
+
+    /** A page, newest first; each item exactly as its GET renders it. */
+    async list(clientCode: string, q: { cursor?: string | undefined; limit: number; externalCustomerId?: string | undefined }) {
+      const after = readNewestFirstCursor(q.cursor)
+      const rows = await listObservations(store, clientCode, { after, customerId: q.externalCustomerId, limit: q.limit + 1 })
+      const { page, nextCursor } = newestFirstPage(rows, q.limit, (r) => r.external_event_id)
+      return { data: page.map(toResponse), nextCursor }
     },
   }
 }

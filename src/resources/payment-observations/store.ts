@@ -1,4 +1,6 @@
+import type { NewestFirstKey } from '../../domain/cursor.ts'
 import { toMinor } from '../../domain/money.ts'
+import { newestFirst } from '../../store/newest-first.ts'
 import type { Queryable, Tx } from '../../store/store.ts'
 import type { PaymentObservationWrite } from './schema.ts'
 
@@ -16,6 +18,29 @@ export async function findObservation(db: Queryable, clientCode: string, id: str
       [clientCode, id],
     )
   )[0]
+}
+
+/**
+ * A page of the client's observations, newest first by acceptance (an observation is immutable), optionally of one
+ * Customer: an index range scan of payment_observations_accepted or payment_observations_customer_accepted.
+ */
+export async function listObservations(
+  db: Queryable,
+  clientCode: string,
+  q: { after: NewestFirstKey | undefined; customerId: string | undefined; limit: number },
+): Promise<(ObservationRow & { list_at: string })[]> {
+  const params: unknown[] = [clientCode, q.limit]
+  let filter = ''
+  if (q.customerId !== undefined) {
+    params.push(q.customerId)
+    filter = ` AND external_customer_id = $${params.length}`
+  }
+  const page = newestFirst('accepted_at', 'external_event_id', q.after, params)
+  return db.query(
+    `SELECT external_event_id, body, unapplied_minor, accepted_at, ${page.listAt}
+       FROM payment_observations WHERE client_code = $1${filter}${page.where} ${page.order} LIMIT $2`,
+    params,
+  )
 }
 
 /** The observation and its allocations, in one statement. */

@@ -1,10 +1,12 @@
+import { ClientParams } from '../../http/common-schemas.ts'
 import { defineRoute, type RouteDef } from '../../http/route.ts'
 import { executeWrite, type RouteDeps, writeRoute } from '../operations.ts'
 import { canceledAtPayTime } from './payment-rules.ts'
-import { PaymentRequestParams, type PaymentRequestResponse, ReceiptDelivery } from './schema.ts'
+import { PaymentRequestListQuery, PaymentRequestParams, type PaymentRequestResponse, ReceiptDelivery } from './schema.ts'
 import type { PaymentRequestService } from './service.ts'
 
-const path = '/v1/clients/:clientCode/payment-requests/:externalPaymentRequestId'
+const base = '/v1/clients/:clientCode/payment-requests'
+const path = `${base}/:externalPaymentRequestId`
 
 export function paymentRequestRoutes(deps: RouteDeps, requests: PaymentRequestService): RouteDef[] {
   return [
@@ -51,6 +53,24 @@ export function paymentRequestRoutes(deps: RouteDeps, requests: PaymentRequestSe
       public: true,
       handler: ({ clientCode, grant, params, slot }) =>
         executeWrite(deps, requests.getOperation, { clientCode, grant, id: params.externalPaymentRequestId }, undefined, slot),
+    }),
+    // Like the GET, it may record passed expiries of the requests it lists: the operation's transaction and answer.
+    defineRoute({
+      method: 'GET',
+      path: base,
+      operationId: 'listPaymentRequests',
+      summary: 'List Payment requests, newest first',
+      description:
+        'The Payment requests of this client, most recently created first (a later status change does not move one), each exactly as its GET shows it, with its Payment; `externalReceivableId` keeps those of one Receivable, `status` those in one status (a request past its expiresAt is expired, never open). Pages of `limit` items (1 to 200, default 50): pass `nextCursor` as `cursor` for the next page, until it is null.',
+      tags: ['Payment requests'],
+      auth: { kind: 'api_key', scopes: requests.listOperation.scopes },
+      params: ClientParams,
+      query: PaymentRequestListQuery,
+      responses: { 200: { schema: requests.listOperation.response, description: 'A page of Payment requests, newest first' } },
+      problems: [],
+      public: true,
+      handler: ({ clientCode, grant, query, slot }) =>
+        executeWrite(deps, requests.listOperation, { clientCode, grant, id: '' }, query, slot),
     }),
     defineRoute({
       method: 'GET',

@@ -3,7 +3,7 @@ import { refuseUnsafeDisplayText } from '../../domain/display-text.ts'
 import { detectSensitive, ExternalId } from '../../domain/identifiers.ts'
 import { Money, MoneyOut, toMinor } from '../../domain/money.ts'
 import { Timestamp } from '../../domain/time.ts'
-import { ClientParams } from '../../http/common-schemas.ts'
+import { ClientParams, ListQuery, listResponse } from '../../http/common-schemas.ts'
 import { ReceiptCapability, ReceiptDeliveryAttempt } from '../receipts/schema.ts'
 import { RECEIVABLE_EXAMPLE_ID } from '../receivables/schema.ts'
 
@@ -240,3 +240,13 @@ export const ReceiptDelivery = z
     ],
   })
 export type ReceiptDelivery = z.output<typeof ReceiptDelivery>
+
+export const PaymentRequestListQuery = ListQuery.extend({
+  externalReceivableId: ExternalId.optional().describe('Only the Payment requests of this Receivable.'),
+  status: z
+    .enum(PAYMENT_REQUEST_STATUSES)
+    .optional()
+    .describe('Only the Payment requests in this status; a request whose expiresAt has passed is expired, never open.'),
+})
+export type PaymentRequestListQuery = z.output<typeof PaymentRequestListQuery>
+export const PaymentRequestList = listResponse(PaymentRequestResponse, 'PaymentRequestList')

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { z } from 'zod'
 import type { Grant } from '../../access/grants.ts'
 import { canonicalJson } from '../../domain/canonical.ts'
+import { newestFirstPage, readNewestFirstCursor } from '../../domain/cursor.ts'
 import { holdsFromRow } from '../../domain/holds.ts'
 import { describeMoney, money, toMinor } from '../../domain/money.ts'
 import { paymentRequestExpired } from '../../domain/money-rules.ts'
@@ -17,12 +18,21 @@ import type { PaymentRow, PaymentStore } from '../payments/store.ts'
 import { receiptDeliveryState } from '../receipts/service.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import type { PaymentRules } from './payment-rules.ts'
-import { PaymentRequestCancel, PaymentRequestResponse, PaymentRequestWrite, type ReceiptDelivery, SimulateOutcome } from './schema.ts'
+import {
+  PaymentRequestCancel,
+  PaymentRequestList,
+  PaymentRequestListQuery,
+  PaymentRequestResponse,
+  PaymentRequestWrite,
+  type ReceiptDelivery,
+  SimulateOutcome,
+} from './schema.ts'
 import {
   cancelPaymentRequest,
   findPageRow,
   findPaymentRequest,
   insertPaymentRequest,
+  listPaymentRequests,
   lockPayingReceivable,
   lockPaymentRequest,
   type PageRow,
@@ -55,7 +65,7 @@ export interface PaymentRequestServiceDeps extends RouteDeps {
   provider: PaymentProvider
   /** PUBLIC_BASE_URL without a trailing slash: hostedUrl is absolute. */
   publicBaseUrl: string
-  payments: Pick<PaymentStore, 'findPayment' | 'hasHeldReconciliation' | 'matchedMinor'>
+  payments: Pick<PaymentStore, 'findPayment' | 'findPayments' | 'hasHeldReconciliation' | 'matchedMinor'>
   paymentRules: Pick<
     PaymentRules,
     | 'amountFits'
@@ -93,7 +103,7 @@ function paymentView(p: PaymentRow) {
 export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
   const { store, clock, provider, publicBaseUrl } = deps
   const atClientTime = deps.atClientTime ?? (<T>(_clientCode: string, fn: () => Promise<T>) => fn())
-  const { findPayment, hasHeldReconciliation, matchedMinor } = deps.payments
+  const { findPayment, findPayments, hasHeldReconciliation, matchedMinor } = deps.payments
   const { amountFits, confirmationOf, payability, paymentRequestNotFound, recordExpiryIfDue, recoveryHeld, settleInSandbox } =
     deps.paymentRules
   /** `payment`: the request's Payment when the caller knows it (null: none yet); read when omitted. */
@@ -223,6 +233,55 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
   })
 
   /**
+   * The list (GET /payment-requests): a page newest first, each item exactly as its GET answers it. Like the GET it
+   * records an expiry that has passed unrecorded, for the requests on the page only (a bounded write: at most
+   * `limit`, locked in page order), so a listed request is never `open` past its expiresAt; the status filter
+   * judges expiry at the same instant (store.ts, listPaymentRequests). The Payments of the page are read in one
+   * statement. A list names no resource: `ctx.id` is unused.
+   */
+  const listOperation = defineOperation({
+    kind: 'payment_request_list',
+    scopes: ['payment_requests:read'],
+    body: PaymentRequestListQuery,
+    response: PaymentRequestList,
+    source: false,
+    async run(uow: UnitOfWork, { clientCode }: OperationContext, q: PaymentRequestListQuery) {
+      const { tx } = uow
+      const after = readNewestFirstCursor(q.cursor)
+      const now = isoNow(clock)
+      const nowMs = Date.parse(now)
+      const rows = await listPaymentRequests(tx, clientCode, {
+        after,
+        receivableId: q.externalReceivableId,
+        status: q.status,
+        now,
+        limit: q.limit + 1,
+      })
+      const { page, nextCursor } = newestFirstPage(rows, q.limit, (r) => r.external_payment_request_id)
+      const current: PaymentRequestRow[] = []
+      for (const row of page) {
+        if (row.status !== 'open' || !paymentRequestExpired(row.expires_at, nowMs)) current.push(row)
+        else {
+          const locked = await lockPaymentRequest(tx, clientCode, row.external_payment_request_id)
+          current.push(locked ? await recordExpiryIfDue(uow, clientCode, locked, now) : row)
+        }
+      }
+      const payments = await findPayments(
+        tx,
+        clientCode,
+        current.map((r) => r.external_payment_request_id),
+      )
+      return {
+        status: 200 as const,
+        body: async () => ({
+          data: await Promise.all(current.map((r) => view(tx, clientCode, r, payments.get(r.external_payment_request_id) ?? null))),
+          nextCursor,
+        }),
+      }
+    },
+  })
+
+  /**
    * The payment confirmation through the sandbox provider: the hosted page's form (settleFromPage) and the
    * operator's `simulate` run this one operation. It locks the request once (settleInSandbox) and answers from
    * the rows it holds: 201 when it recorded the Payment, 200 when that outcome was already recorded. When an
@@ -332,6 +391,7 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
     /** PUT: 201 created, 200 identical retry (the current state). */
     putOperation,
     getOperation,
+    listOperation,
     confirmOperation,
     cancelOperation,
 

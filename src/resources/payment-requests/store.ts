@@ -1,4 +1,6 @@
+import type { NewestFirstKey } from '../../domain/cursor.ts'
 import { holdColumns } from '../../domain/holds.ts'
+import { newestFirst } from '../../store/newest-first.ts'
 import type { Queryable, QueryOptions, Tx } from '../../store/store.ts'
 import type { PaymentRequestWrite } from './schema.ts'
 
@@ -45,6 +47,46 @@ export async function findPaymentRequest(db: Queryable, clientCode: string, id: 
       [clientCode, id],
     )
   )[0]
+}
+
+/**
+ * A page of the client's Payment requests, newest first by creation, optionally of one Receivable and of one status
+ * as it is at `now`: a request whose expiry has passed is `expired` even before its expiry is recorded (the caller
+ * records it), never `open`. Each branch is an index range scan of payment_requests_created,
+ * _receivable_created or _status_created; `expired` merges two (recorded, and open past expiresAt), each limited.
+ */
+export async function listPaymentRequests(
+  db: Queryable,
+  clientCode: string,
+  q: {
+    after: NewestFirstKey | undefined
+    receivableId: string | undefined
+    status: PaymentRequestStatus | undefined
+    now: string
+    limit: number
+  },
+): Promise<(PaymentRequestRow & { list_at: string })[]> {
+  const params: unknown[] = [clientCode, q.limit]
+  let filter = ''
+  if (q.receivableId !== undefined) {
+    params.push(q.receivableId)
+    filter = ` AND external_receivable_id = $${params.length}`
+  }
+  const page = newestFirst('created_at', 'external_payment_request_id', q.after, params)
+  const branch = (status: string) =>
+    `SELECT ${COLUMNS}, ${page.listAt} FROM payment_requests WHERE client_code = $1${filter}${status}${page.where} ${page.order} LIMIT $2`
+  if (q.status === undefined) return db.query(branch(''), params)
+  if (q.status !== 'open' && q.status !== 'expired') {
+    params.push(q.status)
+    return db.query(branch(` AND status = $${params.length}`), params)
+  }
+  params.push(q.now)
+  const due = `payment_request_expired(expires_at, $${params.length}::timestamptz)`
+  if (q.status === 'open') return db.query(branch(` AND status = 'open' AND NOT ${due}`), params)
+  return db.query(
+    `SELECT * FROM ((${branch(" AND status = 'expired'")}) UNION ALL (${branch(` AND status = 'open' AND ${due}`)})) u ${page.order} LIMIT $2`,
+    params,
+  )
 }
 
 /** The request, row-locked to the end of the transaction: every state change of a request starts here. */

@@ -178,6 +178,26 @@ export async function matchedMinor(db: Queryable, clientCode: string, requestId:
   return BigInt(rows[0]?.matched ?? '0')
 }
 
+/** `matchedMinor` of several Payments, in one statement: request id to the matched total (absent: none matched). */
+export async function matchedMinorOf(db: Queryable, clientCode: string, requestIds: readonly string[]): Promise<Map<string, bigint>> {
+  const rows = await db.query<{ id: string; matched: string }>(
+    `SELECT external_payment_request_id AS id, sum(amount_minor)::text AS matched FROM receipt_lines
+      WHERE client_code = $1 AND external_payment_request_id = ANY($2::text[]) AND state = 'matched'
+      GROUP BY external_payment_request_id`,
+    [clientCode, requestIds],
+  )
+  return new Map(rows.map((r) => [r.id, BigInt(r.matched)]))
+}
+
+/** The Payments of several requests, in one statement: request id to its Payment (absent: none yet). */
+export async function findPayments(db: Queryable, clientCode: string, requestIds: readonly string[]): Promise<Map<string, PaymentRow>> {
+  const rows = await db.query<PaymentRow>(
+    `SELECT ${COLUMNS} FROM payments WHERE client_code = $1 AND external_payment_request_id = ANY($2::text[])`,
+    [clientCode, requestIds],
+  )
+  return new Map(rows.map((r) => [r.external_payment_request_id, r]))
+}
+
 /** Is a reconciliation of this Payment held (a difference not yet resolved)? */
 export async function hasHeldReconciliation(db: Queryable, clientCode: string, requestId: string): Promise<boolean> {
   const rows = await db.query<{ held: boolean }>(
@@ -206,6 +226,7 @@ export async function deliveryAttempts(db: Queryable, clientCode: string, reques
 /** The family's store functions, for the factories that receive them as a `Pick<>`. */
 export const paymentStore = {
   findPayment,
+  findPayments,
   insertPayment,
   allocateToReceivable,
   lockPayment,
@@ -213,6 +234,7 @@ export const paymentStore = {
   recordTakenBack,
   releaseAllocation,
   matchedMinor,
+  matchedMinorOf,
   hasHeldReconciliation,
   deliveryAttempts,
 }

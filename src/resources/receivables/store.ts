@@ -43,6 +43,11 @@ export async function findReceivable(db: Queryable, clientCode: string, id: stri
   )[0]
 }
 
+/** Several Receivables with their holds, by identifier (those that exist), in one statement. */
+export async function findReceivables(db: Queryable, clientCode: string, ids: readonly string[]): Promise<ReceivableRow[]> {
+  return db.query<ReceivableRow>(`${select()} WHERE r.client_code = $1 AND r.external_receivable_id = ANY($2::text[])`, [clientCode, ids])
+}
+
 /** The stored row without holds: for rules that need only the Receivable's own columns (cheap). */
 export interface ReceivableCore {
   external_receivable_id: string
@@ -283,6 +288,7 @@ export async function existingReceivables(
 /** The family's store functions, for the factories that receive them as a `Pick<>`. */
 export const receivableStore = {
   findReceivable,
+  findReceivables,
   findReceivableCore,
   listReceivables,
   insertReceivablesIfNew,

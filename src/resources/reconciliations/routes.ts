@@ -1,9 +1,11 @@
+import { ClientParams } from '../../http/common-schemas.ts'
 import { defineRoute, type RouteDef } from '../../http/route.ts'
 import { type RouteDeps, writeRoute } from '../operations.ts'
-import { ReconciliationParams, ReconciliationResponse } from './schema.ts'
+import { ReconciliationList, ReconciliationListQuery, ReconciliationParams, ReconciliationResponse } from './schema.ts'
 import type { ReconciliationService } from './service.ts'
 
-const path = '/v1/clients/:clientCode/payment-reconciliations/:externalReconciliationId'
+const base = '/v1/clients/:clientCode/payment-reconciliations'
+const path = `${base}/:externalReconciliationId`
 
 export function reconciliationRoutes(deps: RouteDeps, reconciliations: ReconciliationService): RouteDef[] {
   return [
@@ -50,6 +52,22 @@ export function reconciliationRoutes(deps: RouteDeps, reconciliations: Reconcili
       tags: ['Payment reconciliations'],
       answers: { 200: 'Resolved, or an identical retry' },
       problems: ['payment_reconciliation_not_found', 'reconciliation_not_held', 'matching_evidence_incomplete'],
+    }),
+    defineRoute({
+      method: 'GET',
+      path: base,
+      operationId: 'listPaymentReconciliations',
+      summary: 'List Payment reconciliations, newest first',
+      description:
+        'The Payment reconciliations the Source sent, newest accepted first (a resolution does not move one), each exactly as its GET shows it; `externalPaymentRequestId` keeps those of one Payment request, `status` those matched, held or resolved. Pages of `limit` items (1 to 200, default 50): pass `nextCursor` as `cursor` for the next page, until it is null.',
+      tags: ['Payment reconciliations'],
+      auth: { kind: 'api_key', scopes: ['financial_corrections:read'] },
+      params: ClientParams,
+      query: ReconciliationListQuery,
+      responses: { 200: { schema: ReconciliationList, description: 'A page of Payment reconciliations, newest first' } },
+      problems: [],
+      public: true,
+      handler: async ({ clientCode, query }) => ({ status: 200, body: await reconciliations.list(clientCode, query) }),
     }),
   ]
 }

@@ -2,7 +2,7 @@ import { z } from 'zod'
 import { ExternalId, SourceReference } from '../../domain/identifiers.ts'
 import { Money, MoneyOut, toMinor } from '../../domain/money.ts'
 import { Timestamp } from '../../domain/time.ts'
-import { ClientParams } from '../../http/common-schemas.ts'
+import { ClientParams, ListQuery, listResponse } from '../../http/common-schemas.ts'
 import { PAYMENT_REQUEST_EXAMPLE_ID } from '../payment-requests/schema.ts'
 import { RECEIVABLE_EXAMPLE_ID } from '../receivables/schema.ts'
 
@@ -153,3 +153,10 @@ export const ReconciliationResponse = z
 export type ReconciliationResponse = z.output<typeof ReconciliationResponse>
 
 export const ReconciliationParams = ClientParams.extend({ externalReconciliationId: ExternalId })
+
+export const ReconciliationListQuery = ListQuery.extend({
+  externalPaymentRequestId: ExternalId.optional().describe('Only the reconciliations of this Payment request.'),
+  status: z.enum(RECONCILIATION_STATUSES).optional().describe('Only the reconciliations in this status.'),
+})
+export const ReconciliationList = listResponse(ReconciliationResponse, 'PaymentReconciliationList')
+export type ReconciliationListQuery = z.output<typeof ReconciliationListQuery>

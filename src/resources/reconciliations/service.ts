@@ -1,4 +1,5 @@
 import { canonicalJson } from '../../domain/canonical.ts'
+import { newestFirstPage, readNewestFirstCursor } from '../../domain/cursor.ts'
 import { describeMoney, money, toMinor } from '../../domain/money.ts'
 import { type FieldError, Problem, unknownReferences } from '../../domain/problems.ts'
 import { isoNow } from '../../domain/time.ts'
@@ -6,10 +7,10 @@ import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
 import type { RestrictionRules } from '../holds/restrictions.ts'
 import { defineOperation, type OperationContext, type RouteDeps } from '../operations.ts'
-import { matchedMinor } from '../payments/store.ts'
+import { matchedMinor, matchedMinorOf } from '../payments/store.ts'
 import type { ReceivableStore } from '../receivables/store.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
-import { type LineState, ReconciliationResponse, ReconciliationWrite, ResolutionWrite } from './schema.ts'
+import { type LineState, type ReconciliationListQuery, ReconciliationResponse, ReconciliationWrite, ResolutionWrite } from './schema.ts'
 import {
   acknowledgeReceipt,
   findReconciledPayment,
@@ -17,11 +18,15 @@ import {
   heldReceivables,
   insertHolds,
   insertReconciliation,
+  listReconciliations,
   type NewReceiptLine,
   paymentRequestExists,
+  type ReceiptLineRow,
   type ReconciledPaymentRow,
   type ReconciliationRow,
   receiptLines,
+  receiptLinesOf,
+  reconciledPaymentsOf,
   resolveReconciliation,
   usedReceiptLineIds,
 } from './store.ts'
@@ -52,6 +57,11 @@ export function createReconciliationService(deps: ReconciliationServiceDeps) {
     const payment = (await findReconciledPayment(db, clientCode, row.external_payment_request_id)) as ReconciledPaymentRow
     const lines = await receiptLines(db, clientCode, row.external_reconciliation_id)
     const matched = await matchedMinor(db, clientCode, row.external_payment_request_id)
+    return viewOf(row, payment, lines, matched)
+  }
+
+  /** The reconciliation with its lines and its Payment's allocation as they are now (the GET and the list render through this). */
+  function viewOf(row: ReconciliationRow, payment: ReconciledPaymentRow, lines: ReceiptLineRow[], matched: bigint): ReconciliationResponse {
     const allocated = BigInt(payment.allocated_minor)
     const currency = payment.currency
     const unmatched = allocated - matched
@@ -304,6 +314,34 @@ export function createReconciliationService(deps: ReconciliationServiceDeps) {
       const row = await findReconciliation(store, clientCode, id)
       if (!row) throw notFound(id)
       return view(store, clientCode, row)
+    },
+
+    /**
+     * A page, newest first; each item exactly as its GET renders it, from four statements whatever the page's size
+     * (the page, then the Payments, lines and matched totals of all its reconciliations).
+     */
+    async list(clientCode: string, q: ReconciliationListQuery) {
+      const after = readNewestFirstCursor(q.cursor)
+      const rows = await listReconciliations(store, clientCode, {
+        after,
+        requestId: q.externalPaymentRequestId,
+        status: q.status,
+        limit: q.limit + 1,
+      })
+      const { page, nextCursor } = newestFirstPage(rows, q.limit, (r) => r.external_reconciliation_id)
+      const requestIds = [...new Set(page.map((r) => r.external_payment_request_id))]
+      const ids = page.map((r) => r.external_reconciliation_id)
+      const [payments, lines, matched] = [
+        await reconciledPaymentsOf(store, clientCode, requestIds),
+        await receiptLinesOf(store, clientCode, ids),
+        await matchedMinorOf(store, clientCode, requestIds),
+      ]
+      const data = page.map((r) => {
+        const payment = payments.get(r.external_payment_request_id)
+        if (!payment) throw new Error(`reconciliation ${r.external_reconciliation_id} without its Payment`)
+        return viewOf(r, payment, lines.get(r.external_reconciliation_id) ?? [], matched.get(r.external_payment_request_id) ?? 0n)
+      })
+      return { data, nextCursor }
     },
   }
 }

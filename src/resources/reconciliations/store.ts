@@ -1,3 +1,5 @@
+import type { NewestFirstKey } from '../../domain/cursor.ts'
+import { newestFirst } from '../../store/newest-first.ts'
 import type { Queryable, Tx } from '../../store/store.ts'
 import type { LineState, ReconciliationStatus, ReconciliationWrite, ResolutionWrite } from './schema.ts'
 
@@ -46,6 +48,64 @@ export async function findReconciliation(
       [clientCode, id],
     )
   )[0]
+}
+
+/**
+ * A page of the client's reconciliations, newest first by acceptance (a reconciliation is accepted once; a
+ * resolution does not move it), optionally of one Payment request and of one status: an index range scan of
+ * payment_reconciliations_accepted, _payment_accepted or _status_accepted.
+ */
+export async function listReconciliations(
+  db: Queryable,
+  clientCode: string,
+  q: { after: NewestFirstKey | undefined; requestId: string | undefined; status: ReconciliationStatus | undefined; limit: number },
+): Promise<(ReconciliationRow & { list_at: string })[]> {
+  const params: unknown[] = [clientCode, q.limit]
+  let filter = ''
+  if (q.requestId !== undefined) {
+    params.push(q.requestId)
+    filter += ` AND external_payment_request_id = $${params.length}`
+  }
+  if (q.status !== undefined) {
+    params.push(q.status)
+    filter += ` AND status = $${params.length}`
+  }
+  const page = newestFirst('accepted_at', 'external_reconciliation_id', q.after, params)
+  return db.query(
+    `SELECT ${COLUMNS}, ${page.listAt} FROM payment_reconciliations WHERE client_code = $1${filter}${page.where} ${page.order} LIMIT $2`,
+    params,
+  )
+}
+
+/** The receipt lines of several reconciliations, in one statement: reconciliation id to its lines in order. */
+export async function receiptLinesOf(db: Queryable, clientCode: string, ids: readonly string[]): Promise<Map<string, ReceiptLineRow[]>> {
+  const rows = await db.query<ReceiptLineRow & { external_reconciliation_id: string }>(
+    `SELECT external_reconciliation_id, external_receipt_line_id, external_receivable_id, currency, amount_minor, state FROM receipt_lines
+      WHERE client_code = $1 AND external_reconciliation_id = ANY($2::text[]) ORDER BY external_reconciliation_id, position`,
+    [clientCode, ids],
+  )
+  const lines = new Map<string, ReceiptLineRow[]>()
+  for (const { external_reconciliation_id: id, ...line } of rows) {
+    const list = lines.get(id) ?? []
+    list.push(line)
+    lines.set(id, list)
+  }
+  return lines
+}
+
+/** The Payments of several requests as reconciliations read them, in one statement: request id to its Payment. */
+export async function reconciledPaymentsOf(
+  db: Queryable,
+  clientCode: string,
+  requestIds: readonly string[],
+): Promise<Map<string, ReconciledPaymentRow>> {
+  const rows = await db.query<ReconciledPaymentRow & { external_payment_request_id: string }>(
+    `SELECT external_payment_request_id, status, currency, amount_minor, allocated_minor, unapplied_minor, external_receivable_id,
+            taken_back_allocated_minor FROM payments
+      WHERE client_code = $1 AND external_payment_request_id = ANY($2::text[])`,
+    [clientCode, requestIds],
+  )
+  return new Map(rows.map(({ external_payment_request_id: id, ...p }) => [id, p]))
 }
 
 export async function receiptLines(db: Queryable, clientCode: string, id: string): Promise<ReceiptLineRow[]> {

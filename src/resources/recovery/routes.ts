@@ -1,9 +1,11 @@
+import { ClientParams } from '../../http/common-schemas.ts'
 import { defineRoute, type RouteDef } from '../../http/route.ts'
 import { type RouteDeps, writeRoute } from '../operations.ts'
-import { InstructionParams, InstructionResponse } from './schema.ts'
+import { InstructionList, InstructionListQuery, InstructionParams, InstructionResponse } from './schema.ts'
 import type { RecoveryService } from './service.ts'
 
-const path = '/v1/clients/:clientCode/recovery-instructions/:externalInstructionId'
+const base = '/v1/clients/:clientCode/recovery-instructions'
+const path = `${base}/:externalInstructionId`
 
 export function recoveryRoutes(deps: RouteDeps, recovery: RecoveryService): RouteDef[] {
   return [
@@ -40,6 +42,22 @@ export function recoveryRoutes(deps: RouteDeps, recovery: RecoveryService): Rout
       problems: ['recovery_instruction_not_found'],
       public: true,
       handler: async ({ clientCode, params }) => ({ status: 200, body: await recovery.get(clientCode, params.externalInstructionId) }),
+    }),
+    defineRoute({
+      method: 'GET',
+      path: base,
+      operationId: 'listRecoveryInstructions',
+      summary: 'List recovery instructions, newest first',
+      description:
+        'The recovery instructions of this client, most recently created first (a later revision does not move one), each exactly as its GET shows it, with the current holds of its Receivable; `externalReceivableId` keeps the one governing that Receivable. Pages of `limit` items (1 to 200, default 50): pass `nextCursor` as `cursor` for the next page, until it is null.',
+      tags: ['Recovery instructions'],
+      auth: { kind: 'api_key', scopes: ['recovery_instructions:read'] },
+      params: ClientParams,
+      query: InstructionListQuery,
+      responses: { 200: { schema: InstructionList, description: 'A page of recovery instructions, newest first' } },
+      problems: [],
+      public: true,
+      handler: async ({ clientCode, query }) => ({ status: 200, body: await recovery.list(clientCode, query) }),
     }),
   ]
 }

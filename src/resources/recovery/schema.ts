@@ -2,7 +2,7 @@ import { z } from 'zod'
 import { HOLD_CATEGORIES } from '../../domain/holds.ts'
 import { ExternalId } from '../../domain/identifiers.ts'
 import { Timestamp } from '../../domain/time.ts'
-import { ClientParams } from '../../http/common-schemas.ts'
+import { ClientParams, ListQuery, listResponse } from '../../http/common-schemas.ts'
 import { RECEIVABLE_EXAMPLE_ID } from '../receivables/schema.ts'
 
 export const MAX_REQUEST_REVISION = 2_147_483_647
@@ -64,3 +64,8 @@ export const InstructionResponse = z
     ],
   })
 export type InstructionResponse = z.output<typeof InstructionResponse>
+
+export const InstructionListQuery = ListQuery.extend({
+  externalReceivableId: ExternalId.optional().describe('Only the instruction governing this Receivable (at most one).'),
+})
+export const InstructionList = listResponse(InstructionResponse, 'RecoveryInstructionList')

@@ -1,14 +1,15 @@
 import type { Grant } from '../../access/grants.ts'
+import { newestFirstPage, readNewestFirstCursor } from '../../domain/cursor.ts'
 import { holdsFromRow } from '../../domain/holds.ts'
 import { Problem, unknownReferences } from '../../domain/problems.ts'
 import { isoNow } from '../../domain/time.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
 import { defineOperation, grantOf, type OperationContext, type RouteDeps } from '../operations.ts'
-import type { ReceivableStore } from '../receivables/store.ts'
+import type { ReceivableRow, ReceivableStore } from '../receivables/store.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import { InstructionResponse, InstructionWrite } from './schema.ts'
-import { findInstruction, type InstructionRow, instructionGoverning, writeInstruction } from './store.ts'
+import { findInstruction, type InstructionRow, instructionGoverning, listInstructions, writeInstruction } from './store.ts'
 
 /** The spec's state table: from each state, the states a Source PUT may move to. Anything else is refused. */
 const ALLOWED: Record<InstructionRow['state'] | 'none', readonly InstructionWrite['state'][]> = {
@@ -28,14 +29,18 @@ const revisionConflict = (expected: number, got: number) =>
   )
 
 export interface RecoveryServiceDeps extends RouteDeps {
-  receivables: Pick<ReceivableStore, 'findReceivable'>
+  receivables: Pick<ReceivableStore, 'findReceivable' | 'findReceivables'>
 }
 
 export function createRecoveryService(deps: RecoveryServiceDeps) {
   const { store, clock } = deps
-  const { findReceivable } = deps.receivables
+  const { findReceivable, findReceivables } = deps.receivables
   async function view(db: Queryable, clientCode: string, row: InstructionRow): Promise<InstructionResponse> {
-    const receivable = await findReceivable(db, clientCode, row.external_receivable_id)
+    return viewOf(row, await findReceivable(db, clientCode, row.external_receivable_id))
+  }
+
+  /** The instruction with the holds of its Receivable as they are now (the GET and the list render through this). */
+  function viewOf(row: InstructionRow, receivable: ReceivableRow | undefined): InstructionResponse {
     const holds = receivable ? holdsFromRow(receivable) : []
     return {
       externalInstructionId: row.external_instruction_id,
@@ -129,6 +134,20 @@ export function createRecoveryService(deps: RecoveryServiceDeps) {
       const row = await findInstruction(store, clientCode, id)
       if (!row) throw new Problem('recovery_instruction_not_found', `No recovery instruction ${id} for this client.`)
       return view(store, clientCode, row)
+    },
+
+    /** A page, newest first; each item exactly as its GET renders it (the Receivables' holds read in one statement). */
+    async list(clientCode: string, q: { cursor?: string | undefined; limit: number; externalReceivableId?: string | undefined }) {
+      const after = readNewestFirstCursor(q.cursor)
+      const rows = await listInstructions(store, clientCode, { after, receivableId: q.externalReceivableId, limit: q.limit + 1 })
+      const { page, nextCursor } = newestFirstPage(rows, q.limit, (r) => r.external_instruction_id)
+      const receivables = new Map(
+        (await findReceivables(store, clientCode, [...new Set(page.map((r) => r.external_receivable_id))])).map((r) => [
+          r.external_receivable_id,
+          r,
+        ]),
+      )
+      return { data: page.map((r) => viewOf(r, receivables.get(r.external_receivable_id))), nextCursor }
     },
   }
 }

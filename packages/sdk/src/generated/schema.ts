@@ -226,6 +226,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/clients/{clientCode}/adjustments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List adjustments, newest first
+         * @description Every adjustment the Source recorded, newest accepted first, each exactly as its GET shows it; `externalReceivableId` keeps those of one Receivable. Pages of `limit` items (1 to 200, default 50): pass `nextCursor` as `cursor` for the next page, until it is null. Events recorded while you page appear at most once and never move the ones you have not reached yet.
+         *
+         *     Concepts: [The financial position and the money rules](/docs/guide/financial-position) in the guide.
+         */
+        get: operations["listAdjustments"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/clients/{clientCode}/credit-notes/{externalEventId}": {
         parameters: {
             query?: never;
@@ -247,6 +269,28 @@ export interface paths {
          *     Concepts: [The financial position and the money rules](/docs/guide/financial-position) in the guide.
          */
         put: operations["putCreditNote"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/clients/{clientCode}/credit-notes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List credit notes, newest first
+         * @description Every credit note the Source recorded, newest accepted first, each exactly as its GET shows it; `externalReceivableId` keeps those of one Receivable. Pages of `limit` items (1 to 200, default 50): pass `nextCursor` as `cursor` for the next page, until it is null. Events recorded while you page appear at most once and never move the ones you have not reached yet.
+         *
+         *     Concepts: [The financial position and the money rules](/docs/guide/financial-position) in the guide.
+         */
+        get: operations["listCreditNotes"];
+        put?: never;
         post?: never;
         delete?: never;
         options?: never;
@@ -282,6 +326,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/clients/{clientCode}/write-offs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List write-offs, newest first
+         * @description Every write-off the Source recorded, newest accepted first, each exactly as its GET shows it; `externalReceivableId` keeps those of one Receivable. Pages of `limit` items (1 to 200, default 50): pass `nextCursor` as `cursor` for the next page, until it is null. Events recorded while you page appear at most once and never move the ones you have not reached yet.
+         *
+         *     Concepts: [The financial position and the money rules](/docs/guide/financial-position) in the guide.
+         */
+        get: operations["listWriteOffs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/clients/{clientCode}/payment-observations/{externalEventId}": {
         parameters: {
             query?: never;
@@ -303,6 +369,28 @@ export interface paths {
          *     Concepts: [The financial position and the money rules](/docs/guide/financial-position) in the guide.
          */
         put: operations["putPaymentObservation"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/clients/{clientCode}/payment-observations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List payment observations, newest first
+         * @description The payment observations the Source recorded, newest accepted first, each exactly as its GET shows it; `externalCustomerId` keeps those of one Customer. Pages of `limit` items (1 to 200, default 50): pass `nextCursor` as `cursor` for the next page, until it is null. Observations accepted while you page appear at most once and never move the ones you have not reached yet.
+         *
+         *     Concepts: [The financial position and the money rules](/docs/guide/financial-position) in the guide.
+         */
+        get: operations["listPaymentObservations"];
+        put?: never;
         post?: never;
         delete?: never;
         options?: never;
@@ -354,6 +442,28 @@ export interface paths {
          *     Concepts: [Payment requests, the hosted page, refunds](/docs/guide/payment-requests) in the guide.
          */
         post: operations["cancelPaymentRequest"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/clients/{clientCode}/payment-requests": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Payment requests, newest first
+         * @description The Payment requests of this client, most recently created first (a later status change does not move one), each exactly as its GET shows it, with its Payment; `externalReceivableId` keeps those of one Receivable, `status` those in one status (a request past its expiresAt is expired, never open). Pages of `limit` items (1 to 200, default 50): pass `nextCursor` as `cursor` for the next page, until it is null.
+         *
+         *     Concepts: [Payment requests, the hosted page, refunds](/docs/guide/payment-requests) in the guide.
+         */
+        get: operations["listPaymentRequests"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -482,6 +592,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/clients/{clientCode}/batches": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the batches this grant may read, newest first
+         * @description The batches of this client whose every record kind the grant may write (the rule of the GET), most recently submitted first, each exactly as its GET shows it; a batch holding a kind the grant may not write is left out, as if it did not exist. `status` keeps those in one status. Pages of `limit` items (1 to 200, default 50): pass `nextCursor` as `cursor` for the next page, until it is null. A grant holding no batch write scope at all is refused with 403 client_scope_denied.
+         *
+         *     Concepts: [Batches and the complete book](/docs/guide/batches-and-the-complete-book) in the guide.
+         */
+        get: operations["listBatches"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/clients/{clientCode}/book-completions/{externalCompletionId}": {
         parameters: {
             query?: never;
@@ -588,6 +720,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/clients/{clientCode}/recovery-instructions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List recovery instructions, newest first
+         * @description The recovery instructions of this client, most recently created first (a later revision does not move one), each exactly as its GET shows it, with the current holds of its Receivable; `externalReceivableId` keeps the one governing that Receivable. Pages of `limit` items (1 to 200, default 50): pass `nextCursor` as `cursor` for the next page, until it is null.
+         *
+         *     Concepts: [Holds and recovery instructions](/docs/guide/holds-and-recovery-instructions) in the guide.
+         */
+        get: operations["listRecoveryInstructions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/clients/{clientCode}/payment-reconciliations/{externalReconciliationId}": {
         parameters: {
             query?: never;
@@ -631,6 +785,28 @@ export interface paths {
          *     Concepts: [Reconciliation and receipts](/docs/guide/reconciliation-and-receipts) in the guide.
          */
         put: operations["putPaymentReconciliationResolution"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/clients/{clientCode}/payment-reconciliations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Payment reconciliations, newest first
+         * @description The Payment reconciliations the Source sent, newest accepted first (a resolution does not move one), each exactly as its GET shows it; `externalPaymentRequestId` keeps those of one Payment request, `status` those matched, held or resolved. Pages of `limit` items (1 to 200, default 50): pass `nextCursor` as `cursor` for the next page, until it is null.
+         *
+         *     Concepts: [Reconciliation and receipts](/docs/guide/reconciliation-and-receipts) in the guide.
+         */
+        get: operations["listPaymentReconciliations"];
+        put?: never;
         post?: never;
         delete?: never;
         options?: never;
@@ -917,6 +1093,32 @@ export interface components {
         };
         /**
          * @example {
+         *       "data": [
+         *         {
+         *           "externalEventId": "adj-demo-1",
+         *           "type": "adjustment",
+         *           "amount": {
+         *             "amount": "25.00",
+         *             "currency": "USD"
+         *           },
+         *           "externalReceivableId": "rcv-demo-1",
+         *           "sourceRevision": 4,
+         *           "effectiveAt": "2026-02-03T14:00:00Z",
+         *           "reason": "billing_correction",
+         *           "sourceReference": "ledger/adjustments/demo-1",
+         *           "direction": "decrease",
+         *           "acceptedAt": "2026-02-03T14:00:02.118Z"
+         *         }
+         *       ],
+         *       "nextCursor": null
+         *     }
+         */
+        AdjustmentList: {
+            data: components["schemas"]["Adjustment"][];
+            nextCursor: string | null;
+        };
+        /**
+         * @example {
          *       "type": "adjustment",
          *       "amount": {
          *         "amount": "25.00",
@@ -1128,6 +1330,57 @@ export interface components {
                 dependencyFailed: number;
             };
             records: components["schemas"]["BatchRecordOutcome"][];
+        };
+        /**
+         * @example {
+         *       "data": [
+         *         {
+         *           "externalBatchId": "batch-demo-1",
+         *           "status": "succeeded",
+         *           "bookCompleteness": "not_declared",
+         *           "submittedAt": "2026-02-01T05:40:00.212Z",
+         *           "completedAt": "2026-02-01T05:40:00.655Z",
+         *           "counts": {
+         *             "total": 3,
+         *             "pending": 0,
+         *             "succeeded": 3,
+         *             "failed": 0,
+         *             "dependencyFailed": 0
+         *           },
+         *           "records": [
+         *             {
+         *               "position": 1,
+         *               "recordId": "customer-2",
+         *               "kind": "customer",
+         *               "externalId": "cust-demo-2",
+         *               "status": "succeeded",
+         *               "httpStatus": 201
+         *             },
+         *             {
+         *               "position": 2,
+         *               "recordId": "receivable-2",
+         *               "kind": "receivable",
+         *               "externalId": "rcv-demo-2",
+         *               "status": "succeeded",
+         *               "httpStatus": 201
+         *             },
+         *             {
+         *               "position": 3,
+         *               "recordId": "receivable-1",
+         *               "kind": "receivable",
+         *               "externalId": "rcv-demo-1",
+         *               "status": "succeeded",
+         *               "httpStatus": 200
+         *             }
+         *           ]
+         *         }
+         *       ],
+         *       "nextCursor": null
+         *     }
+         */
+        BatchList: {
+            data: components["schemas"]["Batch"][];
+            nextCursor: string | null;
         };
         BatchRecord: {
             recordId: string;
@@ -1510,6 +1763,31 @@ export interface components {
         };
         /**
          * @example {
+         *       "data": [
+         *         {
+         *           "externalEventId": "cn-demo-1",
+         *           "type": "credit_note",
+         *           "amount": {
+         *             "amount": "50.00",
+         *             "currency": "USD"
+         *           },
+         *           "externalReceivableId": "rcv-demo-1",
+         *           "sourceRevision": 5,
+         *           "effectiveAt": "2026-02-05T10:15:00Z",
+         *           "reason": "contractual_credit",
+         *           "sourceReference": "ledger/credit-notes/demo-1",
+         *           "acceptedAt": "2026-02-05T10:15:01.406Z"
+         *         }
+         *       ],
+         *       "nextCursor": null
+         *     }
+         */
+        CreditNoteList: {
+            data: components["schemas"]["CreditNote"][];
+            nextCursor: string | null;
+        };
+        /**
+         * @example {
          *       "type": "credit_note",
          *       "amount": {
          *         "amount": "50.00",
@@ -1886,6 +2164,43 @@ export interface components {
             acceptedAt: components["schemas"]["Timestamp"];
         };
         /**
+         * @example {
+         *       "data": [
+         *         {
+         *           "externalEventId": "pay-demo-1",
+         *           "type": "payment",
+         *           "amount": {
+         *             "amount": "150.00",
+         *             "currency": "USD"
+         *           },
+         *           "allocations": [
+         *             {
+         *               "amount": {
+         *                 "amount": "150.00",
+         *                 "currency": "USD"
+         *               },
+         *               "externalReceivableId": "rcv-demo-1"
+         *             }
+         *           ],
+         *           "effectiveAt": "2026-02-10T12:00:00Z",
+         *           "externalCustomerId": "cust-demo-1",
+         *           "method": "payroll_deduction",
+         *           "sourceReference": "ledger/payments/demo-1",
+         *           "unappliedAmount": {
+         *             "amount": "0.00",
+         *             "currency": "USD"
+         *           },
+         *           "acceptedAt": "2026-02-10T12:00:04.530Z"
+         *         }
+         *       ],
+         *       "nextCursor": null
+         *     }
+         */
+        PaymentObservationList: {
+            data: components["schemas"]["PaymentObservation"][];
+            nextCursor: string | null;
+        };
+        /**
          * @description Immutable evidence of an external payment, refund or reversal. It never moves the financial position.
          * @example {
          *       "type": "payment",
@@ -1998,6 +2313,78 @@ export interface components {
             unmatchedAmount: components["schemas"]["MoneyAmount"];
             /** @description How a held reconciliation was resolved; null until then (and always for a matched one). */
             resolution: components["schemas"]["ReconciliationResolution"] | null;
+        };
+        /**
+         * @example {
+         *       "data": [
+         *         {
+         *           "externalReconciliationId": "rec-demo-1",
+         *           "externalPaymentRequestId": "payreq-demo-1",
+         *           "acceptedAt": "2026-02-12T10:00:00.412Z",
+         *           "revision": 2,
+         *           "status": "resolved",
+         *           "paymentAmount": {
+         *             "amount": "150.00",
+         *             "currency": "USD"
+         *           },
+         *           "allocations": [
+         *             {
+         *               "externalReceivableId": "rcv-demo-1",
+         *               "allocatedAmount": {
+         *                 "amount": "150.00",
+         *                 "currency": "USD"
+         *               },
+         *               "matchedAmount": {
+         *                 "amount": "100.00",
+         *                 "currency": "USD"
+         *               },
+         *               "unmatchedAmount": {
+         *                 "amount": "50.00",
+         *                 "currency": "USD"
+         *               }
+         *             }
+         *           ],
+         *           "lines": [
+         *             {
+         *               "externalReceiptLineId": "rl-demo-1",
+         *               "externalReceivableId": "rcv-demo-1",
+         *               "amount": {
+         *                 "amount": "100.00",
+         *                 "currency": "USD"
+         *               },
+         *               "state": "matched"
+         *             },
+         *             {
+         *               "externalReceiptLineId": "rl-demo-2",
+         *               "externalReceivableId": "rcv-demo-1",
+         *               "amount": {
+         *                 "amount": "75.00",
+         *                 "currency": "USD"
+         *               },
+         *               "state": "differs"
+         *             }
+         *           ],
+         *           "unappliedAmount": {
+         *             "amount": "0.00",
+         *             "currency": "USD"
+         *           },
+         *           "unmatchedAmount": {
+         *             "amount": "50.00",
+         *             "currency": "USD"
+         *           },
+         *           "resolution": {
+         *             "basis": "authorized_correction",
+         *             "reference": "ledger/receipts/corrections/demo-1",
+         *             "resolvedAt": "2026-02-13T15:00:00.208Z"
+         *           }
+         *         }
+         *       ],
+         *       "nextCursor": null
+         *     }
+         */
+        PaymentReconciliationList: {
+            data: components["schemas"]["PaymentReconciliation"][];
+            nextCursor: string | null;
         };
         /**
          * @description Source receipt lines for one confirmed Payment, judged in order: a line matches when it names the Receivable the Payment allocated to and the matched total of every reconciliation of the Payment stays within the allocation; otherwise it differs and the reconciliation is held.
@@ -2144,6 +2531,33 @@ export interface components {
          * @example February instalment
          */
         PaymentRequestDescription: string;
+        /**
+         * @example {
+         *       "data": [
+         *         {
+         *           "externalPaymentRequestId": "payreq-demo-1",
+         *           "externalReceivableId": "rcv-demo-1",
+         *           "amount": {
+         *             "amount": "150.00",
+         *             "currency": "USD"
+         *           },
+         *           "description": "February instalment",
+         *           "expiresAt": "2026-02-18T09:00:00.412Z",
+         *           "status": "open",
+         *           "hostedUrl": "https://receivables.example.com/pay/hT2lS0c4y8m0bQm1m5f7WJ3Qh0bZ8KcXk3s9d2YVn6E",
+         *           "revision": 1,
+         *           "createdAt": "2026-02-11T09:00:00.412Z",
+         *           "updatedAt": "2026-02-11T09:00:00.412Z",
+         *           "payment": null
+         *         }
+         *       ],
+         *       "nextCursor": null
+         *     }
+         */
+        PaymentRequestList: {
+            data: components["schemas"]["PaymentRequest"][];
+            nextCursor: string | null;
+        };
         /**
          * @description A fixed amount in the Receivable's currency, above zero and not above its workingAmount less the amounts of its other open requests (open requests reserve what they ask; 422 at /amount/amount otherwise, the detail giving both figures). Refused with 409 recovery_held while the Receivable has any hold.
          * @example {
@@ -2731,6 +3145,33 @@ export interface components {
             holds: ("recovery_not_authorized" | "collection_not_enabled" | "source_restriction" | "dispute" | "source_stale" | "other_protection" | "reconciliation_hold")[];
         };
         /**
+         * @example {
+         *       "data": [
+         *         {
+         *           "externalInstructionId": "instr-demo-1",
+         *           "scope": {
+         *             "type": "receivable",
+         *             "externalReceivableId": "rcv-demo-1"
+         *           },
+         *           "state": "authorized",
+         *           "revision": 1,
+         *           "effectiveAt": "2026-02-11T09:00:00Z",
+         *           "recordedAt": "2026-02-11T09:00:01.350Z",
+         *           "recoveryEntryMode": "explicit_instruction",
+         *           "recoveryHeld": true,
+         *           "holds": [
+         *             "collection_not_enabled"
+         *           ]
+         *         }
+         *       ],
+         *       "nextCursor": null
+         *     }
+         */
+        RecoveryInstructionList: {
+            data: components["schemas"]["RecoveryInstruction"][];
+            nextCursor: string | null;
+        };
+        /**
          * @description Revision 1 creates; every later PUT carries exactly the current revision plus 1 (the service also advances it when it suspends).
          * @example {
          *       "scope": {
@@ -3115,6 +3556,31 @@ export interface components {
         };
         /**
          * @example {
+         *       "data": [
+         *         {
+         *           "externalEventId": "wo-demo-1",
+         *           "type": "write_off",
+         *           "amount": {
+         *             "amount": "35.00",
+         *             "currency": "USD"
+         *           },
+         *           "externalReceivableId": "rcv-demo-1",
+         *           "sourceRevision": 6,
+         *           "effectiveAt": "2026-02-06T16:45:00Z",
+         *           "reason": "approved_write_off",
+         *           "sourceReference": "ledger/write-offs/demo-1",
+         *           "acceptedAt": "2026-02-06T16:45:03.927Z"
+         *         }
+         *       ],
+         *       "nextCursor": null
+         *     }
+         */
+        WriteOffList: {
+            data: components["schemas"]["WriteOff"][];
+            nextCursor: string | null;
+        };
+        /**
+         * @example {
          *       "type": "write_off",
          *       "amount": {
          *         "amount": "35.00",
@@ -3154,7 +3620,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalCustomerId: string;
             };
             cookie?: never;
@@ -3233,7 +3701,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalCustomerId: string;
             };
             cookie?: never;
@@ -3352,7 +3822,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalCustomerId: string;
             };
             cookie?: never;
@@ -3469,11 +3941,14 @@ export interface operations {
     listCustomers: {
         parameters: {
             query?: {
+                /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
+                /** @description Items per page, 1 to 200. */
                 limit?: number;
             };
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -3543,7 +4018,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalReceivableId: string;
             };
             cookie?: never;
@@ -3622,7 +4099,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalReceivableId: string;
             };
             cookie?: never;
@@ -3739,12 +4218,15 @@ export interface operations {
     listReceivables: {
         parameters: {
             query?: {
+                /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
+                /** @description Items per page, 1 to 200. */
                 limit?: number;
                 status?: "active" | "paused" | "closed";
             };
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -3814,7 +4296,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalReceivableId: string;
             };
             cookie?: never;
@@ -3933,7 +4417,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalReceivableId: string;
             };
             cookie?: never;
@@ -4052,7 +4538,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalReceivableId: string;
             };
             cookie?: never;
@@ -4171,7 +4659,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalReceivableId: string;
             };
             cookie?: never;
@@ -4290,7 +4780,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalEventId: string;
             };
             cookie?: never;
@@ -4369,7 +4861,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalEventId: string;
             };
             cookie?: never;
@@ -4483,12 +4977,91 @@ export interface operations {
             };
         };
     };
+    listAdjustments: {
+        parameters: {
+            query?: {
+                /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
+                cursor?: string;
+                /** @description Items per page, 1 to 200. */
+                limit?: number;
+                /** @description Only the events of this Receivable. */
+                externalReceivableId?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
+                clientCode: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of Adjustments, newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AdjustmentList"];
+                };
+            };
+            /** @description `invalid_api_key`: Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `client_scope_denied`: Client scope denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: Rate limit exceeded */
+            429: {
+                headers: {
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `projection_unavailable`: Projection unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     getCreditNote: {
         parameters: {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalEventId: string;
             };
             cookie?: never;
@@ -4567,7 +5140,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalEventId: string;
             };
             cookie?: never;
@@ -4681,12 +5256,91 @@ export interface operations {
             };
         };
     };
+    listCreditNotes: {
+        parameters: {
+            query?: {
+                /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
+                cursor?: string;
+                /** @description Items per page, 1 to 200. */
+                limit?: number;
+                /** @description Only the events of this Receivable. */
+                externalReceivableId?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
+                clientCode: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of CreditNotes, newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreditNoteList"];
+                };
+            };
+            /** @description `invalid_api_key`: Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `client_scope_denied`: Client scope denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: Rate limit exceeded */
+            429: {
+                headers: {
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `projection_unavailable`: Projection unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     getWriteOff: {
         parameters: {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalEventId: string;
             };
             cookie?: never;
@@ -4765,7 +5419,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalEventId: string;
             };
             cookie?: never;
@@ -4879,12 +5535,91 @@ export interface operations {
             };
         };
     };
+    listWriteOffs: {
+        parameters: {
+            query?: {
+                /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
+                cursor?: string;
+                /** @description Items per page, 1 to 200. */
+                limit?: number;
+                /** @description Only the events of this Receivable. */
+                externalReceivableId?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
+                clientCode: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of WriteOffs, newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WriteOffList"];
+                };
+            };
+            /** @description `invalid_api_key`: Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `client_scope_denied`: Client scope denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: Rate limit exceeded */
+            429: {
+                headers: {
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `projection_unavailable`: Projection unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     getPaymentObservation: {
         parameters: {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalEventId: string;
             };
             cookie?: never;
@@ -4963,7 +5698,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalEventId: string;
             };
             cookie?: never;
@@ -5077,12 +5814,91 @@ export interface operations {
             };
         };
     };
+    listPaymentObservations: {
+        parameters: {
+            query?: {
+                /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
+                cursor?: string;
+                /** @description Items per page, 1 to 200. */
+                limit?: number;
+                /** @description Only the observations of this Customer. */
+                externalCustomerId?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
+                clientCode: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of payment observations, newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaymentObservationList"];
+                };
+            };
+            /** @description `invalid_api_key`: Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `client_scope_denied`: Client scope denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: Rate limit exceeded */
+            429: {
+                headers: {
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `projection_unavailable`: Projection unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     getPaymentRequest: {
         parameters: {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalPaymentRequestId: string;
             };
             cookie?: never;
@@ -5161,7 +5977,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalPaymentRequestId: string;
             };
             cookie?: never;
@@ -5280,7 +6098,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalPaymentRequestId: string;
             };
             cookie?: never;
@@ -5394,12 +6214,93 @@ export interface operations {
             };
         };
     };
+    listPaymentRequests: {
+        parameters: {
+            query?: {
+                /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
+                cursor?: string;
+                /** @description Items per page, 1 to 200. */
+                limit?: number;
+                /** @description Only the Payment requests of this Receivable. */
+                externalReceivableId?: string;
+                /** @description Only the Payment requests in this status; a request whose expiresAt has passed is expired, never open. */
+                status?: "open" | "confirmed" | "failed" | "expired" | "canceled";
+            };
+            header?: never;
+            path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
+                clientCode: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of Payment requests, newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaymentRequestList"];
+                };
+            };
+            /** @description `invalid_api_key`: Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `client_scope_denied`: Client scope denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: Rate limit exceeded */
+            429: {
+                headers: {
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `projection_unavailable`: Projection unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     getReceiptDelivery: {
         parameters: {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalPaymentRequestId: string;
             };
             cookie?: never;
@@ -5487,8 +6388,11 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalPaymentRequestId: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalRefundId: string;
             };
             cookie?: never;
@@ -5567,8 +6471,11 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalPaymentRequestId: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalRefundId: string;
             };
             cookie?: never;
@@ -5694,12 +6601,16 @@ export interface operations {
     listRefunds: {
         parameters: {
             query?: {
+                /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
+                /** @description Items per page, 1 to 200. */
                 limit?: number;
             };
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalPaymentRequestId: string;
             };
             cookie?: never;
@@ -5781,6 +6692,7 @@ export interface operations {
             };
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -5859,7 +6771,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalBatchId: string;
             };
             cookie?: never;
@@ -5938,7 +6852,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalBatchId: string;
             };
             cookie?: never;
@@ -6052,12 +6968,91 @@ export interface operations {
             };
         };
     };
+    listBatches: {
+        parameters: {
+            query?: {
+                /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
+                cursor?: string;
+                /** @description Items per page, 1 to 200. */
+                limit?: number;
+                /** @description Only the batches in this status. */
+                status?: "queued" | "running" | "succeeded" | "partially_succeeded" | "failed";
+            };
+            header?: never;
+            path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
+                clientCode: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of batches, newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchList"];
+                };
+            };
+            /** @description `invalid_api_key`: Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `client_scope_denied`: Client scope denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: Rate limit exceeded */
+            429: {
+                headers: {
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `projection_unavailable`: Projection unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     getBookCompletion: {
         parameters: {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalCompletionId: string;
             };
             cookie?: never;
@@ -6136,7 +7131,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalCompletionId: string;
             };
             cookie?: never;
@@ -6255,7 +7252,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalSnapshotId: string;
             };
             cookie?: never;
@@ -6334,7 +7333,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalSnapshotId: string;
             };
             cookie?: never;
@@ -6453,6 +7454,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -6522,7 +7524,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalInstructionId: string;
             };
             cookie?: never;
@@ -6601,7 +7605,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalInstructionId: string;
             };
             cookie?: never;
@@ -6715,12 +7721,91 @@ export interface operations {
             };
         };
     };
+    listRecoveryInstructions: {
+        parameters: {
+            query?: {
+                /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
+                cursor?: string;
+                /** @description Items per page, 1 to 200. */
+                limit?: number;
+                /** @description Only the instruction governing this Receivable (at most one). */
+                externalReceivableId?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
+                clientCode: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of recovery instructions, newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecoveryInstructionList"];
+                };
+            };
+            /** @description `invalid_api_key`: Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `client_scope_denied`: Client scope denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: Rate limit exceeded */
+            429: {
+                headers: {
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `projection_unavailable`: Projection unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     getPaymentReconciliation: {
         parameters: {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalReconciliationId: string;
             };
             cookie?: never;
@@ -6799,7 +7884,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalReconciliationId: string;
             };
             cookie?: never;
@@ -6918,7 +8005,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 externalReconciliationId: string;
             };
             cookie?: never;
@@ -7032,11 +8121,91 @@ export interface operations {
             };
         };
     };
+    listPaymentReconciliations: {
+        parameters: {
+            query?: {
+                /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
+                cursor?: string;
+                /** @description Items per page, 1 to 200. */
+                limit?: number;
+                /** @description Only the reconciliations of this Payment request. */
+                externalPaymentRequestId?: string;
+                /** @description Only the reconciliations in this status. */
+                status?: "matched" | "held" | "resolved";
+            };
+            header?: never;
+            path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
+                clientCode: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of Payment reconciliations, newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaymentReconciliationList"];
+                };
+            };
+            /** @description `invalid_api_key`: Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `client_scope_denied`: Client scope denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: Rate limit exceeded */
+            429: {
+                headers: {
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `projection_unavailable`: Projection unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     getCollectionSummary: {
         parameters: {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -7106,6 +8275,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -7184,6 +8354,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -7293,6 +8464,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -7398,6 +8570,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -7501,12 +8674,16 @@ export interface operations {
     listWebhookDeliveries: {
         parameters: {
             query?: {
+                /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
+                /** @description Items per page, 1 to 200. */
                 limit?: number;
+                /** @description Only the delivery of this change-feed event. */
                 eventId?: string;
             };
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -7585,6 +8762,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
                 deliveryId: string;
             };
@@ -7700,6 +8878,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -7827,6 +9006,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -7905,6 +9085,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
@@ -8014,6 +9195,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
                 clientCode: string;
             };
             cookie?: never;
