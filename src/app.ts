@@ -1,5 +1,7 @@
 import { z } from 'zod'
 import { createKeyUsage, KEY_USAGE_FLUSH_INTERVAL_MS } from './access/key-usage.ts'
+import { brandingRoutes } from './admin/branding-routes.ts'
+import { createBrandingService } from './admin/branding-service.ts'
 import { paymentProviderRoutes } from './admin/payment-provider-routes.ts'
 import { createPaymentProviderService } from './admin/payment-provider-service.ts'
 import { adminRoutes, adminSandboxRoutes } from './admin/routes.ts'
@@ -249,6 +251,7 @@ export function createApp({
       ...sandboxClockRoutes(sandboxClock),
       ...adminSandboxRoutes(services.admin, { sandbox: config.environment === 'sandbox' }),
       ...secretRoutes(secretRewrap),
+      ...brandingRoutes(createBrandingService({ store, clock: baseClock })),
       ...paymentProviderRoutes(
         createPaymentProviderService({
           store,

@@ -45,6 +45,11 @@ Commands:
                                              STRIPE_WEBHOOK_SECRET. Test keys in sandbox, live keys in
                                              production. Prints the webhook URL and events for Stripe
   provider show <clientCode>                 the client's payment provider (never its secrets)
+  branding show <clientCode>                 the client's branding on the hosted payment page
+  branding set <clientCode> [--display-name N] [--accent-color #rrggbb] [--support-email E]
+            [--support-phone P] [--support-url https://...] [--locale L]
+                                             replace it as a whole (an option left out is removed);
+                                             the colour needs 4.5:1 contrast against white
   provider remove <clientCode>               delete it (sandbox: the sandbox provider again)
 
 Sandbox only (a production service answers 404 route_not_found):
@@ -99,6 +104,12 @@ const { values: opts, positionals } = (() => {
         'secret-key-file': { type: 'string' },
         'webhook-secret-file': { type: 'string' },
         'expires-at': { type: 'string' },
+        'display-name': { type: 'string' },
+        'accent-color': { type: 'string' },
+        'support-email': { type: 'string' },
+        'support-phone': { type: 'string' },
+        'support-url': { type: 'string' },
+        locale: { type: 'string' },
         'grace-period': { type: 'string' },
       },
     })
@@ -411,6 +422,20 @@ async function main(): Promise<void> {
             `webhookUrl and select the events listed.\n`,
         )
       return
+    }
+    case 'branding show':
+      return show(await admin('GET', `/admin/v1/clients/${seg(need(a, 'clientCode'))}/branding`))
+    case 'branding set': {
+      const fields = {
+        displayName: opts['display-name'],
+        accentColor: opts['accent-color'],
+        supportEmail: opts['support-email'],
+        supportPhone: opts['support-phone'],
+        supportUrl: opts['support-url'],
+        locale: opts.locale,
+      }
+      const body = Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined))
+      return show(await admin('PUT', `/admin/v1/clients/${seg(need(a, 'clientCode'))}/branding`, body))
     }
     case 'provider show':
       return show(await admin('GET', `/admin/v1/clients/${seg(need(a, 'clientCode'))}/payment-provider`))
