@@ -41,6 +41,8 @@ export function supportedLocale(tag: string): string | undefined {
   return Intl.NumberFormat.supportedLocalesOf([canonical], { localeMatcher: 'lookup' }).length === 1 ? canonical : undefined
 }
 
+const PHONE = /^\+?[0-9][0-9 ().-]*[0-9]$/
+
 /** The digits of a phone number as a `tel:` URI takes them (`+1 (555) 010-0199` -> `+15550100199`). */
 export const telOf = (phone: string) => phone.replace(/[^+\d]/g, '')
 
@@ -96,10 +98,10 @@ export const Branding = z
     supportPhone: z
       .string()
       .max(32)
-      .regex(/^\+?[0-9][0-9 ().-]*[0-9]$/, 'must be a phone number: digits, spaces, ( ) . - and an optional leading +')
+      .regex(PHONE, 'must be a phone number: digits, spaces, ( ) . - and an optional leading +')
       .refine((s) => {
         const digits = s.replace(/\D/g, '').length
-        return digits >= 5 && digits <= 15
+        return !PHONE.test(s) || (digits >= 5 && digits <= 15)
       }, 'must hold 5 to 15 digits')
       .describe('Shown as written on every page state, linked as tel: with its digits (`+1 555 010 0199`).')
       .optional(),
