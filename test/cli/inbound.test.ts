@@ -317,6 +317,49 @@ describe('inbound: issuing and rotating keys', () => {
   })
 })
 
+describe('inbound: branding', () => {
+  test('branding set replaces the branding, branding show reads it; a refused colour exits 1 with the pointer', async () => {
+    must(await t.admin('PUT', '/admin/v1/clients/gamma-cu', {}), 201)
+    const set = await ok([
+      'branding',
+      'set',
+      'gamma-cu',
+      '--display-name',
+      'Gamma Credit Union',
+      '--accent-color',
+      '#0F5132',
+      '--support-email',
+      'help@gamma-cu.example',
+      '--support-phone',
+      '+1 555 010 0199',
+      '--support-url',
+      'https://gamma-cu.example/help',
+      '--locale',
+      'fr-ca',
+    ])
+    const expected = table([
+      ['clientCode', 'gamma-cu'],
+      ['displayName', 'Gamma Credit Union'],
+      ['accentColor', '#0f5132'],
+      ['supportEmail', 'help@gamma-cu.example'],
+      ['supportPhone', '+1 555 010 0199'],
+      ['supportUrl', 'https://gamma-cu.example/help'],
+      ['locale', 'fr-CA'],
+      ['updatedAt', NOW],
+    ])
+    assert.equal(set, expected)
+    assert.equal(await ok(['branding', 'show', 'gamma-cu']), expected)
+    const pale = await cli(['branding', 'set', 'gamma-cu', '--accent-color', '#ffcc00'])
+    assert.equal(pale.code, 1)
+    assert.match(pale.stderr, /^ {2}\/accentColor: has a contrast of 1\.51:1 against white/m)
+    assert.equal(await ok(['branding', 'show', 'gamma-cu']), expected)
+    // Replaced as a whole: options left out are removed.
+    const only = JSON.parse(await ok(['branding', 'set', 'gamma-cu', '--locale', 'en-US', '--json']))
+    assert.deepEqual([only.locale, only.displayName, only.supportEmail], ['en-US', null, null])
+    assert.ok((await cli(['--help'])).stdout.includes('branding set <clientCode> [--display-name N] [--accent-color #rrggbb]'))
+  })
+})
+
 describe('inbound: the audit trail', () => {
   test("audit list --client C: the client's events and the key events of every integration with a grant for C, active or revoked", async () => {
     // crm's grant for acme-cu is revoked; a key it is issued now is still one that could reach acme-cu.
