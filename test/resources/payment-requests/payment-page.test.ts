@@ -552,11 +552,13 @@ describe('formatting', () => {
     assert.equal(formatAmount(usd('90071992547409.93')), '$90,071,992,547,409.93')
     assert.equal(formatAmount({ amount: '1234567.50', currency: 'EUR' }), '€1,234,567.50')
     assert.equal(formatAmount({ amount: '5000', currency: 'JPY' }), '¥5,000')
-    assert.equal(formatAmount({ amount: '1.234', currency: 'KWD' }), 'KWD\u00a01.234')
+    // Locales separate with no-break spaces, narrow or not depending on the ICU version: read here as spaces.
+    const spaced = (text: string) => text.replace(/[\u00a0\u202f]/g, ' ')
+    assert.equal(spaced(formatAmount({ amount: '1.234', currency: 'KWD' })), 'KWD 1.234')
     assert.equal(formatAmount({ amount: '120.00', currency: 'CAD' }), 'CA$120.00')
     assert.equal(formatAmount({ amount: '120.00', currency: 'CAD' }, 'en-CA'), '$120.00')
-    assert.equal(formatAmount({ amount: '1234.50', currency: 'USD' }, 'fr-CA'), '1\u202f234,50\u00a0$\u00a0US')
-    assert.equal(formatAmount({ amount: '1234.50', currency: 'EUR' }, 'de-DE'), '1.234,50\u00a0€')
+    assert.equal(spaced(formatAmount({ amount: '1234.50', currency: 'USD' }, 'fr-CA')), '1 234,50 $ US')
+    assert.equal(spaced(formatAmount({ amount: '1234.50', currency: 'EUR' }, 'de-DE')), '1.234,50 €')
     assert.equal(formatAmount({ amount: '1234.50', currency: 'GBP' }, 'en-GB'), '£1,234.50')
   })
 
