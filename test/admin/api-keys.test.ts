@@ -374,6 +374,33 @@ describe('rotation', () => {
     assert.deepEqual([key.status, key.expiresAt], ['active', null])
   })
 
+  test('16 rotations of one key at once: serialized on its row, each issues its own key, the shortest grace wins', async () => {
+    at('2026-06-07T07:00:00.000Z')
+    const tenant = await t.tenant('k-rotate-16')
+    const graces = Array.from({ length: 16 }, (_, i) => 600 + i * 60)
+    const answers = await Promise.all(
+      graces.map((g) => t.admin('POST', `/admin/v1/api-keys/${tenant.apiKeyId}/rotate`, { gracePeriodSeconds: g })),
+    )
+    assert.deepEqual(
+      answers.map((a) => a.status),
+      graces.map(() => 201),
+    )
+    assert.equal(new Set(answers.map((a) => a.json.apiKeyId)).size, 16)
+    const old = must(await t.admin('GET', `/admin/v1/api-keys/${tenant.apiKeyId}`), 200).json
+    assert.deepEqual([old.status, old.expiresAt], ['active', '2026-06-07T07:10:00.000Z'])
+    const keys = must(await t.admin('GET', `/admin/v1/integrations/${tenant.integrationId}/api-keys?limit=200`), 200).json.data
+    assert.equal(keys.length, 17)
+    const rotatedEvents = (
+      must(await t.admin('GET', `/admin/v1/audit-events?clientCode=${tenant.clientCode}&limit=200`), 200).json.data as {
+        action: string
+        targetId: string
+      }[]
+    ).filter((e) => e.action === 'api_key.rotated' && e.targetId === tenant.apiKeyId)
+    assert.equal(rotatedEvents.length, 16)
+    // Every new key works.
+    for (const a of answers) assert.equal((await read(tenant, a.json.apiKey)).status, 404)
+  })
+
   test('the longest grace, 30 days, is accepted', async () => {
     at('2026-06-07T08:00:00.000Z')
     const tenant = await t.tenant('k-rotate-max')
