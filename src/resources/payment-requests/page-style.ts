@@ -155,6 +155,10 @@ a {
   padding: 1rem 0 0;
   border-top: 1px solid #d9e2ec;
 }
+.summary + .contact {
+  padding-top: 0;
+  border-top: 0;
+}
 .contact h2 {
   margin: 0 0 0.25rem;
   font-size: 1rem;
