@@ -461,6 +461,18 @@ describe('last use', () => {
     assert.equal(t.app.keyUsage.pending(), 0)
   })
 
+  test('the worker writes what is pending when the process stops', async () => {
+    at('2026-06-08T09:00:00.000Z')
+    const tenant = await t.tenant('k-used-stop')
+    assert.equal((await read(tenant, tenant.apiKey)).status, 404)
+    const worker = t.app.workers.find((w) => w.name === 'api-key-usage')
+    assert.ok(worker)
+    // Started and stopped before its first turn (15 s away): only the stop's flush can have written it.
+    worker.start()
+    await worker.stop()
+    assert.equal((await rowOf(tenant.apiKeyId))?.last_used_at, '2026-06-08T09:00:00.000Z')
+  })
+
   test('several instances flushing the same key: written at most once a minute, never backwards', async () => {
     at('2026-06-09T08:00:00.000Z')
     const tenant = await t.tenant('k-used-many')
