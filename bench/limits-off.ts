@@ -19,7 +19,7 @@ const unlimited = { allowed: true, limit: config.limits.perMinute, remaining: co
 const admittedLease = { release: async () => {} }
 const gate: Gate = {
   async enter(req) {
-    const caller = await lookupKey(store, req.digest, req.environment, req.clientCode)
+    const caller = await lookupKey(store, req.digest, req.environment, req.clientCode, new Date())
     if (!caller) return { caller: null }
     return { caller, rate: unlimited, refused: null, lease: admittedLease }
   },
@@ -35,7 +35,7 @@ const gate: Gate = {
             'g.feed_mode AS grant_feed_mode, g.industry_profile AS grant_industry_profile, ' +
             'g.receipt_delivery_owner AS grant_receipt_delivery_owner, 0 AS used, true AS admitted ' +
             `FROM api_keys k LEFT JOIN grants g ON g.client_code = $${p + 2} AND g.integration_id = k.integration_id ` +
-            `WHERE k.digest = $${p + 1} AND k.revoked_at IS NULL AND k.environment = $${p + 3}`
+            `WHERE k.digest = $${p + 1} AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now()) AND k.environment = $${p + 3}`
           const rows = await store.query<Record<string, unknown>>(
             gatedReadSql(lookup, read.sql, p + 4),
             [...read.params, req.digest, req.clientCode, req.environment, read.scopes],

@@ -1,4 +1,7 @@
 import { z } from 'zod'
+import { createKeyUsage, KEY_USAGE_FLUSH_INTERVAL_MS } from './access/key-usage.ts'
+import { brandingRoutes } from './admin/branding-routes.ts'
+import { createBrandingService } from './admin/branding-service.ts'
 import { paymentProviderRoutes } from './admin/payment-provider-routes.ts'
 import { createPaymentProviderService } from './admin/payment-provider-service.ts'
 import { adminRoutes, adminSandboxRoutes } from './admin/routes.ts'
@@ -9,7 +12,7 @@ import { Problem } from './domain/problems.ts'
 import { type Clock, systemClock } from './domain/time.ts'
 import { type Resolver, systemResolver } from './http/destination.ts'
 import { registerInfraRoutes } from './http/docs.ts'
-import { createAddressLimiter, createGate, type Gate } from './http/limits.ts'
+import { createAddressLimiter, createGate, type Gate, gateRecordingKeyUse } from './http/limits.ts'
 import { createMetrics, registerMetrics } from './http/metrics.ts'
 import { buildOpenApi } from './http/openapi.ts'
 import { sendProblem } from './http/problem-response.ts'
@@ -248,6 +251,7 @@ export function createApp({
       ...sandboxClockRoutes(sandboxClock),
       ...adminSandboxRoutes(services.admin, { sandbox: config.environment === 'sandbox' }),
       ...secretRoutes(secretRewrap),
+      ...brandingRoutes(createBrandingService({ store, clock: baseClock })),
       ...paymentProviderRoutes(
         createPaymentProviderService({
           store,
@@ -278,12 +282,16 @@ export function createApp({
     },
   })
   const allRoutes = [...routes, openapiRoute]
+  // Each key's last use: noted in memory by the gate, written by the worker below (src/access/key-usage.ts).
+  const keyUsage = createKeyUsage({ db: store, clock: baseClock })
   const app = buildServer(
     {
       db: store,
       config,
-      gate:
+      gate: gateRecordingKeyUse(
         gate ?? createGate(store, { perMinute: config.limits.perMinute, concurrency: config.limits.concurrencyPerKey, clock: baseClock }),
+        (apiKeyId) => keyUsage.record(apiKeyId),
+      ),
       adminTokenDigest,
       ...(atClientTime ? { atClientTime } : {}),
       pages: [{ prefix: '/pay/', notFound: { headers: PAGE_HEADERS, html: NOT_FOUND_PAGE } }],
@@ -377,6 +385,17 @@ export function createApp({
     createPaymentExpiryWorker({ store, clock: baseClock, sandbox, onFeedAppended, onError: logged('payment request expiry sweep failed') }),
     createRetentionWorker({ db: store, sandbox, onError: logged('retention failed') }),
     refundWorker,
+    // Writes the API keys' last use off the request path, at most once a minute per key, and once more at stop.
+    createWorker({
+      name: 'api-key-usage',
+      intervalMs: KEY_USAGE_FLUSH_INTERVAL_MS,
+      firstTurnAfterMs: KEY_USAGE_FLUSH_INTERVAL_MS,
+      runOnce: async () => (await keyUsage.flush()) > 0,
+      afterStop: async () => {
+        await keyUsage.flush().catch(logged('api key usage flush failed'))
+      },
+      onError: logged('api key usage flush failed'),
+    }),
     // Flips the recorded freshness of Sources that went quiet (hold source_stale): one client fact each, whose
     // Receivable revisions the client fan-out gives in the background.
     createWorker({
@@ -397,6 +416,7 @@ export function createApp({
     receiptDispatcher,
     clientFanout,
     refundWorker,
+    keyUsage,
     metrics,
     sandbox,
     sandboxClock,

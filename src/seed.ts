@@ -35,7 +35,7 @@ async function seedAccess(store: Store, app: App, clock: Clock): Promise<{ apiKe
   await admin.putClient(DEMO_CLIENT, { name: 'Demo Credit Union', collectionEnabled: false })
   await admin.putIntegration(DEMO_INTEGRATION, { name: 'Demo accounting Source' })
   await admin.putGrant(DEMO_INTEGRATION, DEMO_CLIENT, { scopes: [...SCOPES] })
-  const key = await admin.createApiKey(DEMO_INTEGRATION)
+  const key = await admin.createApiKey(DEMO_INTEGRATION, { name: 'Demo key' })
   const grant = await loadActiveGrant(store, DEMO_INTEGRATION, DEMO_CLIENT)
   if (grant)
     await executeWrite(

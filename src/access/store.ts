@@ -2,15 +2,25 @@ import type { Environment } from '../config.ts'
 import type { Queryable, Tx } from '../store/store.ts'
 import { type Caller, callerFromRow, type Grant, type KeyGrantRow, toGrant } from './grants.ts'
 
-/** The active key of this environment with this digest, with its grant for the Client; null if there is none. */
-export async function lookupKey(db: Queryable, digest: string, environment: Environment, clientCode: string): Promise<Caller | null> {
+/**
+ * The active key of this environment with this digest, with its grant for the Client; null if there is none. A key
+ * whose expiry is at or before `now` is not active: refused exactly like a revoked one (request_gate, on PostgreSQL,
+ * makes the same test). A read only: the key's last use is recorded in memory (key-usage.ts), never written here.
+ */
+export async function lookupKey(
+  db: Queryable,
+  digest: string,
+  environment: Environment,
+  clientCode: string,
+  now: Date,
+): Promise<Caller | null> {
   const rows = await db.query<KeyGrantRow>(
     `SELECT k.api_key_id, k.integration_id, k.environment, g.status AS grant_status, g.scopes, g.ip_allowlist,
             g.recovery_entry_mode, g.feed_mode, g.industry_profile, g.receipt_delivery_owner
        FROM api_keys k
        LEFT JOIN grants g ON g.client_code = $2 AND g.integration_id = k.integration_id
-      WHERE k.digest = $1 AND k.revoked_at IS NULL`,
-    [digest, clientCode],
+      WHERE k.digest = $1 AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > $3)`,
+    [digest, clientCode, now.toISOString()],
     { prepared: true },
   )
   const row = rows[0]
@@ -133,25 +143,74 @@ export interface ApiKeyRow {
   environment: 'sandbox' | 'production'
   /** The key's last 4 characters (null for keys issued before migration 0008). Never the key or its digest. */
   last4: string | null
+  name: string
   created_at: string
   revoked_at: string | null
+  expires_at: string | null
+  last_used_at: string | null
 }
 
 /** The api_keys columns an operator may see: every column but `digest`. */
-export const API_KEY_COLUMNS = 'api_key_id, integration_id, environment, last4, created_at, revoked_at'
+export const API_KEY_COLUMNS = 'api_key_id, integration_id, environment, last4, name, created_at, revoked_at, expires_at, last_used_at'
 
-export async function findApiKey(db: Queryable, id: string): Promise<ApiKeyRow | undefined> {
-  return (await db.query<ApiKeyRow>(`SELECT ${API_KEY_COLUMNS} FROM api_keys WHERE api_key_id = $1`, [id]))[0]
+/** The key; `forUpdate` locks its row (a rotation: two concurrent rotations of one key are serialized). */
+export async function findApiKey(db: Queryable, id: string, forUpdate = false): Promise<ApiKeyRow | undefined> {
+  return (
+    await db.query<ApiKeyRow>(`SELECT ${API_KEY_COLUMNS} FROM api_keys WHERE api_key_id = $1${forUpdate ? ' FOR UPDATE' : ''}`, [id])
+  )[0]
 }
 
 export async function insertApiKey(
   tx: Tx,
-  k: { apiKeyId: string; integrationId: string; environment: Environment; digest: string; last4: string; createdAt: string },
-): Promise<void> {
-  await tx.query(
-    'INSERT INTO api_keys (api_key_id, integration_id, environment, digest, last4, created_at) VALUES ($1, $2, $3, $4, $5, $6)',
-    [k.apiKeyId, k.integrationId, k.environment, k.digest, k.last4, k.createdAt],
+  k: {
+    apiKeyId: string
+    integrationId: string
+    environment: Environment
+    digest: string
+    last4: string
+    name: string
+    createdAt: string
+    expiresAt: string | null
+  },
+): Promise<ApiKeyRow> {
+  const rows = await tx.query<ApiKeyRow>(
+    `INSERT INTO api_keys (api_key_id, integration_id, environment, digest, last4, name, created_at, expires_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING ${API_KEY_COLUMNS}`,
+    [k.apiKeyId, k.integrationId, k.environment, k.digest, k.last4, k.name, k.createdAt, k.expiresAt],
   )
+  return rows[0] as ApiKeyRow
+}
+
+/**
+ * A rotated key's end: its expiry brought forward to `expiresAt` (never pushed back: an earlier expiry it already
+ * had stands). Returns the key as it now is.
+ */
+export async function shortenApiKeyExpiry(tx: Tx, apiKeyId: string, expiresAt: string): Promise<ApiKeyRow> {
+  const rows = await tx.query<ApiKeyRow>(
+    `UPDATE api_keys SET expires_at = LEAST(COALESCE(expires_at, $2::timestamptz), $2::timestamptz)
+      WHERE api_key_id = $1 RETURNING ${API_KEY_COLUMNS}`,
+    [apiKeyId, expiresAt],
+  )
+  return rows[0] as ApiKeyRow
+}
+
+/**
+ * Records the last use of keys, from the memory of one process (src/access/key-usage.ts): one set-based statement
+ * for every key used since the last flush. A key's `last_used_at` moves only forward and only by at least a minute,
+ * so however many instances flush, a key's row is written at most once a minute; a use that lands within a minute
+ * of the recorded one is not written (lastUsedAt is accurate to a minute). Returns how many keys were updated.
+ */
+export async function recordKeyUses(db: Queryable, uses: readonly { apiKeyId: string; at: string }[]): Promise<number> {
+  if (uses.length === 0) return 0
+  const rows = await db.query<{ api_key_id: string }>(
+    `UPDATE api_keys k SET last_used_at = u.at
+       FROM unnest($1::text[], $2::timestamptz[]) AS u(api_key_id, at)
+      WHERE k.api_key_id = u.api_key_id
+        AND (k.last_used_at IS NULL OR k.last_used_at <= u.at - interval '1 minute')
+      RETURNING k.api_key_id`,
+    [uses.map((u) => u.apiKeyId), uses.map((u) => u.at)],
+  )
+  return rows.length
 }
 
 /**

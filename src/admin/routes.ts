@@ -3,9 +3,12 @@ import { buildOpenApi } from '../http/openapi.ts'
 import { defineRoute, type RouteDef } from '../http/route.ts'
 import type { Store } from '../store/store.ts'
 import {
+  ApiKeyCreate,
   ApiKeyCreated,
   ApiKeyList,
   ApiKeyParams,
+  ApiKeyRotate,
+  ApiKeyRotated,
   ApiKeyView,
   AuditList,
   AuditQuery,
@@ -179,14 +182,32 @@ export function adminRoutes(
       path: '/admin/v1/integrations/:integrationId/api-keys',
       operationId: 'adminCreateApiKey',
       summary: 'Issue an API key (shown once)',
+      description:
+        'Issues a key for the integration, with an optional `name` (default `Unnamed key`) and `expiresAt` (in the future; from then on the key is refused like a revoked one). The key is in this answer only: the service keeps its SHA-256 digest. Audited as `api_key.created`, without the key.',
       tags: ['Operator'],
       auth: admin,
       params: IntegrationParams,
-      body: { schema: EmptyBody, mediaType: json, optional: true },
+      body: { schema: ApiKeyCreate, mediaType: json, optional: true },
       responses: { 201: { schema: ApiKeyCreated, description: 'The key, shown this once' } },
       problems: ['integration_not_found'],
       public: false,
-      handler: async ({ params }) => ({ status: 201, body: await svc.createApiKey(params.integrationId) }),
+      handler: async ({ params, body }) => ({ status: 201, body: await svc.createApiKey(params.integrationId, body ?? {}) }),
+    }),
+    defineRoute({
+      method: 'POST',
+      path: '/admin/v1/api-keys/:apiKeyId/rotate',
+      operationId: 'adminRotateApiKey',
+      summary: 'Rotate an API key: a new key now, the old one ending after a grace period',
+      description:
+        "Issues a new key for the same integration (shown once, named like the old one unless `name` is given) and brings the old key's `expiresAt` forward to now plus `gracePeriodSeconds` (0 to 30 days; 0 ends it at once), in one transaction, so the Source can switch keys with no gap. A revoked or expired key cannot be rotated (409 `api_key_inactive`). Audited as `api_key.created` (the new key) and `api_key.rotated` (the old one), without either key.",
+      tags: ['Operator'],
+      auth: admin,
+      params: ApiKeyParams,
+      body: { schema: ApiKeyRotate, mediaType: json },
+      responses: { 201: { schema: ApiKeyRotated, description: 'The new key, shown this once, and the old key as it now is' } },
+      problems: ['api_key_not_found', 'api_key_inactive'],
+      public: false,
+      handler: async ({ params, body }) => ({ status: 201, body: await svc.rotateApiKey(params.apiKeyId, body) }),
     }),
     defineRoute({
       method: 'GET',

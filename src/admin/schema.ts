@@ -54,51 +54,151 @@ export const IntegrationView = z
 
 const Environment = z.enum(['sandbox', 'production'])
 
-export const ApiKeyCreated = z
-  .object({
-    apiKeyId: z.string(),
-    apiKey: z.string().describe('irk_<environment>_<40 base62 characters>. Shown this once: only a digest is stored.'),
-    environment: Environment,
-    createdAt: Timestamp,
+/** A key's name: display text an operator reads in lists and the audit trail (1 to 100 characters, not blank). */
+export const ApiKeyName = z
+  .string()
+  .min(1)
+  .max(100)
+  .superRefine(refuseUnsafeDisplayText)
+  .refine((s) => s.length === 0 || s.trim().length > 0, 'must not be blank')
+  .describe(
+    'What the key is for, as operators read it in lists (`Core ledger, production`): 1 to 100 characters, not only spaces; no control characters, bidirectional controls or line and paragraph separators.',
+  )
+
+/** The name a key gets when none is given (and that keys issued before names were kept have). */
+export const DEFAULT_API_KEY_NAME = 'Unnamed key'
+
+const KeyExpiresAt = Timestamp.describe(
+  'When the key stops working: from then on it is refused exactly like a revoked key (401 `invalid_api_key`). Must be in the future. Omitted: the key works until revoked.',
+)
+
+export const ApiKeyCreate = z
+  .strictObject({
+    name: ApiKeyName.optional().describe(`Omitted: \`${DEFAULT_API_KEY_NAME}\`.`),
+    expiresAt: KeyExpiresAt.optional(),
   })
   .meta({
-    id: 'OperatorApiKeyCreated',
-    examples: [
-      {
-        apiKeyId: 'ak_3kQ9wZxT0bVn7LmR2pYc8HdE',
-        apiKey: 'irk_sandbox_EXAMPLEexampleEXAMPLEexampleEXAMPLEexamp',
-        environment: 'sandbox',
-        createdAt: AT,
-      },
-    ],
+    id: 'OperatorApiKeyCreate',
+    description: 'Both fields are optional; an empty object (or no body) issues an unnamed key that never expires.',
+    examples: [{ name: 'Core ledger, production', expiresAt: '2027-01-31T00:00:00Z' }],
   })
+export type ApiKeyCreate = z.output<typeof ApiKeyCreate>
+
+export const ApiKeyRotate = z
+  .strictObject({
+    gracePeriodSeconds: z
+      .number()
+      .int()
+      .min(0)
+      .max(2_592_000)
+      .describe(
+        'How long the old key keeps working, 0 to 2592000 (30 days): its `expiresAt` becomes now plus this (or stays earlier, if it already was). 0 ends it at once.',
+      ),
+    name: ApiKeyName.optional().describe("The new key's name; omitted: the old key's name."),
+    expiresAt: KeyExpiresAt.optional().describe("The new key's expiry; omitted: the new key works until revoked."),
+  })
+  .meta({
+    id: 'OperatorApiKeyRotate',
+    examples: [{ gracePeriodSeconds: 86400 }, { gracePeriodSeconds: 0, name: 'Core ledger, production (2027)' }],
+  })
+export type ApiKeyRotate = z.output<typeof ApiKeyRotate>
+
+const AK = 'ak_3kQ9wZxT0bVn7LmR2pYc8HdE'
+const AK2 = 'ak_Jt6pWq1sNc4aXe9RfU2yK7oB'
+
 export const ApiKeyView = z
   .object({
     apiKeyId: z.string(),
     integrationId: z.string(),
     environment: Environment,
+    name: z.string(),
     hint: z
       .string()
       .nullable()
       .describe(
         'The key with all but its last 4 characters hidden (`irk_sandbox_…Ab3d`), to tell keys apart; null for keys issued before hints were kept. The key itself is never shown again.',
       ),
+    status: z
+      .enum(['active', 'expired', 'revoked'])
+      .describe('`revoked` once revoked; else `expired` once `expiresAt` has passed; else `active`. Only an active key is accepted.'),
     createdAt: Timestamp,
+    expiresAt: Timestamp.nullable().describe('When the key stops (or stopped) working; null: until revoked.'),
+    lastUsedAt: Timestamp.nullable().describe(
+      'When the key last authenticated a request, accurate to about a minute (recorded off the request path, written at most once a minute); null: never used.',
+    ),
     revokedAt: Timestamp.nullable(),
   })
   .meta({
     id: 'OperatorApiKey',
     examples: [
       {
-        apiKeyId: 'ak_3kQ9wZxT0bVn7LmR2pYc8HdE',
+        apiKeyId: AK,
         integrationId: 'core-ledger',
         environment: 'sandbox',
+        name: 'Core ledger, production',
         hint: 'irk_sandbox_…xamp',
+        status: 'active',
         createdAt: AT,
+        expiresAt: null,
+        lastUsedAt: '2026-02-03T14:05:00.000Z',
         revokedAt: null,
       },
     ],
   })
+
+export const ApiKeyCreated = z
+  .object({
+    apiKeyId: z.string(),
+    apiKey: z.string().describe('irk_<environment>_<40 base62 characters>. Shown this once: only a digest is stored.'),
+    integrationId: z.string(),
+    environment: Environment,
+    name: z.string(),
+    createdAt: Timestamp,
+    expiresAt: Timestamp.nullable(),
+  })
+  .meta({
+    id: 'OperatorApiKeyCreated',
+    examples: [
+      {
+        apiKeyId: AK,
+        apiKey: 'irk_sandbox_EXAMPLEexampleEXAMPLEexampleEXAMPLEexamp',
+        integrationId: 'core-ledger',
+        environment: 'sandbox',
+        name: 'Core ledger, production',
+        createdAt: AT,
+        expiresAt: null,
+      },
+    ],
+  })
+
+export const ApiKeyRotated = ApiKeyCreated.extend({
+  rotated: ApiKeyView.describe('The old key as it now is: `expiresAt` is when it stops working.'),
+}).meta({
+  id: 'OperatorApiKeyRotated',
+  examples: [
+    {
+      apiKeyId: AK2,
+      apiKey: 'irk_sandbox_EXAMPLEexampleEXAMPLEexampleEXAMPLEexamp',
+      integrationId: 'core-ledger',
+      environment: 'sandbox',
+      name: 'Core ledger, production',
+      createdAt: '2026-02-03T14:05:00.000Z',
+      expiresAt: null,
+      rotated: {
+        apiKeyId: AK,
+        integrationId: 'core-ledger',
+        environment: 'sandbox',
+        name: 'Core ledger, production',
+        hint: 'irk_sandbox_…xamp',
+        status: 'active',
+        createdAt: AT,
+        expiresAt: '2026-02-04T14:05:00.000Z',
+        lastUsedAt: '2026-02-03T14:04:00.000Z',
+        revokedAt: null,
+      },
+    },
+  ],
+})
 
 const Cidr = z.string().refine(isValidCidr, 'must be a CIDR such as 203.0.113.0/24 or 2001:db8::/32')
 

@@ -11,17 +11,18 @@ import {
   listGrantsOfIntegration,
   revokeApiKey,
   revokeGrant,
+  shortenApiKeyExpiry,
   upsertGrant,
 } from '../access/store.ts'
 import type { Environment } from '../config.ts'
 import { encodeCursor, IdentifierCursor, readCursor } from '../domain/cursor.ts'
-import { Problem } from '../domain/problems.ts'
+import { fieldProblem, Problem } from '../domain/problems.ts'
 import { type Clock, isoNow, Timestamp } from '../domain/time.ts'
 import { listAuditEvents, recordAudit } from '../resources/audit/store.ts'
 import { recordClientFact } from '../resources/holds/client-facts-store.ts'
 import { inUnitOfWork } from '../resources/unit-of-work.ts'
 import type { Queryable, Store, Tx } from '../store/store.ts'
-import { ApiKeyParams, type GrantPut } from './schema.ts'
+import { type ApiKeyCreate, ApiKeyParams, type ApiKeyRotate, DEFAULT_API_KEY_NAME, type GrantPut } from './schema.ts'
 import {
   type ClientRow,
   deleteClientData,
@@ -47,12 +48,24 @@ export const integrationView = (r: IntegrationRow) => ({
   createdAt: r.created_at,
   updatedAt: r.updated_at,
 })
-export const apiKeyView = (r: ApiKeyRow) => ({
+/** A key's status at `now` (ms): revoked wins over expired; only an active key is accepted. */
+export function apiKeyStatus(r: Pick<ApiKeyRow, 'revoked_at' | 'expires_at'>, now: number): 'active' | 'expired' | 'revoked' {
+  if (r.revoked_at !== null) return 'revoked'
+  if (r.expires_at !== null && Date.parse(r.expires_at) <= now) return 'expired'
+  return 'active'
+}
+
+/** A key as an operator sees it at `now` (ms): never the key, nor its digest. */
+export const apiKeyView = (r: ApiKeyRow, now: number) => ({
   apiKeyId: r.api_key_id,
   integrationId: r.integration_id,
   environment: r.environment,
+  name: r.name,
   hint: r.last4 === null ? null : `irk_${r.environment}_…${r.last4}`,
+  status: apiKeyStatus(r, now),
   createdAt: r.created_at,
+  expiresAt: r.expires_at,
+  lastUsedAt: r.last_used_at,
   revokedAt: r.revoked_at,
 })
 export const grantView = (r: GrantRow) => ({
@@ -91,6 +104,61 @@ function page<R, V>(rows: R[], limit: number, view: (r: R) => V, cursorOf: (r: R
   const shown = rows.slice(0, limit)
   const last = shown.at(-1)
   return { data: shown.map(view), nextCursor: rows.length > limit && last ? encodeCursor(cursorOf(last)) : null }
+}
+
+/** A chosen expiry must lie ahead of the service's time `now`: else 422 `custom` at `pointer`, nothing changed. */
+function assertFuture(expiresAt: string | undefined, pointer: string, now: string): void {
+  if (expiresAt !== undefined && Date.parse(expiresAt) <= Date.parse(now)) {
+    throw fieldProblem(pointer, 'custom', `must be in the future (the service's time is ${now})`)
+  }
+}
+
+/**
+ * Issues a key in `tx`: only its digest and last 4 characters are stored, and the audit event holds neither the
+ * key nor the digest. Returns the creation answer, the one time the key is shown.
+ */
+async function issueKey(
+  tx: Tx,
+  environment: Environment,
+  k: { integrationId: string; name: string; expiresAt: string | null; now: string; rotatedFrom?: string },
+) {
+  const apiKey = newApiKey(environment)
+  const apiKeyId = `ak_${randomBase62(24)}`
+  const row = await insertApiKey(tx, {
+    apiKeyId,
+    integrationId: k.integrationId,
+    environment,
+    digest: digestSecret(apiKey),
+    last4: apiKey.slice(-4),
+    name: k.name,
+    createdAt: k.now,
+    expiresAt: k.expiresAt,
+  })
+  const details = {
+    integrationId: k.integrationId,
+    environment,
+    name: k.name,
+    expiresAt: row.expires_at,
+    ...(k.rotatedFrom ? { rotatedFrom: k.rotatedFrom } : {}),
+  }
+  await recordAudit(tx, {
+    action: 'api_key.created',
+    clientCode: null,
+    targetType: 'api_key',
+    targetId: apiKeyId,
+    details,
+    change: { apiKeyId, ...details },
+    occurredAt: k.now,
+  })
+  return {
+    apiKeyId,
+    apiKey,
+    integrationId: k.integrationId,
+    environment,
+    name: row.name,
+    createdAt: row.created_at,
+    expiresAt: row.expires_at,
+  }
 }
 
 export interface AdminServiceDeps {
@@ -162,32 +230,65 @@ export function createAdminService({ store, clock, environment, onGrantRevoked, 
     },
 
     /** The key is returned once; only its digest is stored. */
-    createApiKey(integrationId: string) {
+    createApiKey(integrationId: string, body: ApiKeyCreate = {}) {
       return inUnitOfWork(store, async ({ tx }) => {
         if (!(await findIntegration(tx, integrationId))) {
           throw new Problem('integration_not_found', `No integration ${integrationId}.`)
         }
         const now = isoNow(clock)
-        const apiKey = newApiKey(environment)
-        const apiKeyId = `ak_${randomBase62(24)}`
-        await insertApiKey(tx, {
-          apiKeyId,
-          integrationId,
-          environment,
-          digest: digestSecret(apiKey),
-          last4: apiKey.slice(-4),
-          createdAt: now,
+        assertFuture(body.expiresAt, '/expiresAt', now)
+        return issueKey(tx, environment, { integrationId, name: body.name ?? DEFAULT_API_KEY_NAME, expiresAt: body.expiresAt ?? null, now })
+      })
+    },
+
+    /**
+     * A new key for the same integration, and the old one ending after `gracePeriodSeconds` (its expiresAt brought
+     * forward to now plus the grace, never pushed back), in one transaction: the Source switches to the new key while
+     * the old still works. The old key's row is locked, so two rotations of one key at once are serialized (each
+     * issues its own new key; the second can only shorten the grace). A revoked or expired key: 409
+     * `api_key_inactive`, nothing issued.
+     */
+    rotateApiKey(apiKeyId: string, body: ApiKeyRotate) {
+      return inUnitOfWork(store, async ({ tx }) => {
+        const old = await findApiKey(tx, apiKeyId, true)
+        if (!old) throw new Problem('api_key_not_found', `No API key ${apiKeyId}.`)
+        const now = isoNow(clock)
+        const nowMs = Date.parse(now)
+        const status = apiKeyStatus(old, nowMs)
+        if (status !== 'active') {
+          throw new Problem(
+            'api_key_inactive',
+            `API key ${apiKeyId} is ${status}: only an active key can be rotated; issue a new key instead.`,
+            {
+              extensions: { apiKeyStatus: status },
+            },
+          )
+        }
+        assertFuture(body.expiresAt, '/expiresAt', now)
+        const created = await issueKey(tx, environment, {
+          integrationId: old.integration_id,
+          name: body.name ?? old.name,
+          expiresAt: body.expiresAt ?? null,
+          now,
+          rotatedFrom: apiKeyId,
         })
+        const ends = new Date(nowMs + body.gracePeriodSeconds * 1000).toISOString()
+        const rotated = await shortenApiKeyExpiry(tx, apiKeyId, ends)
         await recordAudit(tx, {
-          action: 'api_key.created',
+          action: 'api_key.rotated',
           clientCode: null,
           targetType: 'api_key',
           targetId: apiKeyId,
-          details: { integrationId, environment },
-          change: { apiKeyId, integrationId, environment },
+          details: {
+            integrationId: old.integration_id,
+            replacedBy: created.apiKeyId,
+            gracePeriodSeconds: body.gracePeriodSeconds,
+            expiresAt: rotated.expires_at,
+          },
+          change: { apiKeyId, replacedBy: created.apiKeyId, expiresAt: rotated.expires_at },
           occurredAt: now,
         })
-        return { apiKeyId, apiKey, environment, createdAt: now }
+        return { ...created, rotated: apiKeyView(rotated, nowMs) }
       })
     },
 
@@ -199,7 +300,7 @@ export function createAdminService({ store, clock, environment, onGrantRevoked, 
         if (!row) {
           const existing = await findApiKey(tx, apiKeyId)
           if (!existing) throw new Problem('api_key_not_found', `No API key ${apiKeyId}.`)
-          return apiKeyView(existing)
+          return apiKeyView(existing, Date.parse(now))
         }
         await recordAudit(tx, {
           action: 'api_key.revoked',
@@ -210,7 +311,7 @@ export function createAdminService({ store, clock, environment, onGrantRevoked, 
           change: { apiKeyId, revokedAt: row.revoked_at },
           occurredAt: now,
         })
-        return apiKeyView(row)
+        return apiKeyView(row, Date.parse(now))
       })
     },
 
@@ -315,14 +416,20 @@ export function createAdminService({ store, clock, environment, onGrantRevoked, 
     async getApiKey(apiKeyId: string) {
       const row = await findApiKey(store, apiKeyId)
       if (!row) throw new Problem('api_key_not_found', `No API key ${apiKeyId}.`)
-      return apiKeyView(row)
+      return apiKeyView(row, clock.now().getTime())
     },
 
     async listApiKeys(integrationId: string, q: Page) {
       const after = pageAfter(q, AfterApiKey)
       if (!(await findIntegration(store, integrationId))) throw new Problem('integration_not_found', `No integration ${integrationId}.`)
       const rows = await listApiKeys(store, integrationId, after && { createdAt: after.after[0], apiKeyId: after.after[1] }, q.limit + 1)
-      return page(rows, q.limit, apiKeyView, (r) => ({ after: [r.created_at, r.api_key_id] }))
+      const now = clock.now().getTime()
+      return page(
+        rows,
+        q.limit,
+        (r) => apiKeyView(r, now),
+        (r) => ({ after: [r.created_at, r.api_key_id] }),
+      )
     },
 
     async listAudit(db: Queryable, q: { clientCode?: string; cursor?: string; limit: number }) {

@@ -25,7 +25,14 @@ Commands:
   grant revoke <integrationId> <clientCode>
   key list <integrationId> [PAGING]          never shows the keys, only their last 4 characters
   key show <apiKeyId>
-  key create <integrationId>                 issue an API key (shown once)
+  key create <integrationId> [--name N] [--expires-at T]
+                                             issue an API key (shown once), named N (default
+                                             "Unnamed key"), refused from instant T on (default: never)
+  key rotate <apiKeyId> --grace-period P [--name N] [--expires-at T]
+                                             issue a new key (shown once) for the same integration and
+                                             end the old one after P: seconds, or 30m, 12h, 7d (0 at once;
+                                             at most 30d); the new key keeps the old one's name
+                                             unless --name is given
   key revoke <apiKeyId>
   audit list [--client C] [PAGING]
   secrets rewrap                             re-encrypt every stored secret under WEBHOOK_SECRET_KEY
@@ -38,6 +45,11 @@ Commands:
                                              STRIPE_WEBHOOK_SECRET. Test keys in sandbox, live keys in
                                              production. Prints the webhook URL and events for Stripe
   provider show <clientCode>                 the client's payment provider (never its secrets)
+  branding show <clientCode>                 the client's branding on the hosted payment page
+  branding set <clientCode> [--display-name N] [--accent-color #rrggbb] [--support-email E]
+            [--support-phone P] [--support-url https://...] [--locale L]
+                                             replace it as a whole (an option left out is removed);
+                                             the colour needs 4.5:1 contrast against white
   provider remove <clientCode>               delete it (sandbox: the sandbox provider again)
 
 Sandbox only (a production service answers 404 route_not_found):
@@ -91,6 +103,14 @@ const { values: opts, positionals } = (() => {
         yes: { type: 'boolean', default: false },
         'secret-key-file': { type: 'string' },
         'webhook-secret-file': { type: 'string' },
+        'expires-at': { type: 'string' },
+        'display-name': { type: 'string' },
+        'accent-color': { type: 'string' },
+        'support-email': { type: 'string' },
+        'support-phone': { type: 'string' },
+        'support-url': { type: 'string' },
+        locale: { type: 'string' },
+        'grace-period': { type: 'string' },
       },
     })
   } catch (err) {
@@ -198,9 +218,12 @@ const COLUMNS = {
   key: [
     ['apiKeyId', field('apiKeyId')],
     ['hint', field('hint')],
-    ['status', (r) => (r.revokedAt ? 'revoked' : 'active')],
+    ['status', (r) => (typeof r.status === 'string' ? r.status : r.revokedAt ? 'revoked' : 'active')],
     ['createdAt', field('createdAt')],
+    ['expiresAt', field('expiresAt')],
+    ['lastUsedAt', field('lastUsedAt')],
     ['revokedAt', field('revokedAt')],
+    ['name', field('name')],
   ],
   audit: [
     ['occurredAt', field('occurredAt')],
@@ -229,6 +252,14 @@ async function listing(path: string, filters: Record<string, string | undefined>
 }
 
 const seg = encodeURIComponent
+
+/** `--grace-period`: whole seconds, or a number with a unit (`90s`, `30m`, `12h`, `7d`); the API checks the bounds. */
+function gracePeriodSeconds(text: string): number {
+  const m = /^(\d{1,9})([smhd]?)$/.exec(text.trim())
+  if (!m) throw new UsageError('--grace-period takes seconds, or a number with s, m, h or d (30m, 12h, 7d)')
+  const unit = { '': 1, s: 1, m: 60, h: 3600, d: 86400 }[m[2] as '' | 's' | 'm' | 'h' | 'd']
+  return Number(m[1]) * unit
+}
 
 /**
  * A secret for `provider set`: from the file named by `option` (`-`: stdin), else from the environment variable
@@ -303,9 +334,26 @@ async function main(): Promise<void> {
     case 'integration put':
       return show(await admin('PUT', `/admin/v1/integrations/${need(a, 'integrationId')}`, { name: need(opts.name, '--name') }))
     case 'key create': {
-      const key = await admin('POST', `/admin/v1/integrations/${need(a, 'integrationId')}/api-keys`, {})
+      const key = await admin('POST', `/admin/v1/integrations/${need(a, 'integrationId')}/api-keys`, {
+        ...(opts.name !== undefined ? { name: opts.name } : {}),
+        ...(opts['expires-at'] !== undefined ? { expiresAt: opts['expires-at'] } : {}),
+      })
       show(key)
       if (!opts.json) process.stdout.write('\nThe key is shown this once; only its digest is stored.\n')
+      return
+    }
+    case 'key rotate': {
+      const { rotated, ...key } = await admin('POST', `/admin/v1/api-keys/${seg(need(a, 'apiKeyId'))}/rotate`, {
+        gracePeriodSeconds: gracePeriodSeconds(need(opts['grace-period'], '--grace-period')),
+        ...(opts.name !== undefined ? { name: opts.name } : {}),
+        ...(opts['expires-at'] !== undefined ? { expiresAt: opts['expires-at'] } : {}),
+      })
+      if (opts.json) return show({ ...key, rotated })
+      show(key)
+      const old = rotated as Row
+      process.stdout.write(
+        `\nThe key is shown this once; only its digest is stored.\nThe old key ${cell(old.apiKeyId)} (${cell(old.hint)}) stops working at ${cell(old.expiresAt)}.\n`,
+      )
       return
     }
     case 'key revoke':
@@ -376,6 +424,20 @@ async function main(): Promise<void> {
             `webhookUrl and select the events listed.\n`,
         )
       return
+    }
+    case 'branding show':
+      return show(await admin('GET', `/admin/v1/clients/${seg(need(a, 'clientCode'))}/branding`))
+    case 'branding set': {
+      const fields = {
+        displayName: opts['display-name'],
+        accentColor: opts['accent-color'],
+        supportEmail: opts['support-email'],
+        supportPhone: opts['support-phone'],
+        supportUrl: opts['support-url'],
+        locale: opts.locale,
+      }
+      const body = Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined))
+      return show(await admin('PUT', `/admin/v1/clients/${seg(need(a, 'clientCode'))}/branding`, body))
     }
     case 'provider show':
       return show(await admin('GET', `/admin/v1/clients/${seg(need(a, 'clientCode'))}/payment-provider`))

@@ -53,6 +53,7 @@ export const problemCatalogue = {
   feed_mode_mismatch: { status: 409, title: 'Feed mode mismatch' },
   webhook_endpoint_disabled: { status: 409, title: 'Webhook endpoint disabled' },
   sandbox_clock_backwards: { status: 409, title: 'Sandbox clock cannot go backwards' },
+  api_key_inactive: { status: 409, title: 'API key inactive' },
   cursor_expired: { status: 410, title: 'Cursor expired' },
   request_too_large: { status: 413, title: 'Request too large' },
   unsupported_media_type: { status: 415, title: 'Unsupported media type' },

@@ -82,7 +82,7 @@ export interface GateRequest {
 }
 
 /**
- * `caller` null: the key is unknown, revoked or of another environment (401; nothing counted, nothing held).
+ * `caller` null: the key is unknown, revoked, expired or of another environment (401; nothing counted, nothing held).
  * Otherwise `refused` says why no slot is held (`rate`: over the minute's budget; `concurrency`: a bucket has
  * no free slot), or `lease` is the slots held.
  */
@@ -136,6 +136,28 @@ function bucketsOf(caller: Caller, req: GateRequest): string[] {
   const buckets = [`key:${caller.apiKeyId}`]
   if (req.environment === 'sandbox' && caller.grant) buckets.push(`client:${req.clientCode}`)
   return buckets
+}
+
+/**
+ * The gate, telling `onUse` of every request whose key it found active (refused a limit or not): the key's last
+ * use, recorded in memory and written later off the request path (src/access/key-usage.ts). The gate's own read
+ * gains no write.
+ */
+export function gateRecordingKeyUse(gate: Gate, onUse: (apiKeyId: string) => void): Gate {
+  const used = (outcome: GateOutcome) => {
+    if (outcome.caller) onUse(outcome.caller.apiKeyId)
+    return outcome
+  }
+  const recording: Gate = { enter: async (req) => used(await gate.enter(req)) }
+  const withRead = gate.enterWithRead?.bind(gate)
+  if (withRead) {
+    recording.enterWithRead = async <T extends object>(req: GateRequest, read: GatedRead) => {
+      const result = await withRead<T>(req, read)
+      used(result.outcome)
+      return result
+    }
+  }
+  return recording
 }
 
 /** The gate for the store: in the store where several processes may share it, else in this process. */
@@ -307,7 +329,7 @@ export function createMemoryGate(db: Queryable, opts: GateOptions): Gate {
         // ever meet another in flight. One turn lets requests already received reach this gate (and find the
         // slot taken) while this one is served.
         if (tookEarly) await new Promise<void>((resolve) => setImmediate(resolve))
-        caller = await lookupKey(db, req.digest, req.environment, req.clientCode)
+        caller = await lookupKey(db, req.digest, req.environment, req.clientCode, opts.clock.now())
       } catch (err) {
         if (tookEarly) give(early)
         throw err

@@ -23,7 +23,7 @@ export const problemDocs = {
   },
   invalid_api_key: {
     cause:
-      'The `Authorization` header of a `/v1` request is missing, is not `Bearer <API key>`, or carries a key that is malformed, unknown, revoked, or issued for the other environment (a sandbox key sent to production, or the reverse). Route parameters are validated first, so a bad path answers `validation_error` before this.',
+      'The `Authorization` header of a `/v1` request is missing, is not `Bearer <API key>`, or carries a key that is malformed, unknown, revoked, expired (its `expiresAt` has passed), or issued for the other environment (a sandbox key sent to production, or the reverse). Route parameters are validated first, so a bad path answers `validation_error` before this.',
     fix: 'Send `Authorization: Bearer irk_<environment>_...` with an active key of this deployment. Keys are shown once when the operator creates them (`POST /admin/v1/integrations/{integrationId}/api-keys`); if yours is lost or revoked, ask the operator for a new one.',
     retry: 'Never with the same key: a revoked or wrong key stays refused. Use a valid key.',
   },
@@ -361,6 +361,12 @@ export const problemDocs = {
     cause:
       "Sandbox only. `POST /admin/v1/clients/{clientCode}/sandbox-clock/advance` with a `to` instant before the time the client's clock shows now. A sandbox clock only moves forward: what was recorded at a later time would otherwise lie in the client's future. The `detail` gives the clock's current time, and `now` carries it.",
     fix: 'Read the clock (`GET /admin/v1/clients/{clientCode}/sandbox-clock`) and advance to an instant at or after its `now`, or by a duration. To go back to real time, `POST .../sandbox-clock/reset`; to start the client over, `POST /admin/v1/clients/{clientCode}/sandbox-reset`.',
+    retry: NEVER,
+  },
+  api_key_inactive: {
+    cause:
+      'Operator API: `POST /admin/v1/api-keys/{apiKeyId}/rotate` names a key that is revoked or has expired. Rotation hands over from a key that still works to a new one; there is nothing left to hand over from.',
+    fix: 'Issue a new key instead (`POST /admin/v1/integrations/{integrationId}/api-keys`, `inbound key create`). A key in its grace period after an earlier rotation is still active and can be rotated again.',
     retry: NEVER,
   },
 } satisfies Record<ProblemCode, ProblemPageText> & Record<string, ProblemPageText>

@@ -9,10 +9,14 @@ CREATE TABLE api_keys (
   created_at timestamp with time zone NOT NULL,
   revoked_at timestamp with time zone,
   last4 text,
+  name text NOT NULL DEFAULT 'Unnamed key'::text,
+  expires_at timestamp with time zone,
+  last_used_at timestamp with time zone,
   CONSTRAINT api_keys_digest_key UNIQUE (digest),
   CONSTRAINT api_keys_environment_check CHECK ((environment = ANY (ARRAY['sandbox'::text, 'production'::text]))),
   CONSTRAINT api_keys_integration_id_fkey FOREIGN KEY (integration_id) REFERENCES integrations(integration_id),
   CONSTRAINT api_keys_last4_check CHECK ((last4 ~ '^[A-Za-z0-9]{4}$'::text)),
+  CONSTRAINT api_keys_name_check CHECK (((char_length(name) >= 1) AND (char_length(name) <= 100))),
   CONSTRAINT api_keys_pkey PRIMARY KEY (api_key_id)
 );
 CREATE INDEX api_keys_integration ON public.api_keys USING btree (integration_id);
@@ -182,6 +186,8 @@ CREATE TABLE clients (
   collection_enabled boolean NOT NULL DEFAULT false,
   created_at timestamp with time zone NOT NULL,
   updated_at timestamp with time zone NOT NULL,
+  branding jsonb,
+  CONSTRAINT clients_branding_check CHECK ((jsonb_typeof(branding) = 'object'::text)),
   CONSTRAINT clients_pkey PRIMARY KEY (client_code)
 );
 
@@ -756,7 +762,7 @@ BEGIN
     INTO k
     FROM api_keys a
     LEFT JOIN grants g ON g.client_code = p_client_code AND g.integration_id = a.integration_id
-   WHERE a.digest = p_digest AND a.revoked_at IS NULL;
+   WHERE a.digest = p_digest AND a.revoked_at IS NULL AND (a.expires_at IS NULL OR a.expires_at > p_now);
   IF NOT FOUND OR k.environment <> p_environment THEN
     RETURN;
   END IF;

@@ -116,7 +116,18 @@ describe('one of each', () => {
 
     const k = keys[0] as { apiKeyId: string; apiKey: string }
     const key = must(await t.admin('GET', `/admin/v1/api-keys/${k.apiKeyId}`), 200)
-    assert.deepEqual(Object.keys(key.json), ['apiKeyId', 'integrationId', 'environment', 'hint', 'createdAt', 'revokedAt'])
+    assert.deepEqual(Object.keys(key.json), [
+      'apiKeyId',
+      'integrationId',
+      'environment',
+      'name',
+      'hint',
+      'status',
+      'createdAt',
+      'expiresAt',
+      'lastUsedAt',
+      'revokedAt',
+    ])
     assert.deepEqual(
       [key.json.apiKeyId, key.json.integrationId, key.json.environment, key.json.hint, key.json.revokedAt],
       [k.apiKeyId, 'i-a', 'sandbox', `irk_sandbox_…${k.apiKey.slice(-4)}`, null],
@@ -353,7 +364,7 @@ describe('security', () => {
     assert.ok(!names.has('apiKey') && !names.has('digest') && !names.has('last4'), [...names].join(','))
     // The only place a key appears is the answer that issues it.
     const fresh = must(await t.admin('POST', '/admin/v1/integrations/i-c/api-keys', {}), 201)
-    assert.deepEqual(Object.keys(fresh.json), ['apiKeyId', 'apiKey', 'environment', 'createdAt'])
+    assert.deepEqual(Object.keys(fresh.json), ['apiKeyId', 'apiKey', 'integrationId', 'environment', 'name', 'createdAt', 'expiresAt'])
   })
 })
 
@@ -420,12 +431,26 @@ describe('the operator OpenAPI document', () => {
     assert.deepEqual(Object.keys(list.responses['404'].content['application/problem+json'].examples), ['integration_not_found'])
     assert.deepEqual(list.responses['200'].content['application/json'].schema, { $ref: '#/components/schemas/OperatorApiKeyList' })
     const key = doc.components.schemas.OperatorApiKey
-    assert.deepEqual(Object.keys(key.properties), ['apiKeyId', 'integrationId', 'environment', 'hint', 'createdAt', 'revokedAt'])
+    assert.deepEqual(Object.keys(key.properties), [
+      'apiKeyId',
+      'integrationId',
+      'environment',
+      'name',
+      'hint',
+      'status',
+      'createdAt',
+      'expiresAt',
+      'lastUsedAt',
+      'revokedAt',
+    ])
     assert.deepEqual(Object.keys(doc.components.schemas.OperatorApiKeyCreated.properties), [
       'apiKeyId',
       'apiKey',
+      'integrationId',
       'environment',
+      'name',
       'createdAt',
+      'expiresAt',
     ])
     assert.deepEqual(
       Object.keys(doc.paths['/admin/v1/clients/{clientCode}'].get.responses['404'].content['application/problem+json'].examples),
@@ -445,7 +470,7 @@ describe('the operator OpenAPI document', () => {
         checked++
       }
     }
-    assert.equal(checked, 15)
+    assert.equal(checked, 19)
     assert.deepEqual(doc.components.schemas.Timestamp.examples, ['2026-01-31T09:30:00Z'])
     // Only what the operator routes use: no public resource schema.
     assert.ok(!doc.components.schemas.Receivable && !doc.components.schemas.Customer)

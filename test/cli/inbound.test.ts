@@ -193,9 +193,18 @@ describe('inbound: reading back', () => {
     assert.equal(
       list,
       table([
-        ['apiKeyId', 'hint', 'status', 'createdAt', 'revokedAt'],
+        ['apiKeyId', 'hint', 'status', 'createdAt', 'expiresAt', 'lastUsedAt', 'revokedAt', 'name'],
         // biome-ignore lint/suspicious/noExplicitAny: API rows
-        ...ordered.map((k: any) => [k.apiKeyId, k.hint, k.revokedAt ? 'revoked' : 'active', NOW, k.revokedAt ? NOW : '-']),
+        ...ordered.map((k: any) => [
+          k.apiKeyId,
+          k.hint,
+          k.revokedAt ? 'revoked' : 'active',
+          NOW,
+          '-',
+          '-',
+          k.revokedAt ? NOW : '-',
+          'Unnamed key',
+        ]),
       ]),
     )
     for (const k of keys) {
@@ -209,8 +218,12 @@ describe('inbound: reading back', () => {
         ['apiKeyId', keys[0].apiKeyId],
         ['integrationId', 'ledger'],
         ['environment', 'sandbox'],
+        ['name', 'Unnamed key'],
         ['hint', `irk_sandbox_…${keys[0].apiKey.slice(-4)}`],
+        ['status', 'revoked'],
         ['createdAt', NOW],
+        ['expiresAt', '-'],
+        ['lastUsedAt', '-'],
         ['revokedAt', NOW],
       ]),
     )
@@ -221,7 +234,7 @@ describe('inbound: reading back', () => {
 
   test('an empty list says so; unknown ones exit 1 with the problem; a missing argument exits 2', async () => {
     const empty = await ok(['key', 'list', 'crm'])
-    assert.equal(empty, 'apiKeyId  hint  status  createdAt  revokedAt\n(none)\n')
+    assert.equal(empty, 'apiKeyId  hint  status  createdAt  expiresAt  lastUsedAt  revokedAt  name\n(none)\n')
     assert.deepEqual(await cli(['client', 'show', 'ghost']), {
       code: 1,
       stdout: '',
@@ -255,6 +268,104 @@ describe('inbound: reading back', () => {
       '--version',
     ])
       assert.ok(help.stdout.includes(line), line)
+  })
+})
+
+describe('inbound: issuing and rotating keys', () => {
+  test('key create --name --expires-at, and key rotate --grace-period: each new key shown once, the old one ending', async () => {
+    must(await t.admin('PUT', '/admin/v1/integrations/rotating', { name: 'Rotating' }), 201)
+    const created = await ok(['key', 'create', 'rotating', '--name', 'Ledger, production', '--expires-at', '2026-09-01T00:00:00Z'])
+    const [, apiKeyId] = /^apiKeyId\s+(ak_\w+)$/m.exec(created) ?? []
+    const [, apiKey] = /^apiKey\s+(irk_sandbox_\w+)$/m.exec(created) ?? []
+    assert.equal(
+      created,
+      `${table([
+        ['apiKeyId', String(apiKeyId)],
+        ['apiKey', String(apiKey)],
+        ['integrationId', 'rotating'],
+        ['environment', 'sandbox'],
+        ['name', 'Ledger, production'],
+        ['createdAt', NOW],
+        ['expiresAt', '2026-09-01T00:00:00.000Z'],
+      ])}\nThe key is shown this once; only its digest is stored.\n`,
+    )
+    const rotated = await ok(['key', 'rotate', String(apiKeyId), '--grace-period', '7d'])
+    const [, newId] = /^apiKeyId\s+(ak_\w+)$/m.exec(rotated) ?? []
+    const [, newKey] = /^apiKey\s+(irk_sandbox_\w+)$/m.exec(rotated) ?? []
+    assert.notEqual(newId, apiKeyId)
+    assert.equal(
+      rotated,
+      `${table([
+        ['apiKeyId', String(newId)],
+        ['apiKey', String(newKey)],
+        ['integrationId', 'rotating'],
+        ['environment', 'sandbox'],
+        ['name', 'Ledger, production'],
+        ['createdAt', NOW],
+        ['expiresAt', '-'],
+      ])}\nThe key is shown this once; only its digest is stored.\nThe old key ${apiKeyId} (irk_sandbox_…${String(apiKey).slice(-4)}) stops working at 2026-03-09T10:00:00.000Z.\n`,
+    )
+    const json = JSON.parse(await ok(['key', 'rotate', String(newId), '--grace-period', '90', '--name', 'Next', '--json']))
+    assert.deepEqual([json.name, json.rotated.apiKeyId, json.rotated.expiresAt], ['Next', newId, '2026-03-02T10:01:30.000Z'])
+    // Bad input: the CLI's own usage errors exit 2; the service's refusals exit 1 with the pointer.
+    const noGrace = await cli(['key', 'rotate', String(newId)])
+    assert.equal(noGrace.code, 2)
+    assert.match(noGrace.stderr, /^usage: missing --grace-period$/m)
+    const badGrace = await cli(['key', 'rotate', String(newId), '--grace-period', 'a week'])
+    assert.equal(badGrace.code, 2)
+    assert.match(badGrace.stderr, /^usage: --grace-period takes seconds, or a number with s, m, h or d/m)
+    const tooLong = await cli(['key', 'rotate', String(newId), '--grace-period', '31d'])
+    assert.equal(tooLong.code, 1)
+    assert.match(tooLong.stderr, /^ {2}\/gracePeriodSeconds: /m)
+    const past = await cli(['key', 'create', 'rotating', '--expires-at', '2026-03-01T00:00:00Z'])
+    assert.equal(past.code, 1)
+    assert.match(past.stderr, /^ {2}\/expiresAt: must be in the future/m)
+    const help = (await cli(['--help'])).stdout
+    assert.ok(help.includes('key create <integrationId> [--name N] [--expires-at T]'))
+    assert.ok(help.includes('key rotate <apiKeyId> --grace-period P [--name N] [--expires-at T]'))
+  })
+})
+
+describe('inbound: branding', () => {
+  test('branding set replaces the branding, branding show reads it; a refused colour exits 1 with the pointer', async () => {
+    must(await t.admin('PUT', '/admin/v1/clients/gamma-cu', {}), 201)
+    const set = await ok([
+      'branding',
+      'set',
+      'gamma-cu',
+      '--display-name',
+      'Gamma Credit Union',
+      '--accent-color',
+      '#0F5132',
+      '--support-email',
+      'help@gamma-cu.example',
+      '--support-phone',
+      '+1 555 010 0199',
+      '--support-url',
+      'https://gamma-cu.example/help',
+      '--locale',
+      'fr-ca',
+    ])
+    const expected = table([
+      ['clientCode', 'gamma-cu'],
+      ['displayName', 'Gamma Credit Union'],
+      ['accentColor', '#0f5132'],
+      ['supportEmail', 'help@gamma-cu.example'],
+      ['supportPhone', '+1 555 010 0199'],
+      ['supportUrl', 'https://gamma-cu.example/help'],
+      ['locale', 'fr-CA'],
+      ['updatedAt', NOW],
+    ])
+    assert.equal(set, expected)
+    assert.equal(await ok(['branding', 'show', 'gamma-cu']), expected)
+    const pale = await cli(['branding', 'set', 'gamma-cu', '--accent-color', '#ffcc00'])
+    assert.equal(pale.code, 1)
+    assert.match(pale.stderr, /^ {2}\/accentColor: has a contrast of 1\.51:1 against white/m)
+    assert.equal(await ok(['branding', 'show', 'gamma-cu']), expected)
+    // Replaced as a whole: options left out are removed.
+    const only = JSON.parse(await ok(['branding', 'set', 'gamma-cu', '--locale', 'en-US', '--json']))
+    assert.deepEqual([only.locale, only.displayName, only.supportEmail], ['en-US', null, null])
+    assert.ok((await cli(['--help'])).stdout.includes('branding set <clientCode> [--display-name N] [--accent-color #rrggbb]'))
   })
 })
 

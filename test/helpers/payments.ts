@@ -59,7 +59,7 @@ export async function payableReceivable(
 
 /** The creditor name and Content-Security-Policy every hosted-page test expects. */
 export const CREDITOR = 'Lakeside Credit Union'
-export const PAGE_CSP = "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+export const PAGE_CSP = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 export interface PageRequest {
   tenant: Tenant

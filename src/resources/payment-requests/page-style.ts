@@ -5,7 +5,11 @@
  *
  * Colours meet WCAG AA contrast, 4.5:1 for text (#1f2933 on #ffffff 14.8:1, #52606d on #ffffff 6.5:1 and on
  * #f1f4f8 5.9:1, #ffffff on #1d4ed8 6.7:1, #7c2d12 on #fff7ed 8.8:1, #991b1b on #fef2f2 7.6:1, #14532d on
- * #f0fdf4 8.7:1) and 3:1 for a control's edge (#7b8794 on #ffffff 3.7:1).
+ * #f0fdf4 8.7:1) and 3:1 for a control's edge (#7b8794 on #ffffff 3.7:1). A client's accent colour
+ * (accentStyle) is held to 4.5:1 against white by the operator API (src/domain/branding.ts).
+ *
+ * On a phone (under 30rem) each value of the summary sits under its label, left-aligned: right-aligned text that
+ * wraps reads badly in a narrow column.
  */
 export const PAGE_STYLE = `*,
 *::before,
@@ -61,9 +65,8 @@ main > :last-child {
   border-top: 1px solid #d9e2ec;
 }
 .summary div {
-  display: flex;
-  flex-wrap: wrap;
-  justify-content: space-between;
+  display: grid;
+  grid-template-columns: minmax(5rem, max-content) minmax(0, 1fr);
   align-items: baseline;
   gap: 0.25rem 1rem;
   padding: 0.75rem 0;
@@ -147,6 +150,40 @@ a {
   color: #1f2933;
   background: #f1f4f8;
 }
+.contact {
+  margin: 1.5rem 0 0;
+  padding: 1rem 0 0;
+  border-top: 1px solid #d9e2ec;
+}
+.summary + .contact {
+  padding-top: 0;
+  border-top: 0;
+}
+.contact h2 {
+  margin: 0 0 0.25rem;
+  font-size: 1rem;
+}
+.contact p {
+  margin: 0 0 0.5rem;
+}
+.contact ul {
+  margin: 0;
+  padding: 0;
+  list-style: none;
+}
+.contact li {
+  display: flex;
+  gap: 0.75rem;
+  padding: 0.2rem 0;
+}
+.contact .label {
+  flex: 0 0 3.5rem;
+  color: #52606d;
+}
+.contact a {
+  min-width: 0;
+  overflow-wrap: anywhere;
+}
 .fine-print {
   margin: 1.5rem 0 0;
   color: #52606d;
@@ -161,6 +198,45 @@ a {
     border-radius: 0;
     box-shadow: none;
     min-height: 100vh;
+    padding: 1.5rem 1.25rem;
+  }
+  /* A phone: each value under its label, read from the left, wrapping as a paragraph does. */
+  .summary div {
+    display: block;
+  }
+  .summary dd {
+    margin-top: 0.125rem;
+    text-align: left;
   }
 }
 `
+
+/** The accent's darker shade for a hovered button: 15% towards black, so its contrast with white only rises. */
+function darker(hex: string): string {
+  const channel = (i: number) =>
+    Math.round(Number.parseInt(hex.slice(1 + 2 * i, 3 + 2 * i), 16) * 0.85)
+      .toString(16)
+      .padStart(2, '0')
+  return `#${channel(0)}${channel(1)}${channel(2)}`
+}
+
+/**
+ * The stylesheet of a client's accent colour (`#rrggbb`, lower case, checked by the operator API for 4.5:1
+ * against white), served at `/pay/assets/accent/<rrggbb>.css` after page.css: the Pay button and links. By
+ * colour, not by client, so it names no one and browsers may keep it.
+ */
+export function accentStyle(hex: string): string {
+  const hover = darker(hex)
+  return `button.pay {
+  background: ${hex};
+  border-color: ${hex};
+}
+button.pay:hover {
+  background: ${hover};
+  border-color: ${hover};
+}
+a {
+  color: ${hex};
+}
+`
+}

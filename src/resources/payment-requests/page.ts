@@ -2,7 +2,9 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { UNSAFE_DISPLAY_CHARACTER } from '../../domain/display-text.ts'
 import { isProblem } from '../../domain/problems.ts'
 import type { AddressLimiter } from '../../http/limits.ts'
-import { PAGE_STYLE } from './page-style.ts'
+import { FAVICON, FAVICON_PATH } from './favicon.ts'
+import { contactLines, DEFAULT_PAGE_LOCALE, formatAmount } from './page-format.ts'
+import { accentStyle, PAGE_STYLE } from './page-style.ts'
 import type { HostedPageView, PaymentRequestService } from './service.ts'
 
 /**
@@ -12,10 +14,13 @@ import type { HostedPageView, PaymentRequestService } from './service.ts'
  * stylesheet from the service itself, and headers that suit a payment page (docs/decisions.md, "Hosted
  * page"). Every answer under /pay, refusals and errors included, is an HTML page, never problem+json: the
  * reader is a person with a browser. The page shows only what the request asks (creditor, description,
- * amount, expiry): no Customer, contact or balance detail, and no identifier beyond the token in its URL.
+ * amount, expiry), the creditor's branding (its display name, accent colour, support contact, and the locale
+ * amounts are written in) and, once paid, the provider's payment id as the confirmation number: no Customer
+ * detail or balance, and no other identifier beyond the token in its URL.
  */
 
 export type { HostedPageView }
+export { formatAmount }
 
 /** What the page needs of the Payment request service, and nothing more. */
 export type HostedPageService = Pick<PaymentRequestService, 'pageView' | 'settleFromPage'>
@@ -25,9 +30,13 @@ export const PAGE_TOKEN = /^[A-Za-z0-9_-]{43}$/
 
 export const PAGE_STYLESHEET_PATH = '/pay/assets/page.css'
 
+/** A client's accent colour as a stylesheet (page-style.ts, accentStyle): by colour, so it names no client. */
+export const accentStylesheetPath = (hex: string) => `/pay/assets/accent/${hex.slice(1)}.css`
+
 /** The headers of every page answer under /pay (docs/decisions.md, "Hosted page"). */
 export const PAGE_HEADERS: Readonly<Record<string, string>> = {
-  'content-security-policy': "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+  'content-security-policy':
+    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
   'referrer-policy': 'no-referrer',
   'cache-control': 'no-store',
   'x-content-type-options': 'nosniff',
@@ -54,13 +63,6 @@ const escapeHtml = (s: string) =>
 
 const MONTHS = ['January', 'February', 'March', 'April', 'May', 'June', 'July', 'August', 'September', 'October', 'November', 'December']
 
-/** "USD 1,234.50": the currency code, then the decimal amount with its digits grouped in thousands. */
-export function formatAmount(money: { amount: string; currency: string }): string {
-  const [units = '', fraction] = money.amount.split('.')
-  const grouped = units.replace(/\B(?=(\d{3})+(?!\d))/g, ',')
-  return `${money.currency} ${fraction === undefined ? grouped : `${grouped}.${fraction}`}`
-}
-
 /**
  * "30 November 2026 at 14:05 UTC": a time in words a person reads, the same in every browser and locale
  * (the page is rendered on the server, which knows nothing of the reader's time zone, so it says UTC).
@@ -72,7 +74,8 @@ export function formatTime(iso: string): string {
   return `${d.getUTCDate()} ${MONTHS[d.getUTCMonth()]} ${d.getUTCFullYear()} at ${hh}:${mm} UTC`
 }
 
-function htmlDocument(title: string, main: string): string {
+function htmlDocument(title: string, main: string, accentColor: string | null = null): string {
+  const accent = accentColor === null ? '' : `\n<link rel="stylesheet" href="${escapeHtml(accentStylesheetPath(accentColor))}">`
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -80,7 +83,8 @@ function htmlDocument(title: string, main: string): string {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="robots" content="noindex, nofollow">
 <title>${escapeHtml(title)}</title>
-<link rel="stylesheet" href="${PAGE_STYLESHEET_PATH}">
+<link rel="icon" href="${FAVICON_PATH}">
+<link rel="stylesheet" href="${PAGE_STYLESHEET_PATH}">${accent}
 </head>
 <body>
 <main>
@@ -104,8 +108,8 @@ function summary(rows: [string, string, string?][]): string {
 
 /** What the page says, per state: its title (also the h1), and its body after the h1. */
 function stateContent(token: string, view: HostedPageView): { heading: string; body: string } {
-  const amount = escapeHtml(formatAmount(view.amount))
-  const creditor = escapeHtml(view.creditorName)
+  const amount = escapeHtml(formatAmount(view.amount, view.branding.locale ?? DEFAULT_PAGE_LOCALE))
+  const creditor = escapeHtml(creditorOf(view))
   const amountRow: [string, string, string] = ['Amount', amount, 'amount']
   const descriptionRows: [string, string][] = view.description === null ? [] : [['Description', escapeHtml(view.description)]]
   const decided = view.decidedAt === null ? null : escapeHtml(formatTime(view.decidedAt))
@@ -135,7 +139,14 @@ ${notice('sandbox', '<strong>Sandbox.</strong> This is a test payment page and n
       return {
         heading: 'Payment received',
         body: `${notice('success', `Thank you. Your payment of ${amount} to ${creditor} was received${decided ? ` on ${decided}` : ''}.`)}
-${summary([amountRow, ...descriptionRows, ...(decided ? [['Paid on', decided] as [string, string]] : [])])}
+${summary([
+  amountRow,
+  ...descriptionRows,
+  ...(decided ? [['Paid on', decided] as [string, string]] : []),
+  ...(view.confirmationNumber
+    ? [['Confirmation number', escapeHtml(view.confirmationNumber), 'confirmation'] as [string, string, string]]
+    : []),
+])}
 <p class="fine-print">You can close this page.</p>`,
       }
     case 'failed':
@@ -179,13 +190,35 @@ ${summary([amountRow, ...descriptionRows])}`,
  */
 export function renderPaymentPage(token: string, view: HostedPageView, refusal?: string): string {
   const { heading, body } = stateContent(token, view)
-  const creditor = escapeHtml(view.creditorName)
+  const creditor = escapeHtml(creditorOf(view))
   return htmlDocument(
-    `${heading} · ${view.creditorName}`,
+    `${heading} · ${creditorOf(view)}`,
     `<p class="creditor">Payment requested by <strong>${creditor}</strong></p>
 <h1>${escapeHtml(heading)}</h1>
-${refusal === undefined ? '' : `${notice('error', escapeHtml(refusal))}\n`}${body}`,
+${refusal === undefined ? '' : `${notice('error', escapeHtml(refusal))}\n`}${body}${contactSection(view)}`,
+    view.branding.accentColor,
   )
+}
+
+/** The name the debtor reads: the branding's display name, else the client's name (else its code). */
+const creditorOf = (view: HostedPageView) => view.branding.displayName ?? view.creditorName
+
+/**
+ * How to reach the creditor, on every state of the page (after a failure, "ask for a new payment request" needs
+ * an address): the branding's email, phone and web page; nothing when it gives none.
+ */
+function contactSection(view: HostedPageView): string {
+  const lines = contactLines(view.branding)
+  if (lines.length === 0) return ''
+  const items = lines.map((l) => `<li><span class="label">${l.label}</span> <a href="${escapeHtml(l.href)}">${escapeHtml(l.text)}</a></li>`)
+  return `
+<section class="contact" aria-labelledby="contact-heading">
+<h2 id="contact-heading">Questions about this payment?</h2>
+<p>Contact ${escapeHtml(creditorOf(view))}:</p>
+<ul>
+${items.join('\n')}
+</ul>
+</section>`
 }
 
 /** A page with no Payment request to show: not found, a malformed submission, an error. */
@@ -235,9 +268,10 @@ const badForm = (back: ReturnType<typeof backTo>, heading = 'The form was not se
   renderMessagePage(heading, 'Use the buttons of the payment page.', back)
 
 /**
- * Registers `GET /pay/:token`, `POST /pay/:token` (the sandbox form) and `GET /pay/assets/page.css`, in an
- * encapsulated scope with its own body parser, error and not-found handlers, so nothing under /pay answers
- * problem+json and the API's JSON parsers never see the form.
+ * Registers `GET /pay/:token`, `POST /pay/:token` (the sandbox form), `GET /pay/assets/page.css` and
+ * `GET /pay/assets/accent/<rrggbb>.css`, in an encapsulated scope with its own body parser, error and not-found
+ * handlers, so nothing under /pay answers problem+json and the API's JSON parsers never see the form; and
+ * `GET /favicon.ico`, outside it.
  */
 export function registerPaymentPage(app: FastifyInstance, service: HostedPageService, opts: { limiter?: AddressLimiter } = {}): void {
   const { limiter } = opts
@@ -248,7 +282,7 @@ export function registerPaymentPage(app: FastifyInstance, service: HostedPageSer
       // The stylesheet is not counted: it holds nothing and every page load fetches it.
       if (limiter) {
         scope.addHook('onRequest', async (request, reply) => {
-          if (request.routeOptions.url === PAGE_STYLESHEET_PATH) return
+          if (request.routeOptions.url?.startsWith('/pay/assets/')) return
           const rate = limiter.hit(request.ip)
           if (rate.allowed) return
           // Answered after a pause: a client flooding over N connections then sends at most N requests a
@@ -316,6 +350,17 @@ export function registerPaymentPage(app: FastifyInstance, service: HostedPageSer
           .send(PAGE_STYLE),
       )
 
+      // A client's accent colour: the same for every colour's pages, and names no client.
+      scope.get('/assets/accent/:file', async (request, reply) => {
+        const hex = /^([0-9a-f]{6})\.css$/.exec((request.params as { file?: string }).file ?? '')?.[1]
+        if (!hex) return sendPage(reply, 404, NOT_FOUND_PAGE)
+        return reply
+          .header('cache-control', 'public, max-age=86400')
+          .header('x-content-type-options', 'nosniff')
+          .type('text/css; charset=utf-8')
+          .send(accentStyle(`#${hex}`))
+      })
+
       scope.get('/:token', async (request, reply) => {
         const token = tokenOf(request)
         // The token's shape is checked before any lookup: nothing else reaches the store.
@@ -362,5 +407,10 @@ export function registerPaymentPage(app: FastifyInstance, service: HostedPageSer
       )
     },
     { prefix: '/pay' },
+  )
+
+  // The icon every page links (and browsers ask for anyway): one small image, the same for everyone.
+  app.get(FAVICON_PATH, async (_request, reply) =>
+    reply.header('cache-control', 'public, max-age=86400').header('x-content-type-options', 'nosniff').type('image/x-icon').send(FAVICON),
   )
 }

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { z } from 'zod'
 import type { Grant } from '../../access/grants.ts'
+import { type BrandingFields, brandingFields } from '../../domain/branding.ts'
 import { canonicalJson } from '../../domain/canonical.ts'
 import { newestFirstPage, readNewestFirstCursor } from '../../domain/cursor.ts'
 import { holdsFromRow } from '../../domain/holds.ts'
@@ -58,6 +59,10 @@ export interface HostedPageView {
   decidedAt: string | null
   /** true when state is 'payable' and the provider offers the sandbox form */
   sandboxForm: boolean
+  /** The client's branding (display name, accent colour, support contact, locale), each field null when not set. */
+  branding: BrandingFields
+  /** The provider's id of the confirmed Payment, shown to the debtor as the confirmation number; else null. */
+  confirmationNumber: string | null
 }
 
 /** `store`, `clock` and `onFeedAppended` (RouteDeps): the hosted page's confirmation runs through executeWrite. */
@@ -472,6 +477,8 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
       expiresAt: row.expires_at,
       decidedAt: row.decided_at,
       sandboxForm: state === 'payable' && provider.offersSandboxForm,
+      branding: brandingFields(row.branding),
+      confirmationNumber: state === 'confirmed' ? row.provider_payment_id : null,
     }
   }
 }

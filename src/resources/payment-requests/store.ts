@@ -292,6 +292,10 @@ export interface PageRow {
   /** When the provider decided (the request's Payment), else null. */
   decided_at: string | null
   cancel_reason: CancelReason | null
+  /** The client's branding for the page (clients.branding, migration 0028), null when none is set. */
+  branding: Record<string, unknown> | null
+  /** The provider's id of the request's Payment (the debtor's confirmation number), else null. */
+  provider_payment_id: string | null
   [hold: `hold_${string}`]: boolean
 }
 
@@ -306,6 +310,7 @@ export async function findPageRow(db: Queryable, token: string): Promise<PageRow
     await db.query<PageRow>(
       `SELECT p.client_code, p.external_payment_request_id, p.status, p.currency, p.amount_minor, p.description, p.expires_at,
               COALESCE(c.name, p.client_code) AS creditor_name, sc.frozen_at, pay.decided_at, p.cancel_reason,
+              c.branding, pay.provider_payment_id,
               ${holdColumns()}
          FROM payment_requests p
          JOIN clients c ON c.client_code = p.client_code

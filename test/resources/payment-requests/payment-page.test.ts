@@ -132,14 +132,14 @@ describe('the page of each state', () => {
     assert.equal(count(res.body, '<style'), 0)
     assert.equal(
       visibleText(res.body),
-      `Payment requested by ${CREDITOR} Payment request Amount USD 30.00 Description February instalment ` +
+      `Payment requested by ${CREDITOR} Payment request Amount $30.00 Description February instalment ` +
         'Pay by 30 November 2026 at 12:00 UTC ' +
         'Sandbox. This is a test payment page and no money moves: the buttons below only simulate what a payment provider would report. ' +
-        'Pay USD 30.00 Simulate a failed payment',
+        'Pay $30.00 Simulate a failed payment',
     )
     assert.equal(count(res.body, '<form'), 1)
     assert.ok(res.body.includes(`<form method="post" action="${p.path}">`))
-    assert.ok(res.body.includes('<button type="submit" name="outcome" value="confirmed" class="pay">Pay USD 30.00</button>'))
+    assert.ok(res.body.includes('<button type="submit" name="outcome" value="confirmed" class="pay">Pay $30.00</button>'))
     assert.ok(res.body.includes('<button type="submit" name="outcome" value="failed" class="fail">Simulate a failed payment</button>'))
     assert.equal(count(res.body, '<button'), 2)
     assertNothingPrivate(res.body, p)
@@ -165,9 +165,9 @@ describe('the page of each state', () => {
     // A client without a name is shown by its code (that is the name the creditor chose to give it).
     assert.equal(
       visibleText(page.body),
-      'Payment requested by pp-plain Payment request Amount EUR 1,234.50 Pay by 30 November 2026 at 13:00 UTC ' +
+      'Payment requested by pp-plain Payment request Amount €1,234.50 Pay by 30 November 2026 at 13:00 UTC ' +
         'Sandbox. This is a test payment page and no money moves: the buttons below only simulate what a payment provider would report. ' +
-        'Pay EUR 1,234.50 Simulate a failed payment',
+        'Pay €1,234.50 Simulate a failed payment',
     )
   })
 
@@ -196,7 +196,7 @@ describe('the page of each state', () => {
       visibleText(res.body),
       `Payment requested by ${CREDITOR} This payment request has expired ` +
         `It can no longer be paid, and nothing has been charged. Ask ${CREDITOR} for a new payment request. ` +
-        'Amount USD 30.00 Description February instalment Expired on 23 November 2026 at 15:10 UTC',
+        'Amount $30.00 Description February instalment Expired on 23 November 2026 at 15:10 UTC',
     )
     assert.equal(count(res.body, '<button'), 0)
     assertNothingPrivate(res.body, p)
@@ -238,7 +238,7 @@ describe('the page of each state', () => {
       visibleText(res.body),
       `Payment requested by ${CREDITOR} This payment request is on hold ` +
         `It cannot be paid now, and nothing has been charged. Contact ${CREDITOR} if you have questions. ` +
-        'Amount USD 30.00 Description February instalment',
+        'Amount $30.00 Description February instalment',
     )
     assert.equal(count(res.body, '<button'), 0)
     assertNothingPrivate(res.body, p)
@@ -251,7 +251,7 @@ describe('the page of each state', () => {
         `Payment requested by ${CREDITOR} This payment request is on hold ` +
           'Your payment was not made: this payment request is on hold. ' +
           `It cannot be paid now, and nothing has been charged. Contact ${CREDITOR} if you have questions. ` +
-          'Amount USD 30.00 Description February instalment',
+          'Amount $30.00 Description February instalment',
       )
     }
     const request = (await readRequest(t, p)).json
@@ -276,11 +276,14 @@ describe('the sandbox form', () => {
     const page = await t.call('GET', p.path)
     assertMessagePage(page, 200, 'Payment received')
     assert.equal(title(page.body), `Payment received · ${CREDITOR}`)
+    // The provider's payment id is the debtor's confirmation number.
+    const { providerPaymentId } = (await readRequest(t, p)).json.payment
+    assert.match(providerPaymentId, /^sbx_[0-9a-f]{32}$/)
     assert.equal(
       visibleText(page.body),
       `Payment requested by ${CREDITOR} Payment received ` +
-        `Thank you. Your payment of USD 30.00 to ${CREDITOR} was received on 23 November 2026 at 17:04 UTC. ` +
-        'Amount USD 30.00 Description February instalment Paid on 23 November 2026 at 17:04 UTC You can close this page.',
+        `Thank you. Your payment of $30.00 to ${CREDITOR} was received on 23 November 2026 at 17:04 UTC. ` +
+        `Amount $30.00 Description February instalment Paid on 23 November 2026 at 17:04 UTC Confirmation number ${providerPaymentId} You can close this page.`,
     )
     assert.equal(count(page.body, '<button'), 0)
     assertNothingPrivate(page.body, p)
@@ -328,7 +331,7 @@ describe('the sandbox form', () => {
       visibleText(page.body),
       `Payment requested by ${CREDITOR} Payment failed ` +
         `The payment did not go through, and nothing was charged. This payment request cannot be used again: ask ${CREDITOR} for a new payment request. ` +
-        'Amount USD 30.00 Description February instalment Failed on 23 November 2026 at 18:00 UTC',
+        'Amount $30.00 Description February instalment Failed on 23 November 2026 at 18:00 UTC',
     )
     assert.equal(count(page.body, '<button'), 0)
     assertNothingPrivate(page.body, p)
@@ -476,7 +479,7 @@ describe('production', () => {
     assertMessagePage(res, 200, 'Payment request')
     assert.equal(
       visibleText(res.body),
-      `Payment requested by ${CREDITOR} Payment request Amount USD 30.00 Description February instalment ` +
+      `Payment requested by ${CREDITOR} Payment request Amount $30.00 Description February instalment ` +
         'Pay by 30 November 2026 at 12:00 UTC ' +
         `Online payment is not available yet: no payment provider is configured. Nothing has been charged. To pay, contact ${CREDITOR}.`,
     )
@@ -489,7 +492,7 @@ describe('production', () => {
       assertMessagePage(refused, 409, 'Payment request')
       assert.ok(
         visibleText(refused.body).startsWith(
-          `Payment requested by ${CREDITOR} Payment request Your payment was not made: no payment provider is configured. Amount USD 30.00`,
+          `Payment requested by ${CREDITOR} Payment request Your payment was not made: no payment provider is configured. Amount $30.00`,
         ),
         refused.body,
       )
@@ -540,14 +543,23 @@ describe('an unexpected failure', () => {
 })
 
 describe('formatting', () => {
-  test('amounts: the currency code, then the amount with thousands grouped', () => {
-    assert.equal(formatAmount(usd('30.00')), 'USD 30.00')
-    assert.equal(formatAmount(usd('0.01')), 'USD 0.01')
-    assert.equal(formatAmount(usd('999.99')), 'USD 999.99')
-    assert.equal(formatAmount(usd('1000.00')), 'USD 1,000.00')
-    assert.equal(formatAmount({ amount: '1234567.5', currency: 'EUR' }), 'EUR 1,234,567.5')
-    assert.equal(formatAmount({ amount: '5000', currency: 'JPY' }), 'JPY 5,000')
-    assert.equal(formatAmount({ amount: '1.234', currency: 'KWD' }), 'KWD 1.234')
+  test("amounts: in the client's locale (en-US by default), the request's currency, every digit the amount has", () => {
+    assert.equal(formatAmount(usd('30.00')), '$30.00')
+    assert.equal(formatAmount(usd('0.01')), '$0.01')
+    assert.equal(formatAmount(usd('999.99')), '$999.99')
+    assert.equal(formatAmount(usd('1000.00')), '$1,000.00')
+    // Exact beyond a double's precision: the decimal string is formatted as it is.
+    assert.equal(formatAmount(usd('90071992547409.93')), '$90,071,992,547,409.93')
+    assert.equal(formatAmount({ amount: '1234567.50', currency: 'EUR' }), '€1,234,567.50')
+    assert.equal(formatAmount({ amount: '5000', currency: 'JPY' }), '¥5,000')
+    // Locales separate with no-break spaces, narrow or not depending on the ICU version: read here as spaces.
+    const spaced = (text: string) => text.replace(/[\u00a0\u202f]/g, ' ')
+    assert.equal(spaced(formatAmount({ amount: '1.234', currency: 'KWD' })), 'KWD 1.234')
+    assert.equal(formatAmount({ amount: '120.00', currency: 'CAD' }), 'CA$120.00')
+    assert.equal(formatAmount({ amount: '120.00', currency: 'CAD' }, 'en-CA'), '$120.00')
+    assert.equal(spaced(formatAmount({ amount: '1234.50', currency: 'USD' }, 'fr-CA')), '1 234,50 $ US')
+    assert.equal(spaced(formatAmount({ amount: '1234.50', currency: 'EUR' }, 'de-DE')), '1.234,50 €')
+    assert.equal(formatAmount({ amount: '1234.50', currency: 'GBP' }, 'en-GB'), '£1,234.50')
   })
 
   test('times: in words, in UTC, to the minute', () => {

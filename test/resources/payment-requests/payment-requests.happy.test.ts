@@ -472,12 +472,18 @@ describe('the hosted page functions (page.ts builds on them)', () => {
       expiresAt: res.json.expiresAt,
       decidedAt: null,
       sandboxForm: true,
+      branding: { displayName: null, accentColor: null, supportEmail: null, supportPhone: null, supportUrl: null, locale: null },
+      confirmationNumber: null,
     })
     assert.equal(await svc().pageView('pr-page'), undefined)
     assert.equal(await svc().pageView(`${token}x`), undefined)
     await t.admin('PUT', `/admin/v1/clients/${CLIENT}`, { name: 'Harbour Credit Union' })
+    await t.admin('PUT', `/admin/v1/clients/${CLIENT}/branding`, { supportEmail: 'help@harbour.example', locale: 'en-CA' })
     const decidedAt = tick()
     await svc().settleFromPage(token, 'confirmed')
+    const confirmationNumber = (await t.call('GET', `/v1/clients/${CLIENT}/payment-requests/pr-page`, { key: k.apiKey })).json.payment
+      .providerPaymentId
+    assert.match(confirmationNumber, /^sbx_[0-9a-f]{32}$/)
     assert.deepEqual(await svc().pageView(token), {
       state: 'confirmed',
       cancelReason: null,
@@ -487,6 +493,15 @@ describe('the hosted page functions (page.ts builds on them)', () => {
       expiresAt: res.json.expiresAt,
       decidedAt,
       sandboxForm: false,
+      branding: {
+        displayName: null,
+        accentColor: null,
+        supportEmail: 'help@harbour.example',
+        supportPhone: null,
+        supportUrl: null,
+        locale: 'en-CA',
+      },
+      confirmationNumber,
     })
     assert.deepEqual(await position('r-page'), { source: '100.00', working: '87.50', confirmed: '12.50', acknowledged: '0.00' })
     // The same outcome again changes nothing; the opposite is refused.

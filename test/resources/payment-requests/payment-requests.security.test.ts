@@ -141,8 +141,12 @@ describe('the operator route and the page token', () => {
     // The view carries nothing about the Customer, the Receivable or its balance.
     assert.deepEqual(Object.keys((await svc.pageView(token)) ?? {}).sort(), [
       'amount',
+      // The creditor's branding (its name, colour, support contact and locale): nothing of the debtor's.
+      'branding',
       // Why a canceled request was canceled (requested or balance_changed), never the integrator's note.
       'cancelReason',
+      // The provider's payment id once confirmed (null before): the debtor's confirmation number.
+      'confirmationNumber',
       'creditorName',
       'decidedAt',
       'description',

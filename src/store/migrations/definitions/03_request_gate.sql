@@ -60,7 +60,7 @@ END $$;
 -- The gate of one request: the key (joined with its grant for the client in the path), the per-minute count of
 -- every bucket, and a concurrency slot in every bucket. Times come from the caller (the service's injected clock):
 -- `p_window` is the start of the current minute, `p_now` the lease's start. Returns no row for a key that is
--- unknown, revoked or of another environment (nothing is counted); otherwise one row: the key and grant, `used`
+-- unknown, revoked, expired (its expires_at at or before `p_now`) or of another environment (nothing is counted); otherwise one row: the key and grant, `used`
 -- (the highest count of the minute, this request included) and `admitted` (false when the count is over
 -- `p_per_minute`, or when a bucket has no free slot; then no slot is held). `p_reclaim`: holders of this instance
 -- whose request is over but whose release has not reached the store. `p_transient`: true for a one-statement read
@@ -90,7 +90,7 @@ BEGIN
     INTO k
     FROM api_keys a
     LEFT JOIN grants g ON g.client_code = p_client_code AND g.integration_id = a.integration_id
-   WHERE a.digest = p_digest AND a.revoked_at IS NULL;
+   WHERE a.digest = p_digest AND a.revoked_at IS NULL AND (a.expires_at IS NULL OR a.expires_at > p_now);
   IF NOT FOUND OR k.environment <> p_environment THEN
     RETURN;
   END IF;
