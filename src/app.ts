@@ -46,6 +46,7 @@ import { providerFor } from './resources/payments/provider.ts'
 import { paymentProviderSecretColumns, providerConfigStore } from './resources/payments/provider-config-store.ts'
 import { createProviderRegistry, refundsThroughProviders } from './resources/payments/registry.ts'
 import { paymentStore } from './resources/payments/store.ts'
+import { stripeCheckoutOrigins } from './resources/payments/stripe/gateway.ts'
 import { receiptRoutes } from './resources/receipts/routes.ts'
 import { createReceiptService } from './resources/receipts/service.ts'
 import { receiptSecretColumns } from './resources/receipts/store.ts'
@@ -336,6 +337,7 @@ export function createApp({
   // The page's flood guard per client address, in this process's memory, on the base clock (src/http/limits.ts).
   registerPaymentPage(app, services.paymentRequests, {
     limiter: createAddressLimiter({ perMinute: config.limits.payPerMinute, clock: baseClock }),
+    checkoutOrigins: stripeCheckoutOrigins(config.stripe.apiBase),
   })
   // Stripe's events for each client (design.md section 6): public, verified by signature, outside the route table.
   registerProviderWebhooks(

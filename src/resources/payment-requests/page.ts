@@ -261,8 +261,25 @@ const isRefusal = (code: string): code is keyof typeof REFUSALS => Object.hasOwn
 // ---------------------------------------------------------------------------------------------------------
 // Routes.
 
-function sendPage(reply: FastifyReply, status: number, html: string): FastifyReply {
-  return reply.code(status).headers(PAGE_HEADERS).type(HTML).send(html)
+function sendPage(
+  reply: FastifyReply,
+  status: number,
+  html: string,
+  headers: Readonly<Record<string, string>> = PAGE_HEADERS,
+): FastifyReply {
+  return reply.code(status).headers(headers).type(HTML).send(html)
+}
+
+/**
+ * The headers of a page whose form sends the debtor on to a provider's checkout (a 303 to another origin): browsers
+ * apply `form-action` to a form's redirects too, so the provider's checkout origins are allowed there, and only there.
+ */
+export function checkoutPageHeaders(checkoutOrigins: readonly string[]): Readonly<Record<string, string>> {
+  const csp = PAGE_HEADERS['content-security-policy'] as string
+  return {
+    ...PAGE_HEADERS,
+    'content-security-policy': csp.replace("form-action 'self'", `form-action 'self' ${checkoutOrigins.join(' ')}`),
+  }
 }
 
 const tokenOf = (request: FastifyRequest) => (request.params as { token?: string }).token ?? ''
@@ -279,8 +296,13 @@ const badForm = (back: ReturnType<typeof backTo>, heading = 'The form was not se
  * encapsulated scope with its own body parser, error and not-found handlers, so nothing under /pay answers
  * problem+json and the API's JSON parsers never see the form.
  */
-export function registerPaymentPage(app: FastifyInstance, service: HostedPageService, opts: { limiter?: AddressLimiter } = {}): void {
+export function registerPaymentPage(
+  app: FastifyInstance,
+  service: HostedPageService,
+  opts: { limiter?: AddressLimiter; checkoutOrigins?: readonly string[] } = {},
+): void {
   const { limiter } = opts
+  const checkoutHeaders = checkoutPageHeaders(opts.checkoutOrigins ?? [])
   app.register(
     async (scope) => {
       // First of all: over the address's budget (PAY_RATE_LIMIT_PER_MINUTE, GET and POST together) a request is
@@ -364,7 +386,7 @@ export function registerPaymentPage(app: FastifyInstance, service: HostedPageSer
         const view = await service.pageView(token, typeof returnedFrom === 'string' ? { returnedFrom } : {})
         if (!view) return sendPage(reply, 404, NOT_FOUND_PAGE)
         if (view.providerCheckout === 'processing') reply.header('refresh', String(PROCESSING_REFRESH_SECONDS))
-        return sendPage(reply, 200, renderPaymentPage(token, view))
+        return sendPage(reply, 200, renderPaymentPage(token, view), view.providerCheckout === 'pay' ? checkoutHeaders : PAGE_HEADERS)
       })
 
       scope.post(

@@ -45,6 +45,11 @@ describe('the page pays through Stripe Checkout', () => {
     assert.equal(h1(first.body), 'Payment request')
     assert.ok(first.body.includes('<button type="submit" name="outcome" value="confirmed" class="pay">Pay USD 30.00</button>'))
     assert.ok(!first.body.includes('Simulate a failed payment'), 'no sandbox buttons for a client with Stripe')
+    // The form's 303 leads to Stripe's checkout: form-action allows its origins (browsers apply it to redirects).
+    assert.equal(
+      first.headers['content-security-policy'],
+      `default-src 'none'; style-src 'self'; form-action 'self' https://checkout.stripe.com ${s.stripe.url}; frame-ancestors 'none'; base-uri 'none'`,
+    )
     const before = sessionCreates().length
     const sessionId = await startCheckout(s, p)
     const created = sessionCreates().slice(before)

@@ -67,7 +67,10 @@ describe('refunds through Stripe', () => {
     assert.equal(await runWorker(), false)
     assert.deepEqual((await readRequest(s, p)).payment.refundedAmount, usd('0.00'))
     // The created event (pending at Stripe still): nothing decided.
-    assert.equal((await deliver(s, p.client, eventOf(s.stripe.events().reverse(), 'refund.created'))).json.effect, 'ignored: refund pending')
+    assert.equal(
+      (await deliver(s, p.client, eventOf(s.stripe.events().reverse(), 'refund.created'))).json.effect,
+      'ignored: refund pending',
+    )
 
     s.stripe.settleRefund(refund.id, 'succeeded')
     const updated = eventOf(s.stripe.events().reverse(), 'refund.updated')
