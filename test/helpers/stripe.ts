@@ -71,9 +71,14 @@ export interface StripePayable {
 }
 
 /** A client with Stripe and an open request for USD 30.00 on a USD 100.00 Receivable (pageRequest). */
-export async function stripePayable(s: StripeTest, client: string, body: Record<string, unknown> = {}): Promise<StripePayable> {
+export async function stripePayable(
+  s: StripeTest,
+  client: string,
+  body: Record<string, unknown> = {},
+  secretKey = s.stripe.secretKey,
+): Promise<StripePayable> {
   const made = await pageRequest(s.t, client, body)
-  await configureStripe(s, client)
+  await configureStripe(s, client, secretKey)
   const path = made.hostedUrl.pathname
   return {
     client,
@@ -91,11 +96,11 @@ export function pressPay(s: StripeTest, p: Pick<StripePayable, 'path'>) {
 }
 
 /** Pay pressed, answered 303 to a stand-in session: its id. */
-export async function startCheckout(s: StripeTest, p: StripePayable): Promise<string> {
+export async function startCheckout(s: StripeTest, p: StripePayable, mode: 'test' | 'live' = 'test'): Promise<string> {
   const res = await pressPay(s, p)
   assert.equal(res.status, 303, res.body)
   const location = String(res.headers.location)
-  assert.ok(location.startsWith(`${s.stripe.url}/checkout/cs_test_`), location)
+  assert.ok(location.startsWith(`${s.stripe.url}/checkout/cs_${mode}_`), location)
   return location.slice(`${s.stripe.url}/checkout/`.length)
 }
 
