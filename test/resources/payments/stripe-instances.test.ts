@@ -79,5 +79,8 @@ test(`production with a live restricted key against the stand-in (${engineName})
   assert.equal(request.payment.providerPaymentId, s.stripe.session(sessionId)?.payment_intent)
   assert.equal(s.stripe.session(sessionId)?.livemode, true)
   // Every call the service made carried the live key.
-  assert.ok(s.stripe.calls.every((c) => c.status === 200 || c.status === 303), JSON.stringify(s.stripe.calls))
+  assert.ok(
+    s.stripe.calls.every((c) => c.status === 200 || c.status === 303),
+    JSON.stringify(s.stripe.calls),
+  )
 })
