@@ -25,8 +25,8 @@ import { type StripeGateway, StripeRejectedError, StripeSignatureError } from '.
  */
 export const STRIPE_PROVIDER = 'stripe'
 
-/** The events the service acts on (the operator enables exactly these: admin/payment-provider-service.ts). */
-export const STRIPE_EVENT_TYPES: ReadonlySet<string> = new Set([
+/** The events the operator enables on the client's webhook endpoint (GET .../payment-provider lists them). */
+export const STRIPE_WEBHOOK_EVENTS = [
   'checkout.session.completed',
   'checkout.session.async_payment_succeeded',
   'checkout.session.async_payment_failed',
@@ -34,11 +34,13 @@ export const STRIPE_EVENT_TYPES: ReadonlySet<string> = new Set([
   'refund.created',
   'refund.updated',
   'refund.failed',
-  'charge.refund.updated',
   'charge.dispute.created',
   'charge.dispute.funds_withdrawn',
   'charge.dispute.closed',
-])
+] as const
+
+/** The events the service acts on: those, and the older name of a refund's update, should an endpoint send it. */
+export const STRIPE_EVENT_TYPES: ReadonlySet<string> = new Set<string>([...STRIPE_WEBHOOK_EVENTS, 'charge.refund.updated'])
 
 /** Metadata keys the service sets on what it creates at Stripe. */
 const META = { client: 'clientCode', request: 'paymentRequestId', refund: 'refundId' } as const
