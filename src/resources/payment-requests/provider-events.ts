@@ -68,6 +68,7 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
 
   async function apply(
     uow: UnitOfWork,
+    name: string,
     clientCode: string,
     event: ProviderEvent,
     fact: ProviderFact,
@@ -76,7 +77,7 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
     const { tx } = uow
     const now = isoNow(clock)
     const recorded = await recordProviderEvent(tx, clientCode, {
-      provider: 'stripe',
+      provider: name,
       eventId: event.id,
       type: event.type,
       effect: fact.kind,
@@ -93,7 +94,7 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
             fact.requestId,
             'confirmed',
             () => ({
-              provider: 'stripe',
+              provider: name,
               providerPaymentId: fact.providerPaymentId,
               outcome: 'confirmed',
               amountMinor: fact.amountMinor,
@@ -111,7 +112,7 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
         }
         if (outcome.canceled || outcome.payment.provider_payment_id !== fact.providerPaymentId) throw new ReturnMoney()
         // After the request's lock (recordOutcome took it): the order every writer of an attempt keeps.
-        const checkout = await lockCheckoutBySession(tx, clientCode, 'stripe', fact.sessionId)
+        const checkout = await lockCheckoutBySession(tx, clientCode, name, fact.sessionId)
         if (checkout)
           await setCheckoutStatus(tx, clientCode, { requestId: fact.requestId, attempt: checkout.attempt, status: 'complete', now })
         if (outcome.created && BigInt(outcome.payment.unapplied_minor) > 0n && deps.onRefundQueued) after.push(deps.onRefundQueued)
@@ -121,7 +122,7 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
       case 'failed':
       case 'expired': {
         if (!(await lockPaymentRequest(tx, clientCode, fact.requestId))) return 'not_found'
-        const checkout = await lockCheckoutBySession(tx, clientCode, 'stripe', fact.sessionId)
+        const checkout = await lockCheckoutBySession(tx, clientCode, name, fact.sessionId)
         if (!checkout || checkout.status === 'complete' || checkout.status === 'refunded') return 'unchanged'
         await setCheckoutStatus(tx, clientCode, { requestId: fact.requestId, attempt: checkout.attempt, status: fact.kind, now })
         return fact.kind
@@ -140,7 +141,7 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
         return decided ? `refund_${fact.status}` : 'refund_already_decided'
       }
       case 'reversal': {
-        const requestId = await findRequestOfProviderPayment(tx, clientCode, 'stripe', fact.providerPaymentId)
+        const requestId = await findRequestOfProviderPayment(tx, clientCode, name, fact.providerPaymentId)
         if (!requestId) return 'not_found'
         const payment = await lockRefundedPayment(tx, clientCode, requestId)
         if (payment?.payment_status !== 'confirmed') return 'not_found'
@@ -148,7 +149,7 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
         let amountMinor = remainingMinor(payment)
         if (fact.amountMinor < amountMinor) amountMinor = fact.amountMinor
         const first = await recordProviderReversal(tx, clientCode, {
-          provider: 'stripe',
+          provider: name,
           reversalId: fact.reversalId,
           requestId,
           amountMinor,
@@ -170,18 +171,19 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
     event: ProviderEvent,
     fact: Extract<ProviderFact, { kind: 'paid' }>,
   ) {
+    const { name } = provider
     await provider.returnPayment(fact, clientCode)
     return deps.atClientTime(clientCode, () =>
       inUnitOfWork(store, async (uow) => {
         const recorded = await recordProviderEvent(uow.tx, clientCode, {
-          provider: 'stripe',
+          provider: name,
           eventId: event.id,
           type: event.type,
           effect: 'returned',
           now: realClock.now().toISOString(),
         })
         if (!recorded) return 'duplicate'
-        const checkout = await lockCheckoutBySession(uow.tx, clientCode, 'stripe', fact.sessionId)
+        const checkout = await lockCheckoutBySession(uow.tx, clientCode, name, fact.sessionId)
         if (checkout && checkout.status !== 'complete') {
           await setCheckoutStatus(uow.tx, clientCode, {
             requestId: fact.requestId,
@@ -206,6 +208,7 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
         return { status: 404, body: { received: false, message: 'No Stripe configuration for this client.' } }
       }
       const provider = choice.stripe.provider
+      const { name } = provider
       let event: ProviderEvent
       try {
         event = provider.readEvent(rawBody, headers)
@@ -215,7 +218,7 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
         throw err
       }
       if (!event.handled) return { status: 200, body: { received: true, eventId: event.id, effect: 'ignored: event type not acted on' } }
-      if (await providerEventHandled(store, clientCode, 'stripe', event.id)) {
+      if (await providerEventHandled(store, clientCode, name, event.id)) {
         return { status: 200, body: { received: true, eventId: event.id, effect: 'duplicate' } }
       }
       const fact = await provider.factOf(event)
@@ -223,7 +226,7 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
       let effect: string
       try {
         effect = await deps.atClientTime(clientCode, () =>
-          inUnitOfWork(store, (uow) => apply(uow, clientCode, event, fact, after), deps.onFeedAppended),
+          inUnitOfWork(store, (uow) => apply(uow, name, clientCode, event, fact, after), deps.onFeedAppended),
         )
       } catch (err) {
         if (!(err instanceof ReturnMoney) || fact.kind !== 'paid') throw err

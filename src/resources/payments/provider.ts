@@ -20,7 +20,8 @@ import type { Environment } from '../../config.ts'
  *
  * Adding a provider (Adyen, a US ACH processor): a new file implementing `CheckoutProvider` (stripe/adapter.ts is
  * the model), its secrets in `client_payment_providers` (a new `provider` value), a branch in registry.ts that builds
- * it, and a webhook route mounting `receiveProviderEvent` at `/providers/{name}/webhooks/{clientCode}`.
+ * it, and its webhook path registered beside Stripe's (payment-requests/provider-webhook-route.ts) onto the same
+ * `receive` (payment-requests/provider-events.ts), which records facts under the provider's `name`.
  */
 export interface SettleRequest {
   clientCode: string
