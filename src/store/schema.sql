@@ -374,7 +374,7 @@ CREATE TABLE provider_checkouts (
   created_at timestamp with time zone NOT NULL,
   updated_at timestamp with time zone NOT NULL,
   CONSTRAINT provider_checkouts_attempt_check CHECK ((attempt >= 1)),
-  CONSTRAINT provider_checkouts_check CHECK (((status = 'creating'::text) OR (session_id IS NOT NULL))),
+  CONSTRAINT provider_checkouts_check CHECK (((status = ANY (ARRAY['creating'::text, 'expired'::text])) OR (session_id IS NOT NULL))),
   CONSTRAINT provider_checkouts_client_code_external_payment_request_id_fkey FOREIGN KEY (client_code, external_payment_request_id) REFERENCES payment_requests(client_code, external_payment_request_id),
   CONSTRAINT provider_checkouts_pkey PRIMARY KEY (client_code, external_payment_request_id, attempt),
   CONSTRAINT provider_checkouts_provider_check CHECK ((provider = 'stripe'::text)),

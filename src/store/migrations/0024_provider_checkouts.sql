@@ -9,7 +9,7 @@
 --   open       the session exists; the debtor is sent to `url` until `expires_at`
 --   processing the debtor completed it with an asynchronous method (a US bank debit): no new attempt until decided
 --   complete   paid: the Payment is recorded
---   expired    Stripe expired it unpaid (or its expires_at passed)
+--   expired    Stripe expired it unpaid (or its expires_at passed), or it stayed `creating` too long to ask again
 --   failed     the asynchronous payment failed: nothing was taken
 --   refunded   money Stripe took that the request could no longer accept (expired, canceled, paid another way):
 --              refunded in full through Stripe
@@ -27,7 +27,8 @@ CREATE TABLE provider_checkouts (
   updated_at timestamptz NOT NULL,
   PRIMARY KEY (client_code, external_payment_request_id, attempt),
   FOREIGN KEY (client_code, external_payment_request_id) REFERENCES payment_requests (client_code, external_payment_request_id),
-  CHECK (status = 'creating' OR session_id IS NOT NULL)
+  -- No session: being created, or abandoned while being created (expired without Stripe's answer ever recorded).
+  CHECK (status IN ('creating', 'expired') OR session_id IS NOT NULL)
 );
 CREATE UNIQUE INDEX provider_checkouts_session ON provider_checkouts (client_code, provider, session_id) WHERE session_id IS NOT NULL;
 

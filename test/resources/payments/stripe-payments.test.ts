@@ -137,6 +137,35 @@ describe('the page pays through Stripe Checkout', () => {
     assert.equal(sessionCreates().length, before)
   })
 
+  test('Stripe failing at Pay: a 503 page and nothing charged; the next Pay asks again under the same key, once past a stored failure a new attempt', async () => {
+    const p = await stripePayable(s, 'st-flaky')
+    s.stripe.failNext({ status: 500 })
+    const failed = await pressPay(s, p)
+    assert.equal(failed.status, 503)
+    assert.ok(failed.body.includes('Your payment may not have been recorded.'))
+    const sessionId = await startCheckout(s, p)
+    assert.deepEqual(
+      sessionCreates()
+        .slice(-2)
+        .map((c) => [c.status, c.idempotencyKey]),
+      [
+        [500, `checkout/${p.client}/${p.requestId}/1`],
+        [200, `checkout/${p.client}/${p.requestId}/1`],
+      ],
+    )
+    assert.equal(s.stripe.session(sessionId)?.client_reference_id, p.requestId)
+
+    // A 500 Stripe stored under the key (it began executing): replayed for that key; after 5 minutes, attempt 2.
+    const q = await stripePayable(s, 'st-stored')
+    s.stripe.failNext({ status: 500, replayed: true })
+    assert.equal((await pressPay(s, q)).status, 503)
+    assert.equal((await pressPay(s, q)).status, 503)
+    s.clock.advance(5 * 60_000)
+    const second = await startCheckout(s, q)
+    assert.equal(sessionCreates().at(-1)?.idempotencyKey, `checkout/${q.client}/${q.requestId}/2`)
+    assert.equal(s.stripe.session(second)?.client_reference_id, q.requestId)
+  })
+
   test('a request whose balance changed is canceled at Pay (balance_changed) and Stripe is never asked', async () => {
     const p = await stripePayable(s, 'st-changed')
     // The Source declares 20.00 now: 30.00 no longer fits.
@@ -321,6 +350,17 @@ describe("Stripe's events", () => {
       (await deliver(s, p.client, eventOf(s.stripe.events(), 'refund.created'))).json.effect,
       'ignored: not a refund the service asked for',
     )
+  })
+
+  test("a session of another client, delivered to this client's URL with this client's signature, is ignored", async () => {
+    const mine = await stripePayable(s, 'st-mine')
+    const theirs = await stripePayable(s, 'st-theirs')
+    const sessionId = await startCheckout(s, theirs)
+    const completed = eventOf(s.stripe.completeSession(sessionId, { outcome: 'paid' }), 'checkout.session.completed')
+    const res = await deliver(s, mine.client, completed)
+    assert.equal(res.json.effect, 'ignored: not a session of this client made by the service')
+    assert.equal(await payments(theirs), 0)
+    assert.equal((await deliver(s, theirs.client, completed)).json.effect, 'confirmed')
   })
 
   test('the same event at sixteen deliveries at once: one Payment, one handled event', async () => {
