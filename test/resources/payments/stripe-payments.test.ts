@@ -363,6 +363,23 @@ describe("Stripe's events", () => {
     assert.equal((await deliver(s, theirs.client, completed)).json.effect, 'confirmed')
   })
 
+  test('Stripe not answering the read-back: not 2xx and nothing recorded, so Stripe delivers again; an object Stripe does not have: ignored', async () => {
+    const p = await stripePayable(s, 'st-readback')
+    const sessionId = await startCheckout(s, p)
+    const completed = eventOf(s.stripe.completeSession(sessionId, { outcome: 'paid' }), 'checkout.session.completed')
+    s.stripe.failNext({ status: 503 })
+    const failed = await deliver(s, p.client, completed)
+    assert.equal(failed.status, 503)
+    assert.equal(await handledEvents(p.client), 0)
+    assert.equal(await payments(p), 0)
+    assert.equal((await deliver(s, p.client, completed)).json.effect, 'confirmed')
+    const ghost = structuredClone(completed)
+    ghost.id = `${completed.id}ghost`
+    ;(ghost.data.object as { id: string }).id = 'cs_test_nosuchsession'
+    assert.equal((await deliver(s, p.client, ghost)).json.effect, 'ignored: cs_test_nosuchsession not found at Stripe')
+    assert.equal(await payments(p), 1)
+  })
+
   test('the same event at sixteen deliveries at once: one Payment, one handled event', async () => {
     const p = await stripePayable(s, 'st-burst')
     const sessionId = await startCheckout(s, p)

@@ -131,6 +131,17 @@ export function stripeRefundStatus(refund: Stripe.Refund): { status: ProviderRef
 
 export function createStripeProvider(opts: { clientCode: string; gateway: StripeGateway; webhookSecret: string }): CheckoutProvider {
   const { clientCode, gateway, webhookSecret } = opts
+
+  /** The event's object as it is now at Stripe, as a fact. */
+  async function currentFact(event: ProviderEvent): Promise<ProviderFact> {
+    if (event.type.startsWith('checkout.session.')) return sessionFact(await gateway.retrieveCheckoutSession(event.objectId), clientCode)
+    if (event.type.startsWith('charge.dispute.')) return disputeFact(await gateway.retrieveDispute(event.objectId))
+    if (event.type.startsWith('refund.') || event.type === 'charge.refund.updated') {
+      return refundFact(await gateway.retrieveRefund(event.objectId), clientCode)
+    }
+    return { kind: 'none', why: `event type ${event.type}` }
+  }
+
   return {
     name: STRIPE_PROVIDER,
 
@@ -202,12 +213,16 @@ export function createStripeProvider(opts: { clientCode: string; gateway: Stripe
     },
 
     async factOf(event: ProviderEvent) {
-      if (event.type.startsWith('checkout.session.')) return sessionFact(await gateway.retrieveCheckoutSession(event.objectId), clientCode)
-      if (event.type.startsWith('charge.dispute.')) return disputeFact(await gateway.retrieveDispute(event.objectId))
-      if (event.type.startsWith('refund.') || event.type === 'charge.refund.updated') {
-        return refundFact(await gateway.retrieveRefund(event.objectId), clientCode)
+      try {
+        return await currentFact(event)
+      } catch (err) {
+        // An object Stripe no longer has (or never had for this key): nothing to act on, and a retry would not change
+        // that. Every other failure (no answer, a permission missing from the key) is thrown: answered 500, Stripe
+        // delivers the event again later.
+        if (err instanceof StripeRejectedError && err.code === 'resource_missing')
+          return { kind: 'none', why: `${event.objectId} not found at Stripe` }
+        throw err
       }
-      return { kind: 'none', why: `event type ${event.type}` }
     },
 
     async returnPayment(fact, forClient) {
