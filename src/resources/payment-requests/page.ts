@@ -200,9 +200,11 @@ ${details}`,
 ${notice('info', `This payment request expires too soon to pay online, and nothing has been charged. Ask ${creditor} for a new payment request.`)}`,
     }
   }
+  const failed =
+    offer === 'pay_again' ? `${notice('error', 'Your bank payment did not go through, and nothing was charged. You can pay again.')}\n` : ''
   return {
     heading: 'Payment request',
-    body: `${details}
+    body: `${failed}${details}
 <form method="post" action="/pay/${escapeHtml(token)}">
 <button type="submit" name="outcome" value="confirmed" class="pay">Pay ${amount}</button>
 </form>
@@ -386,7 +388,8 @@ export function registerPaymentPage(
         const view = await service.pageView(token, typeof returnedFrom === 'string' ? { returnedFrom } : {})
         if (!view) return sendPage(reply, 404, NOT_FOUND_PAGE)
         if (view.providerCheckout === 'processing') reply.header('refresh', String(PROCESSING_REFRESH_SECONDS))
-        return sendPage(reply, 200, renderPaymentPage(token, view), view.providerCheckout === 'pay' ? checkoutHeaders : PAGE_HEADERS)
+        const offersPay = view.providerCheckout === 'pay' || view.providerCheckout === 'pay_again'
+        return sendPage(reply, 200, renderPaymentPage(token, view), offersPay ? checkoutHeaders : PAGE_HEADERS)
       })
 
       scope.post(

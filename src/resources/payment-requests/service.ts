@@ -51,11 +51,12 @@ export interface HostedPageView {
   sandboxForm: boolean
   /**
    * Present only when state is 'payable' and the client pays through a real provider (checkout.ts): `pay` (the Pay
-   * button sends the debtor to the provider), `processing` (a payment is under way: the debtor came back from the
+   * button sends the debtor to the provider), `pay_again` (the same, after a bank debit that failed), `processing`
+   * (a payment is under way: the debtor came back from the
    * provider's page, or a bank debit is being collected; no button), `too_late` (it expires too soon to start a
    * payment online).
    */
-  providerCheckout?: 'pay' | 'processing' | 'too_late'
+  providerCheckout?: 'pay' | 'pay_again' | 'processing' | 'too_late'
 }
 
 /** `store`, `clock` and `onFeedAppended` (RouteDeps): the hosted page's confirmation runs through executeWrite. */
@@ -444,7 +445,8 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
     if (returnedFrom !== undefined && returnedFrom === row.checkout_session_id && row.checkout_status === 'open') return 'processing'
     // Not this deployment's mode (a database copied between environments): the Pay button, whose POST refuses.
     if (deps.checkoutMode !== undefined && row.provider_mode !== deps.checkoutMode) return 'pay'
-    return Date.parse(row.expires_at) - nowOf(row) < MIN_TIME_LEFT_MS ? 'too_late' : 'pay'
+    if (Date.parse(row.expires_at) - nowOf(row) < MIN_TIME_LEFT_MS) return 'too_late'
+    return row.checkout_status === 'failed' ? 'pay_again' : 'pay'
   }
 }
 
