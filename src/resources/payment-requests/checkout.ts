@@ -146,7 +146,8 @@ export function createCheckout(deps: CheckoutDeps) {
         if (err instanceof TooLate) return { refusal: EXPIRES_TOO_SOON }
         throw err
       }
-      if (planned.kind === 'page') return { redirect: page }
+      // Back to the page, as the sandbox form's post/redirect/get does (relative: the page's own origin).
+      if (planned.kind === 'page') return { redirect: `/pay/${token}` }
       if (planned.kind === 'redirect') return { redirect: planned.url }
       const id = row.external_payment_request_id
       const session = await provider.startCheckout({

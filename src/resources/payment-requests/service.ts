@@ -400,7 +400,7 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
       const row = await findPageRow(store, token)
       // A client with a real provider pays at the provider (checkout.ts); its page offers no "failed" button.
       if (row && row.provider_mode !== null && deps.checkout) {
-        return outcome === 'confirmed' ? deps.checkout.pay(token, row) : { redirect: `${publicBaseUrl}/pay/${token}` }
+        return outcome === 'confirmed' ? deps.checkout.pay(token, row) : { redirect: `/pay/${token}` }
       }
       if (!provider.offersSandboxForm) throw new Problem('route_not_found', 'No payment provider form is offered by this deployment.')
       if (!row) throw new Problem('payment_request_not_found', 'No Payment request at this address.')
