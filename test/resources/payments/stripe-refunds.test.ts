@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import type Stripe from 'stripe'
 import {
+  configureStripe,
   countRows,
   deliver,
   eventOf,
@@ -130,6 +131,27 @@ describe('refunds through Stripe', () => {
         [200, `refund/${p.client}/${p.requestId}/rf-r`],
       ],
     )
+  })
+
+  test("a Stripe Payment's refund while its client has no Stripe configuration waits (never another provider), then goes through Stripe", async () => {
+    const p = await paid('sr-removed')
+    s.stripe.setRefundOutcome('succeeded')
+    assert.equal((await s.t.admin('DELETE', `/admin/v1/clients/${p.client}/payment-provider`)).status, 204)
+    assert.equal((await putRefund(p, 'rf-w', '4.00')).status, 201)
+    const before = refundCalls().length
+    assert.equal(await runWorker(), true)
+    assert.equal(refundCalls().length, before)
+    assert.equal((await getRefund(p, 'rf-w')).status, 'pending')
+    const rows = await s.t.store.query<{ last_error: string }>(
+      `SELECT last_error FROM refunds WHERE client_code = $1 AND external_refund_id = 'rf-w'`,
+      [p.client],
+    )
+    assert.equal(rows[0]?.last_error, `client ${p.client} has no usable Stripe configuration (none)`)
+    await configureStripe(s, p.client)
+    s.clock.advance(10_000)
+    assert.equal(await runWorker(), true)
+    assert.equal((await getRefund(p, 'rf-w')).status, 'succeeded')
+    assert.equal(refundCalls().length, before + 1)
   })
 
   test('money the Receivable no longer needs is refunded through Stripe automatically (unapplied-funds)', async () => {
