@@ -38,13 +38,18 @@ import { clientFactStore } from './resources/holds/client-facts-store.ts'
 import { restrictionRules } from './resources/holds/restrictions.ts'
 import { paymentObservationRoutes } from './resources/payment-observations/routes.ts'
 import { createPaymentObservationService } from './resources/payment-observations/service.ts'
+import { createCheckout } from './resources/payment-requests/checkout.ts'
 import { NOT_FOUND_PAGE, PAGE_HEADERS, registerPaymentPage } from './resources/payment-requests/page.ts'
 import { paymentRules } from './resources/payment-requests/payment-rules.ts'
+import { createProviderEvents } from './resources/payment-requests/provider-events.ts'
+import { registerProviderWebhooks } from './resources/payment-requests/provider-webhook-route.ts'
 import { paymentRequestRoutes, paymentSimulateRoutes } from './resources/payment-requests/routes.ts'
 import { createPaymentRequestService } from './resources/payment-requests/service.ts'
 import { providerFor } from './resources/payments/provider.ts'
-import { paymentProviderSecretColumns } from './resources/payments/provider-config-store.ts'
+import { paymentProviderSecretColumns, providerConfigStore } from './resources/payments/provider-config-store.ts'
+import { createProviderRegistry, refundsThroughProviders } from './resources/payments/registry.ts'
 import { paymentStore } from './resources/payments/store.ts'
+import { stripeCheckoutOrigins } from './resources/payments/stripe/gateway.ts'
 import { receiptRoutes } from './resources/receipts/routes.ts'
 import { createReceiptService } from './resources/receipts/service.ts'
 import { receiptSecretColumns } from './resources/receipts/store.ts'
@@ -156,6 +161,18 @@ export function createApp({
   const onRefundQueued = () => refundWorker.wake()
   // Client-wide changes (collection toggles, freshness flips) record one fact; this worker gives each Receivable
   // its new revision and event in the background (src/workers/client-fanout.ts).
+  // Who takes a client's payments (src/resources/payments/registry.ts): its Stripe configuration, else the sandbox
+  // provider in sandbox, else none. Stripe's time is the base clock's.
+  const sandboxProvider = providerFor(config.environment)
+  const registry = createProviderRegistry({
+    store: providerConfigStore,
+    keyRing,
+    environment: config.environment,
+    stripeApiBase: config.stripe.apiBase,
+    sandboxProvider,
+    now: () => baseClock.now(),
+  })
+  const inClientTime = atClientTime ?? (<T>(_clientCode: string, fn: () => Promise<T>) => fn())
   const clientFanout = createClientFanout({
     store,
     onFeedAppended,
@@ -179,8 +196,19 @@ export function createApp({
     paymentObservations: createPaymentObservationService({ ...db, customers: customerStore, receivables: receivableStore }),
     paymentRequests: createPaymentRequestService({
       ...db,
-      provider: providerFor(config.environment),
+      provider: sandboxProvider,
       publicBaseUrl: config.publicBaseUrl,
+      checkout: createCheckout({
+        store,
+        clock,
+        realClock: baseClock,
+        registry,
+        publicBaseUrl: config.publicBaseUrl,
+        paymentRules,
+        atClientTime: inClientTime,
+        onFeedAppended,
+      }),
+      checkoutMode: config.environment === 'sandbox' ? 'test' : 'live',
       payments: paymentStore,
       paymentRules,
       onRefundQueued,
@@ -319,7 +347,22 @@ export function createApp({
   // The page's flood guard per client address, in this process's memory, on the base clock (src/http/limits.ts).
   registerPaymentPage(app, services.paymentRequests, {
     limiter: createAddressLimiter({ perMinute: config.limits.payPerMinute, clock: baseClock }),
+    checkoutOrigins: stripeCheckoutOrigins(config.stripe.apiBase),
   })
+  // Stripe's events for each client (design.md section 6): public, verified by signature, outside the route table.
+  registerProviderWebhooks(
+    app,
+    createProviderEvents({
+      store,
+      clock,
+      realClock: baseClock,
+      registry,
+      paymentRules,
+      atClientTime: inClientTime,
+      onFeedAppended,
+      onRefundQueued,
+    }),
+  )
   const webhookDispatcher = createWebhookDispatcher({
     store,
     clock,
@@ -370,7 +413,8 @@ export function createApp({
     store,
     clock: baseClock,
     clientClock: clock,
-    provider: providerFor(config.environment),
+    // Each Payment's refund through the provider that made it (a Stripe Payment through its client's Stripe).
+    provider: refundsThroughProviders(registry, store, sandboxProvider),
     ...(atClientTime ? { atClientTime } : {}),
     onFeedAppended,
     onError: logged('refund worker failed'),

@@ -5,6 +5,7 @@ import { fieldProblem, Problem } from '../domain/problems.ts'
 import { type Clock, isoNow } from '../domain/time.ts'
 import { recordAudit } from '../resources/audit/store.ts'
 import { providerSecretAad } from '../resources/payments/provider-config-store.ts'
+import { STRIPE_WEBHOOK_EVENTS } from '../resources/payments/stripe/adapter.ts'
 import { keyHint, keyMode } from '../resources/payments/stripe/gateway.ts'
 import { inUnitOfWork } from '../resources/unit-of-work.ts'
 import type { Store } from '../store/store.ts'
@@ -19,18 +20,7 @@ import { findClient } from './store.ts'
  */
 
 /** The Stripe events the webhook endpoint must send (design.md section 6): everything the service acts on. */
-export const STRIPE_WEBHOOK_EVENTS = [
-  'checkout.session.completed',
-  'checkout.session.async_payment_succeeded',
-  'checkout.session.async_payment_failed',
-  'checkout.session.expired',
-  'refund.created',
-  'refund.updated',
-  'refund.failed',
-  'charge.dispute.created',
-  'charge.dispute.funds_withdrawn',
-  'charge.dispute.closed',
-] as const
+export { STRIPE_WEBHOOK_EVENTS }
 
 /** Where Stripe sends a client's events (the route is issue 22 item 3's): what the operator enters in the dashboard. */
 export const stripeWebhookUrl = (publicBaseUrl: string, clientCode: string) =>

@@ -377,6 +377,51 @@ END)),
   CONSTRAINT payments_unapplied_minor_check CHECK ((unapplied_minor >= 0))
 );
 
+CREATE TABLE provider_checkouts (
+  client_code text NOT NULL,
+  external_payment_request_id text NOT NULL,
+  attempt integer NOT NULL,
+  provider text NOT NULL,
+  status text NOT NULL,
+  session_id text,
+  url text,
+  expires_at timestamp with time zone NOT NULL,
+  created_at timestamp with time zone NOT NULL,
+  updated_at timestamp with time zone NOT NULL,
+  CONSTRAINT provider_checkouts_attempt_check CHECK ((attempt >= 1)),
+  CONSTRAINT provider_checkouts_check CHECK (((status = ANY (ARRAY['creating'::text, 'expired'::text])) OR (session_id IS NOT NULL))),
+  CONSTRAINT provider_checkouts_client_code_external_payment_request_id_fkey FOREIGN KEY (client_code, external_payment_request_id) REFERENCES payment_requests(client_code, external_payment_request_id),
+  CONSTRAINT provider_checkouts_pkey PRIMARY KEY (client_code, external_payment_request_id, attempt),
+  CONSTRAINT provider_checkouts_provider_check CHECK ((provider = 'stripe'::text)),
+  CONSTRAINT provider_checkouts_status_check CHECK ((status = ANY (ARRAY['creating'::text, 'open'::text, 'processing'::text, 'complete'::text, 'expired'::text, 'failed'::text, 'refunded'::text])))
+);
+CREATE UNIQUE INDEX provider_checkouts_session ON public.provider_checkouts USING btree (client_code, provider, session_id) WHERE (session_id IS NOT NULL);
+
+CREATE TABLE provider_events (
+  client_code text NOT NULL,
+  provider text NOT NULL,
+  event_id text NOT NULL,
+  event_type text NOT NULL,
+  effect text NOT NULL,
+  received_at timestamp with time zone NOT NULL,
+  CONSTRAINT provider_events_client_code_fkey FOREIGN KEY (client_code) REFERENCES clients(client_code),
+  CONSTRAINT provider_events_pkey PRIMARY KEY (client_code, provider, event_id),
+  CONSTRAINT provider_events_provider_check CHECK ((provider = 'stripe'::text))
+);
+
+CREATE TABLE provider_reversals (
+  client_code text NOT NULL,
+  provider text NOT NULL,
+  provider_reversal_id text NOT NULL,
+  external_payment_request_id text NOT NULL,
+  amount_minor bigint NOT NULL,
+  recorded_at timestamp with time zone NOT NULL,
+  CONSTRAINT provider_reversals_amount_minor_check CHECK ((amount_minor >= 0)),
+  CONSTRAINT provider_reversals_client_code_external_payment_request_id_fkey FOREIGN KEY (client_code, external_payment_request_id) REFERENCES payments(client_code, external_payment_request_id),
+  CONSTRAINT provider_reversals_pkey PRIMARY KEY (client_code, provider, provider_reversal_id),
+  CONSTRAINT provider_reversals_provider_check CHECK ((provider = 'stripe'::text))
+);
+
 CREATE UNLOGGED TABLE rate_limit_windows (
   bucket text NOT NULL,
   window_start timestamp with time zone NOT NULL,

@@ -218,6 +218,8 @@ export async function startStripeStandIn(options: StandInOptions = {}) {
   const calls: StandInCall[] = []
   const failures: { status: number; replayed: boolean }[] = []
   let refundRule: RefundRule = 'succeeded'
+  /** Requests to leave unanswered (holdNext): the first one matching each is received and never answered. */
+  const holds: { method: string; pathPrefix: string; arrived: () => void }[] = []
   let base = ''
 
   const idFor = (prefix: string, livemode: boolean) => randomId(`${prefix}_${livemode ? 'live' : 'test'}_`)
@@ -839,6 +841,13 @@ export async function startStripeStandIn(options: StandInOptions = {}) {
         replayed: false,
       }
       calls.push(call)
+      const held = holds.findIndex((h) => h.method === call.method && call.path.startsWith(h.pathPrefix))
+      if (held !== -1) {
+        // Received, never answered: the caller waits (a process killed meanwhile never hears back).
+        const [hold] = holds.splice(held, 1)
+        hold?.arrived()
+        return
+      }
       try {
         if (url.pathname.startsWith('/checkout/')) {
           call.status = servePage(req, res, url, rawBody)
@@ -880,6 +889,13 @@ export async function startStripeStandIn(options: StandInOptions = {}) {
       for (let i = 0; i < (opts.count ?? 1); i++) failures.push({ status: opts.status ?? 500, replayed: opts.replayed ?? false })
     },
     completeSession,
+    /**
+     * The next request with this method and a path starting with `pathPrefix` is received and never answered (until
+     * `close`); the promise resolves when it has arrived.
+     */
+    holdNext(method: string, pathPrefix: string): Promise<void> {
+      return new Promise<void>((arrived) => holds.push({ method, pathPrefix, arrived }))
+    },
     setRefundOutcome(rule: RefundRule): void {
       refundRule = rule
     },

@@ -118,6 +118,7 @@ function stateContent(token: string, view: HostedPageView): { heading: string; b
   switch (view.state) {
     case 'payable': {
       const details = summary([amountRow, ...descriptionRows, ['Pay by', expires]])
+      if (view.providerCheckout) return providerCheckoutContent(token, view.providerCheckout, amount, creditor, details)
       if (!view.sandboxForm) {
         return {
           heading: 'Payment request',
@@ -183,6 +184,47 @@ ${summary([amountRow, ...descriptionRows])}`,
       }
   }
 }
+
+/**
+ * A payable request of a client with a real provider (payment-requests/checkout.ts): one Pay button that takes the
+ * debtor to the provider's page; or, while a payment is under way, "processing" (the page reloads itself every
+ * PROCESSING_REFRESH_SECONDS through the Refresh header, with no script); or, close to its expiry, no button.
+ */
+function providerCheckoutContent(
+  token: string,
+  offer: NonNullable<HostedPageView['providerCheckout']>,
+  amount: string,
+  creditor: string,
+  details: string,
+): { heading: string; body: string } {
+  if (offer === 'processing') {
+    return {
+      heading: 'Payment processing',
+      body: `${notice('info', 'Your payment is being processed. This page updates by itself: it will say when the payment is received. You do not need to pay again.')}
+${details}`,
+    }
+  }
+  if (offer === 'too_late') {
+    return {
+      heading: 'Payment request',
+      body: `${details}
+${notice('info', `This payment request expires too soon to pay online, and nothing has been charged. Ask ${creditor} for a new payment request.`)}`,
+    }
+  }
+  const failed =
+    offer === 'pay_again' ? `${notice('error', 'Your bank payment did not go through, and nothing was charged. You can pay again.')}\n` : ''
+  return {
+    heading: 'Payment request',
+    body: `${failed}${details}
+<form method="post" action="/pay/${escapeHtml(token)}">
+<button type="submit" name="outcome" value="confirmed" class="pay">Pay ${amount}</button>
+</form>
+<p class="fine-print">You will pay on our payment provider's secure page, then come back here.</p>`,
+  }
+}
+
+/** How often the "processing" page reloads itself (the Refresh header). */
+export const PROCESSING_REFRESH_SECONDS = 3
 
 /**
  * The page of one Payment request. `refusal` is a message for a form submission the service refused (the
@@ -254,8 +296,25 @@ const isRefusal = (code: string): code is keyof typeof REFUSALS => Object.hasOwn
 // ---------------------------------------------------------------------------------------------------------
 // Routes.
 
-function sendPage(reply: FastifyReply, status: number, html: string): FastifyReply {
-  return reply.code(status).headers(PAGE_HEADERS).type(HTML).send(html)
+function sendPage(
+  reply: FastifyReply,
+  status: number,
+  html: string,
+  headers: Readonly<Record<string, string>> = PAGE_HEADERS,
+): FastifyReply {
+  return reply.code(status).headers(headers).type(HTML).send(html)
+}
+
+/**
+ * The headers of a page whose form sends the debtor on to a provider's checkout (a 303 to another origin): browsers
+ * apply `form-action` to a form's redirects too, so the provider's checkout origins are allowed there, and only there.
+ */
+export function checkoutPageHeaders(checkoutOrigins: readonly string[]): Readonly<Record<string, string>> {
+  const csp = PAGE_HEADERS['content-security-policy'] as string
+  return {
+    ...PAGE_HEADERS,
+    'content-security-policy': csp.replace("form-action 'self'", `form-action 'self' ${checkoutOrigins.join(' ')}`),
+  }
 }
 
 const tokenOf = (request: FastifyRequest) => (request.params as { token?: string }).token ?? ''
@@ -273,8 +332,13 @@ const badForm = (back: ReturnType<typeof backTo>, heading = 'The form was not se
  * handlers, so nothing under /pay answers problem+json and the API's JSON parsers never see the form; and
  * `GET /favicon.ico`, outside it.
  */
-export function registerPaymentPage(app: FastifyInstance, service: HostedPageService, opts: { limiter?: AddressLimiter } = {}): void {
+export function registerPaymentPage(
+  app: FastifyInstance,
+  service: HostedPageService,
+  opts: { limiter?: AddressLimiter; checkoutOrigins?: readonly string[] } = {},
+): void {
   const { limiter } = opts
+  const checkoutHeaders = checkoutPageHeaders(opts.checkoutOrigins ?? [])
   app.register(
     async (scope) => {
       // First of all: over the address's budget (PAY_RATE_LIMIT_PER_MINUTE, GET and POST together) a request is
@@ -365,9 +429,12 @@ export function registerPaymentPage(app: FastifyInstance, service: HostedPageSer
         const token = tokenOf(request)
         // The token's shape is checked before any lookup: nothing else reaches the store.
         if (!PAGE_TOKEN.test(token)) return sendPage(reply, 404, NOT_FOUND_PAGE)
-        const view = await service.pageView(token)
+        const returnedFrom = (request.query as { checkout?: unknown }).checkout
+        const view = await service.pageView(token, typeof returnedFrom === 'string' ? { returnedFrom } : {})
         if (!view) return sendPage(reply, 404, NOT_FOUND_PAGE)
-        return sendPage(reply, 200, renderPaymentPage(token, view))
+        if (view.providerCheckout === 'processing') reply.header('refresh', String(PROCESSING_REFRESH_SECONDS))
+        const offersPay = view.providerCheckout === 'pay' || view.providerCheckout === 'pay_again'
+        return sendPage(reply, 200, renderPaymentPage(token, view), offersPay ? checkoutHeaders : PAGE_HEADERS)
       })
 
       scope.post(
@@ -390,8 +457,9 @@ export function registerPaymentPage(app: FastifyInstance, service: HostedPageSer
           if (outcome !== 'confirmed' && outcome !== 'failed') {
             return sendPage(reply, 400, badForm(backTo(token)))
           }
+          let answer: Awaited<ReturnType<HostedPageService['settleFromPage']>>
           try {
-            await service.settleFromPage(token, outcome)
+            answer = await service.settleFromPage(token, outcome)
           } catch (err) {
             if (!isProblem(err)) throw err
             if (err.code === 'payment_request_not_found') return sendPage(reply, 404, NOT_FOUND_PAGE)
@@ -400,6 +468,13 @@ export function registerPaymentPage(app: FastifyInstance, service: HostedPageSer
             const view = await service.pageView(token)
             if (!view) return sendPage(reply, 404, NOT_FOUND_PAGE)
             return sendPage(reply, 409, renderPaymentPage(token, view, REFUSALS[err.code]))
+          }
+          // A real provider: to its page (or back to this one), or refused with the page as it stands.
+          if (answer && 'redirect' in answer) return reply.code(303).headers(PAGE_HEADERS).header('location', answer.redirect).send()
+          if (answer && 'refusal' in answer) {
+            const view = await service.pageView(token)
+            if (!view) return sendPage(reply, 404, NOT_FOUND_PAGE)
+            return sendPage(reply, 409, renderPaymentPage(token, view, answer.refusal))
           }
           // Post/redirect/get: the page shows the outcome, and reloading it submits nothing again.
           return reply.code(303).headers(PAGE_HEADERS).header('location', `/pay/${token}`).send()

@@ -148,6 +148,46 @@ export function confirmationOf(verdict: Payability, outcome: 'confirmed' | 'fail
 }
 
 /**
+ * The Receivable of an open request about to be paid, identity- and row-locked, with what the open requests made
+ * before this one reserve (their claims came first: docs/decisions.md) and, with `judgeHolds`, its holds as they are
+ * now (client-wide changes the fan-out has not brought to it yet caught up first, with their revision and event).
+ * The pay-time check of every way of paying (recordOutcome, checkout.ts) reads it.
+ */
+export async function lockReceivableToPay(
+  uow: UnitOfWork,
+  clientCode: string,
+  request: PaymentRequestRow,
+  now: string,
+  judgeHolds: boolean,
+): Promise<PayingReceivableRow> {
+  const { tx } = uow
+  const receivableId = request.external_receivable_id
+  await lockIdentity(tx, clientCode, 'receivable', receivableId)
+  if (judgeHolds) {
+    // The catch-up gives the Receivable its revision and event; the judgement needs no catch-up.
+    const caughtUp = await catchUpReceivable(tx, clientCode, receivableId, now)
+    if (caughtUp) uow.appendChange(clientCode, caughtUp)
+  }
+  const id = request.external_payment_request_id
+  const receivable = await lockPayingReceivable(tx, clientCode, receivableId, { id, createdAt: request.created_at }, now)
+  if (!receivable) throw new Error(`Receivable ${receivableId} of Payment request ${id} is missing`)
+  return receivable
+}
+
+/** The pay-time check's refusal: the locked open request is canceled (`balance_changed`), and nothing is charged. */
+export async function cancelAtPayTime(uow: UnitOfWork, clientCode: string, requestId: string, now: string): Promise<PaymentRequestRow> {
+  const canceled = await cancelPaymentRequest(uow.tx, clientCode, requestId, 'balance_changed', null, now)
+  uow.appendChange(clientCode, {
+    type: 'payment_request.canceled',
+    resourceType: 'payment_request',
+    resourceId: requestId,
+    revision: Number(canceled.revision),
+    occurredAt: now,
+  })
+  return canceled
+}
+
+/**
  * Records what a provider decided about a request. `report` is the provider's account of the Payment, asked only
  * when the request takes it (the sandbox settles the request then). With `refuseWhileHeld` (the sandbox) a held
  * Receivable refuses the payment; a real provider's report of money already taken is recorded whatever the holds.
@@ -169,18 +209,7 @@ export async function recordOutcome(
   const receivableId = request.external_receivable_id
   // An open request may take the payment: its Receivable, locked, with its holds as they are now (client-wide
   // changes the fan-out has not brought to it yet included). A decided or expired one is judged as it stands.
-  let receivable: PayingReceivableRow | undefined
-  if (request.status === 'open') {
-    await lockIdentity(tx, clientCode, 'receivable', receivableId)
-    if (opts.refuseWhileHeld) {
-      // The catch-up gives the Receivable its revision and event; the judgement needs no catch-up.
-      const caughtUp = await catchUpReceivable(tx, clientCode, receivableId, now)
-      if (caughtUp) uow.appendChange(clientCode, caughtUp)
-    }
-    // What the open requests made before this one reserve: their claims came first (docs/decisions.md).
-    receivable = await lockPayingReceivable(tx, clientCode, receivableId, { id: requestId, createdAt: request.created_at }, now)
-    if (!receivable) throw new Error(`Receivable ${receivableId} of Payment request ${requestId} is missing`)
-  }
+  const receivable = request.status === 'open' ? await lockReceivableToPay(uow, clientCode, request, now, opts.refuseWhileHeld) : undefined
   const holds = receivable && opts.refuseWhileHeld ? holdsFromRow(receivable) : []
   if (confirmationOf(payability(request, holds, Date.parse(now)), outcome) === 'already') {
     // Decided (never open) in the transaction that made its Payment: read after the lock, it is there.
@@ -191,15 +220,7 @@ export async function recordOutcome(
   // The pay-time check, where the debtor commits (the sandbox): an amount that no longer fits cancels the request,
   // before the provider is asked for anything. A real provider's report of money already taken is recorded as is.
   if (opts.refuseWhileHeld && !amountFits(receivable as PayingReceivableRow, BigInt(request.amount_minor)).fits) {
-    const canceled = await cancelPaymentRequest(tx, clientCode, requestId, 'balance_changed', null, now)
-    uow.appendChange(clientCode, {
-      type: 'payment_request.canceled',
-      resourceType: 'payment_request',
-      resourceId: requestId,
-      revision: Number(canceled.revision),
-      occurredAt: now,
-    })
-    return { canceled: true, created: false, request: canceled, payment: null }
+    return { canceled: true, created: false, request: await cancelAtPayTime(uow, clientCode, requestId, now), payment: null }
   }
   const reported = report(request)
   if (reported.outcome !== outcome) throw new Error(`provider ${reported.provider} reported ${reported.outcome}, not ${outcome}`)
@@ -333,6 +354,8 @@ export function settleInSandbox(
 /** The payment rules, for the factories that receive them as a `Pick<>`. */
 export const paymentRules = {
   amountFits,
+  cancelAtPayTime,
+  lockReceivableToPay,
   canceledAtPayTime,
   confirmationOf,
   payability,

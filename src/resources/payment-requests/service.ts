@@ -18,6 +18,7 @@ import type { PaymentProvider } from '../payments/provider.ts'
 import type { PaymentRow, PaymentStore } from '../payments/store.ts'
 import { receiptDeliveryState } from '../receipts/service.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
+import { type Checkout, type CheckoutAnswer, MIN_TIME_LEFT_MS } from './checkout.ts'
 import type { PaymentRules } from './payment-rules.ts'
 import {
   PaymentRequestCancel,
@@ -63,6 +64,14 @@ export interface HostedPageView {
   branding: BrandingFields
   /** The provider's id of the confirmed Payment, shown to the debtor as the confirmation number; else null. */
   confirmationNumber: string | null
+  /**
+   * Present only when state is 'payable' and the client pays through a real provider (checkout.ts): `pay` (the Pay
+   * button sends the debtor to the provider), `pay_again` (the same, after a bank debit that failed), `processing`
+   * (a payment is under way: the debtor came back from the
+   * provider's page, or a bank debit is being collected; no button), `too_late` (it expires too soon to start a
+   * payment online).
+   */
+  providerCheckout?: 'pay' | 'pay_again' | 'processing' | 'too_late'
 }
 
 /** `store`, `clock` and `onFeedAppended` (RouteDeps): the hosted page's confirmation runs through executeWrite. */
@@ -82,6 +91,10 @@ export interface PaymentRequestServiceDeps extends RouteDeps {
     | 'recordReversal'
     | 'settleInSandbox'
   >
+  /** Paying through a client's real provider (checkout.ts); absent, every client pays as `provider` says. */
+  checkout?: Checkout
+  /** The key mode a real provider must have here (test in sandbox, live in production); another is not offered. */
+  checkoutMode?: 'test' | 'live'
   /** Told after COMMIT when a confirmation queued the refund of unapplied money: the refund worker asks soon. */
   onRefundQueued?: () => void
   /**
@@ -436,9 +449,9 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
      * (findPageRow): a flood of page reads costs the store one indexed read each, and holds no lock. Whether the
      * request may be paid now is payability(), the decision the page's POST and the operator's simulate make.
      */
-    async pageView(token: string): Promise<HostedPageView | undefined> {
+    async pageView(token: string, opts: { returnedFrom?: string } = {}): Promise<HostedPageView | undefined> {
       const row = await findPageRow(store, token)
-      return row && pageViewOf(row)
+      return row && pageViewOf(row, opts.returnedFrom)
     },
 
     /**
@@ -448,16 +461,21 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
      * payable one is confirmed by confirmOperation, which judges it again under its lock. Both judge with one rule:
      * confirmationOf(payability(...)).
      */
-    async settleFromPage(token: string, outcome: 'confirmed' | 'failed'): Promise<void> {
-      if (!provider.offersSandboxForm) throw new Problem('route_not_found', 'No payment provider form is offered by this deployment.')
+    async settleFromPage(token: string, outcome: 'confirmed' | 'failed'): Promise<CheckoutAnswer | undefined> {
       const row = await findPageRow(store, token)
+      // A client with a real provider pays at the provider (checkout.ts); its page offers no "failed" button.
+      if (row && row.provider_mode !== null && deps.checkout) {
+        return outcome === 'confirmed' ? deps.checkout.pay(token, row) : { redirect: `/pay/${token}` }
+      }
+      if (!provider.offersSandboxForm) throw new Problem('route_not_found', 'No payment provider form is offered by this deployment.')
       if (!row) throw new Problem('payment_request_not_found', 'No Payment request at this address.')
       // The same outcome again is no refusal: the Payment it asks for exists (post/redirect/get shows it).
-      if (confirmationOf(payability(row, holdsFromRow(row), nowOf(row)), outcome) === 'already') return
+      if (confirmationOf(payability(row, holdsFromRow(row), nowOf(row)), outcome) === 'already') return undefined
       const ctx = { clientCode: row.client_code, grant: null, id: row.external_payment_request_id }
       // A request the pay-time check cancels (balance_changed) is no refusal either: the cancel commits, and the
       // page (post/redirect/get) says the balance changed and nothing was charged.
       await atClientTime(row.client_code, () => executeWrite(deps, confirmOperation, ctx, { outcome }))
+      return undefined
     },
   }
 
@@ -466,8 +484,9 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
     return row.frozen_at !== null ? Date.parse(row.frozen_at) : clock.now().getTime()
   }
 
-  function pageViewOf(row: PageRow): HostedPageView {
+  function pageViewOf(row: PageRow, returnedFrom?: string): HostedPageView {
     const state = payability(row, holdsFromRow(row), nowOf(row)).state
+    const checkout = state === 'payable' && row.provider_mode !== null && deps.checkout ? providerCheckoutOf(row, returnedFrom) : undefined
     return {
       state,
       cancelReason: state === 'canceled' ? row.cancel_reason : null,
@@ -476,10 +495,25 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
       amount: money(BigInt(row.amount_minor), row.currency),
       expiresAt: row.expires_at,
       decidedAt: row.decided_at,
-      sandboxForm: state === 'payable' && provider.offersSandboxForm,
+      sandboxForm: state === 'payable' && provider.offersSandboxForm && row.provider_mode === null,
       branding: brandingFields(row.branding),
       confirmationNumber: state === 'confirmed' ? row.provider_payment_id : null,
+      ...(checkout ? { providerCheckout: checkout } : {}),
     }
+  }
+
+  /**
+   * What the page offers a payable request of a client with a real provider: processing while a bank debit is being
+   * collected, or when the debtor came back from the provider's page of the latest attempt (`?checkout=<session>`)
+   * before its event arrived; too late within MIN_TIME_LEFT_MS of the request's expiry; else the Pay button.
+   */
+  function providerCheckoutOf(row: PageRow, returnedFrom: string | undefined): NonNullable<HostedPageView['providerCheckout']> {
+    if (row.checkout_status === 'processing' || row.checkout_status === 'complete') return 'processing'
+    if (returnedFrom !== undefined && returnedFrom === row.checkout_session_id && row.checkout_status === 'open') return 'processing'
+    // Not this deployment's mode (a database copied between environments): the Pay button, whose POST refuses.
+    if (deps.checkoutMode !== undefined && row.provider_mode !== deps.checkoutMode) return 'pay'
+    if (Date.parse(row.expires_at) - nowOf(row) < MIN_TIME_LEFT_MS) return 'too_late'
+    return row.checkout_status === 'failed' ? 'pay_again' : 'pay'
   }
 }
 

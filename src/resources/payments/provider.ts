@@ -2,9 +2,26 @@ import { createHash } from 'node:crypto'
 import type { Environment } from '../../config.ts'
 
 /**
- * The payment provider behind the hosted page: who decides whether the debtor paid. Everything else (the
- * Payment row, the allocation, the feed) is the service's and goes through `recordOutcome`
- * (payment-requests/payment-rules.ts), whatever the provider; a real adapter implements this interface and nothing more.
+ * The payment providers behind the hosted page: who decides whether the debtor paid. Everything else (the Payment
+ * row, the allocation, refunds and reversals, the feed) is the service's and goes through the same rules whatever
+ * the provider (payment-requests/payment-rules.ts recordOutcome and recordReversal, refunds/rules.ts
+ * recordRefundOutcome).
+ *
+ * Two shapes of provider:
+ * - `PaymentProvider`: the sandbox's, which settles at once when asked (the page's test buttons, `simulate`),
+ *   and the refunds of every Payment (the refund worker calls `refund`, whatever made the Payment: registry.ts
+ *   `refundsThroughProviders` routes a Payment's refund to the provider named on it).
+ * - `CheckoutProvider`: a real provider, per client, where the debtor pays on the provider's own page and the
+ *   provider tells the outcome later, by a signed event. It does four things and knows nothing of the service's
+ *   tables: `startCheckout` (a hosted payment session for one attempt, idempotent by the attempt's key), `refund`,
+ *   `readEvent` (verify a delivery and say which event it is) and `factOf` (the object's current state, read from
+ *   the provider, as a `ProviderFact`). payment-requests/checkout.ts starts attempts and payments/provider-events.ts
+ *   records facts; neither names Stripe.
+ *
+ * Adding a provider (Adyen, a US ACH processor): a new file implementing `CheckoutProvider` (stripe/adapter.ts is
+ * the model), its secrets in `client_payment_providers` (a new `provider` value), a branch in registry.ts that builds
+ * it, and its webhook path registered beside Stripe's (payment-requests/provider-webhook-route.ts) onto the same
+ * `receive` (payment-requests/provider-events.ts), which records facts under the provider's `name`.
  */
 export interface SettleRequest {
   clientCode: string
@@ -48,6 +65,92 @@ export interface ProviderRefund {
   status: 'succeeded' | 'pending' | 'failed'
   /** Why it failed (status failed), in the provider's words. */
   failureReason?: string
+}
+
+/** One payment attempt to start at the provider: a hosted session for the request's amount. */
+export interface CheckoutStart {
+  clientCode: string
+  externalPaymentRequestId: string
+  attempt: number
+  amountMinor: bigint
+  currency: string
+  /** What the debtor sees on the provider's page (the request's description, or the creditor's name). */
+  description: string
+  /** Where the provider sends the debtor back, paid or not. */
+  returnUrl: string
+  cancelUrl: string
+  /** When the session must end (never after the request's own expiry: payment-requests/checkout.ts). */
+  expiresAt: Date
+  /** The same on every try of this attempt: a retried start gives the same session. */
+  idempotencyKey: string
+}
+
+export interface CheckoutSession {
+  sessionId: string
+  /** Where the debtor is sent (303). */
+  url: string
+  /** When the provider will expire it unpaid (ISO). */
+  expiresAt: string
+}
+
+/**
+ * What the provider says an event is about, as it stands now (read from the provider, never from the event's
+ * copy: events arrive twice, late and out of order). `requestId` and `refundId` come from the metadata the
+ * service set on the object it created.
+ */
+export type ProviderFact =
+  | {
+      kind: 'paid'
+      requestId: string
+      sessionId: string
+      providerPaymentId: string
+      amountMinor: bigint
+      currency: string
+    }
+  /** Completed with an asynchronous method still being collected (a bank debit): nothing taken yet. */
+  | { kind: 'processing'; requestId: string; sessionId: string }
+  /** The asynchronous payment failed, or the session expired unpaid: the request stays open for another try. */
+  | { kind: 'failed' | 'expired'; requestId: string; sessionId: string }
+  | {
+      kind: 'refund'
+      requestId: string
+      refundId: string
+      providerRefundId: string
+      status: 'succeeded' | 'failed'
+      failureReason?: string
+    }
+  /** Money the provider took back (a dispute lost, funds withdrawn): once per `reversalId`. */
+  | { kind: 'reversal'; reversalId: string; providerPaymentId: string; amountMinor: bigint; currency: string }
+  /** Nothing to record: not ours, not decided yet, or a state the service does not act on. */
+  | { kind: 'none'; why: string }
+
+/** A verified delivery: which event it is, and whether it is of a type the service acts on. */
+export interface ProviderEvent {
+  id: string
+  type: string
+  handled: boolean
+  /** The id of the object the event is about (a session, a refund, a dispute). */
+  objectId: string
+}
+
+export interface CheckoutProvider {
+  name: string
+  startCheckout(start: CheckoutStart): Promise<CheckoutSession>
+  refund(request: RefundRequest): Promise<ProviderRefund>
+  /** Verifies a delivery (raw body and headers); throws ProviderSignatureError when it is not the provider's. */
+  readEvent(rawBody: Buffer, headers: Record<string, string | string[] | undefined>): ProviderEvent
+  /** The event's object as it stands now at the provider. */
+  factOf(event: ProviderEvent): Promise<ProviderFact>
+  /**
+   * Gives back, in full, money taken for a request that can no longer take it (expired, canceled, or paid through
+   * another session): idempotent per provider payment.
+   */
+  returnPayment(fact: Extract<ProviderFact, { kind: 'paid' }>, clientCode: string): Promise<void>
+}
+
+/** A delivery whose signature is missing, wrong or too old: 400, nothing recorded. */
+export class ProviderSignatureError extends Error {
+  override readonly name = 'ProviderSignatureError'
 }
 
 export interface PaymentProvider {

@@ -1,8 +1,9 @@
 import type { Environment } from '../../config.ts'
 import { type KeyRing, UnreadableSecretError } from '../../domain/key-ring.ts'
 import type { Queryable } from '../../store/store.ts'
-import type { PaymentProvider } from './provider.ts'
+import type { CheckoutProvider, PaymentProvider } from './provider.ts'
 import { type ProviderConfigStore, providerSecretAad } from './provider-config-store.ts'
+import { createStripeProvider } from './stripe/adapter.ts'
 import { createStripeGateway, type StripeGateway, type StripeKeyMode } from './stripe/gateway.ts'
 
 /**
@@ -30,6 +31,8 @@ export interface StripeClientConfig {
   secretKey: string
   webhookSecret: string
   gateway: StripeGateway
+  /** The client's checkout provider over that gateway (stripe/adapter.ts). */
+  provider: CheckoutProvider
   /** The configuration's `updated_at`, the cache's version. */
   updatedAt: string
 }
@@ -81,12 +84,14 @@ export function createProviderRegistry({ store, keyRing, environment, stripeApiB
         cache.delete(clientCode)
         return { kind: 'unconfigured', reason: 'secret_unreadable' }
       }
+      const gateway = createStripeGateway({ secretKey, apiBase: stripeApiBase, ...(now ? { now } : {}) })
       const config: StripeClientConfig = {
         clientCode,
         mode: row.mode,
         secretKey,
         webhookSecret,
-        gateway: createStripeGateway({ secretKey, apiBase: stripeApiBase, ...(now ? { now } : {}) }),
+        gateway,
+        provider: createStripeProvider({ clientCode, gateway, webhookSecret }),
         updatedAt: row.updated_at,
       }
       cache.set(clientCode, { version, config })
@@ -96,3 +101,25 @@ export function createProviderRegistry({ store, keyRing, environment, stripeApiB
 }
 
 export type ProviderRegistry = ReturnType<typeof createProviderRegistry>
+
+/**
+ * The refund worker's provider: a Payment's refund goes to the provider named on the Payment. A Stripe Payment's
+ * refund goes through its client's Stripe configuration (a configuration removed or unreadable since is a transient
+ * failure, asked again later, never a refund through another provider); every other Payment's through `fallback`
+ * (the sandbox provider in sandbox).
+ */
+export function refundsThroughProviders(registry: ProviderRegistry, db: Queryable, fallback: PaymentProvider): PaymentProvider {
+  return {
+    ...fallback,
+    async refund(request) {
+      if (request.provider !== 'stripe') return fallback.refund(request)
+      const choice = await registry.forClient(db, request.clientCode)
+      if (choice.kind !== 'stripe') {
+        throw new Error(
+          `client ${request.clientCode} has no usable Stripe configuration (${choice.kind === 'unconfigured' ? choice.reason : 'none'})`,
+        )
+      }
+      return choice.stripe.provider.refund(request)
+    },
+  }
+}

@@ -155,6 +155,16 @@ export function stripeHostOptions(apiBase: string): { protocol: 'http' | 'https'
   return { protocol, host, port }
 }
 
+/**
+ * Where Stripe's hosted Checkout pages are: checkout.stripe.com, and the origin of STRIPE_API_BASE when it is not
+ * Stripe's (a proxy or a local stand-in serving both). The hosted page's `form-action` allows these, since its form's
+ * 303 leads there. A Checkout custom domain is not among them (not supported).
+ */
+export function stripeCheckoutOrigins(apiBase: string): string[] {
+  const origin = new URL(apiBase).origin
+  return origin === DEFAULT_STRIPE_API_BASE ? ['https://checkout.stripe.com'] : ['https://checkout.stripe.com', origin]
+}
+
 /** 'test' or 'live' for a secret (`sk_`) or restricted (`rk_`) key; null for anything else (a publishable key too). */
 export function keyMode(secretKey: string): StripeKeyMode | null {
   const m = /^(?:sk|rk)_(test|live)_[A-Za-z0-9]+$/.exec(secretKey)
