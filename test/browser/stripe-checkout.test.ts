@@ -47,7 +47,7 @@ test('page, Pay, Stripe Checkout, back to "processing", the event, "Payment rece
   await page.goto(`${base}${p.path}`)
   assert.equal(await seen(page.getByRole('heading', { level: 1 })), 'Payment request')
   assert.equal(await page.getByRole('button').count(), 1)
-  await page.getByRole('button', { name: 'Pay USD 30.00', exact: true }).click()
+  await page.getByRole('button', { name: 'Pay $30.00', exact: true }).click()
 
   // The stand-in's Checkout page, at the session's url.
   await page.waitForURL(new RegExp(`^${s.stripe.url}/checkout/cs_test_`))
@@ -70,7 +70,7 @@ test('page, Pay, Stripe Checkout, back to "processing", the event, "Payment rece
 
   // The page reloads itself (Refresh header) and shows the outcome.
   await page.getByRole('heading', { level: 1, name: 'Payment received' }).waitFor({ timeout: 15_000 })
-  assert.match(await seen(page.locator('.notice-success')), /^Thank you\. Your payment of USD 30\.00 to .* was received/)
+  assert.match(await seen(page.locator('.notice-success')), /^Thank you\. Your payment of \$30\.00 to .* was received/)
   const request = (await s.t.call('GET', `/v1/clients/${p.client}/payment-requests/${p.requestId}`, { key: p.apiKey })).json
   assert.deepEqual([request.status, request.payment.provider, request.payment.amount.amount], ['confirmed', 'stripe', '30.00'])
   assert.deepEqual(violations, [])
