@@ -195,6 +195,7 @@ export function createApp({
         await webhooks.onGrantRevoked(tx, integrationId, clientCode)
         await receipts.onGrantRevoked(tx, integrationId, clientCode)
       },
+      onClientReset: (tx, clientCode, now) => receipts.onClientReset(tx, clientCode, now),
       baseClock,
       onClientFact: () => clientFanout.wake(),
     }),

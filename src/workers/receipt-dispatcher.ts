@@ -27,7 +27,6 @@ import {
   releaseReceipts,
   type ScannedEvent,
   scanFeed,
-  takenBackReported,
 } from '../resources/receipts/delivery-store.ts'
 import { confirmationCodeFor, disableWithAudit, openRouteSecret, receiptIdFor } from '../resources/receipts/service.ts'
 import { findRoute, type RouteDisabledReason, type RouteRow } from '../resources/receipts/store.ts'
@@ -40,8 +39,8 @@ import { createWorker, serveInLanes, type Worker } from './worker.ts'
 /**
  * The receipt dispatcher (design.md section 7). Guarantees:
  * - Receipts come from committed facts: each run walks the change feed of every verified route after its scanned
- *   sequence (commit order) and turns each `payment.confirmed` event into one receipt row, its payload read from
- *   the `payments` row and fixed then, its id stable (`receiptIdFor`), in the same transaction that moves the
+ *   sequence (commit order) and turns each `payment.confirmed`, `refund.succeeded` and `payment.reversed` event
+ *   into one receipt row, its payload read from the `payments` row (and the take-back record) and fixed then, its id stable (`receiptIdFor`), in the same transaction that moves the
  *   sequence. Nothing committed is missed, nothing uncommitted is sent. While the governing grant says
  *   `receiptDeliveryOwner` `partner` the sequence moves on and nothing is created: the partner delivers those.
  * - Shared by instances: a client's due receipts are claimed as leases (UPDATE ... FOR UPDATE SKIP LOCKED, a token
@@ -123,7 +122,7 @@ export function createReceiptDispatcher(opts: ReceiptDispatcherOptions): Worker 
           const last = events.at(-1)
           if (!last) continue
           // Owner `partner`: the partner delivers what is confirmed meanwhile; the sequence moves on all the same.
-          const receipts = r.receipt_delivery_owner === 'service' ? await receiptsOf(tx, r.client_code, events) : []
+          const receipts = r.receipt_delivery_owner === 'service' ? receiptsOf(r.client_code, events) : []
           await insertReceipts(tx, r.client_code, receipts, last.seq, now)
         }
         return chunk.length === 100 ? (chunk.at(-1)?.client_code ?? null) : null
@@ -133,55 +132,36 @@ export function createReceiptDispatcher(opts: ReceiptDispatcherOptions): Worker 
   }
 
   /**
-   * The receipts a scanned stretch of the feed gives, in commit order. A refund or a reversal takes back unapplied
-   * money first, then allocated money (payments/take-back.ts): its receipt says which, from what the earlier refund
-   * and reversal receipts of the Payment reported. A reversal reports what the Payment's running reversed total grew
-   * by since the last reversal receipt (two reversals committed between two scans give one receipt of their sum).
+   * The receipts a scanned stretch of the feed gives, in commit order: one per confirmed Payment, one per refund
+   * success, one per reversal (each its own event, its own take-back record and receiptId: two reversals committed
+   * between two scans give two receipts). A refund's or a reversal's split between unapplied and allocated money is
+   * the one the take-back rule decided when it happened (payments/take-back.ts), recorded with it.
    */
-  async function receiptsOf(tx: Tx, clientCode: string, events: readonly ScannedEvent[]): Promise<NewReceipt[]> {
-    const relevant = events.filter((e) => e.external_payment_request_id !== null && e.currency !== null)
-    const takeBacks = relevant.filter((e) => e.type !== 'payment.confirmed').map((e) => e.external_payment_request_id as string)
-    const reported = takeBacks.length > 0 ? await takenBackReported(tx, clientCode, [...new Set(takeBacks)]) : new Map()
+  function receiptsOf(clientCode: string, events: readonly ScannedEvent[]): NewReceipt[] {
     const receipts: NewReceipt[] = []
-    for (const e of relevant) {
-      const requestId = e.external_payment_request_id as string
-      const currency = e.currency as string
-      const unapplied = BigInt(e.unapplied_minor as string)
+    for (const e of events) {
+      if (e.external_payment_request_id === null || e.currency === null) continue
+      const requestId = e.external_payment_request_id
+      const currency = e.currency
       let kind: NewReceipt['kind']
       let sourceKey: string
       let amountMinor: bigint
       let unappliedMinor: bigint
-      let occurredAt = new Date(e.decided_at as string).toISOString()
-      let reversedThroughMinor: bigint | null = null
+      let occurredAt: string
       if (e.type === 'payment.confirmed') {
         kind = 'payment'
         sourceKey = requestId
         amountMinor = BigInt(e.amount_minor as string)
-        unappliedMinor = unapplied
-      } else {
-        const before = reported.get(requestId) ?? { takenBackMinor: 0n, reversedThroughMinor: 0n }
-        if (e.type === 'refund.succeeded') {
-          if (e.refund_minor === null) continue
-          kind = 'refund'
-          sourceKey = `${requestId}/${e.external_refund_id}`
-          amountMinor = BigInt(e.refund_minor)
-          occurredAt = new Date(e.refund_decided_at as string).toISOString()
-        } else if (e.type === 'payment.reversed') {
-          kind = 'reversal'
-          sourceKey = `${requestId}/reversal/${e.revision}`
-          reversedThroughMinor = BigInt(e.reversed_minor as string)
-          amountMinor = reversedThroughMinor - before.reversedThroughMinor
-          // Already reported by the receipt of an earlier reversal event of this stretch.
-          if (amountMinor <= 0n) continue
-          occurredAt = new Date(e.event_occurred_at).toISOString()
-        } else continue
-        const unappliedLeft = unapplied > before.takenBackMinor ? unapplied - before.takenBackMinor : 0n
-        unappliedMinor = amountMinor < unappliedLeft ? amountMinor : unappliedLeft
-        reported.set(requestId, {
-          takenBackMinor: before.takenBackMinor + amountMinor,
-          reversedThroughMinor: reversedThroughMinor ?? before.reversedThroughMinor,
-        })
-      }
+        unappliedMinor = BigInt(e.unapplied_minor as string)
+        occurredAt = new Date(e.decided_at as string).toISOString()
+      } else if (e.take_back_key !== null && (e.type === 'refund.succeeded' || e.type === 'payment.reversed')) {
+        kind = e.type === 'refund.succeeded' ? 'refund' : 'reversal'
+        // The same source keys as before the take-back record existed: a receipt's id never changes.
+        sourceKey = kind === 'refund' ? `${requestId}/${e.take_back_key.slice('refund/'.length)}` : `${requestId}/reversal/${e.revision}`
+        amountMinor = BigInt(e.take_back_minor as string)
+        unappliedMinor = BigInt(e.take_back_unapplied_minor as string)
+        occurredAt = new Date(e.take_back_occurred_at as string).toISOString()
+      } else continue
       const allocatedMinor = amountMinor - unappliedMinor
       const receiptId = receiptIdFor(clientCode, kind, sourceKey)
       receipts.push({
@@ -189,8 +169,6 @@ export function createReceiptDispatcher(opts: ReceiptDispatcherOptions): Worker 
         kind,
         sourceKey,
         requestId,
-        takenBackMinor: kind === 'payment' ? null : amountMinor,
-        reversedThroughMinor,
         payload: {
           receiptId,
           kind,

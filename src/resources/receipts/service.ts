@@ -232,6 +232,24 @@ export function createReceiptService({ store, clock, resolver, allowLoopback, ke
       return routeView(row)
     },
 
+    /**
+     * The admin service's hook in a sandbox client reset's transaction: the route is configuration and is kept (a
+     * verified route stays verified), its receipts are data and went with the client's data. An unverified route
+     * gets its test receipt again (the same receiptId and code), so the Source can still prove it.
+     */
+    async onClientReset(tx: Tx, clientCode: string, now: string) {
+      const route = await findRoute(tx, clientCode, true)
+      if (route?.state !== 'unverified') return
+      const receiptId = receiptIdFor(clientCode, 'test', String(route.version))
+      await queueTestReceipt(tx, {
+        clientCode,
+        receiptId,
+        version: route.version,
+        payload: { receiptId, kind: 'test', occurredAt: now },
+        now,
+      })
+    },
+
     /** The admin service's hook: revoking the grant that governs a route disables it in the same transaction. */
     async onGrantRevoked(tx: Tx, integrationId: string, clientCode: string) {
       await disableWithAudit(tx, clientCode, 'grant_revoked', isoNow(clock), integrationId)
