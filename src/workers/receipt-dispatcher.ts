@@ -33,7 +33,7 @@ import { findRoute, type RouteDisabledReason, type RouteRow } from '../resources
 import { inUnitOfWork } from '../resources/unit-of-work.ts'
 import { signatureHeader } from '../resources/webhooks/secrets.ts'
 import { claimKey } from '../store/lease-holder.ts'
-import type { Store, Tx } from '../store/store.ts'
+import type { Store } from '../store/store.ts'
 import { createWorker, serveInLanes, type Worker } from './worker.ts'
 
 /**
