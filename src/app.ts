@@ -1,6 +1,7 @@
 import { z } from 'zod'
 import { paymentProviderRoutes } from './admin/payment-provider-routes.ts'
 import { createPaymentProviderService } from './admin/payment-provider-service.ts'
+import { receiptRouteAdminRoutes } from './admin/receipt-route-routes.ts'
 import { adminRoutes, adminSandboxRoutes } from './admin/routes.ts'
 import { createSecretRewrap, secretRoutes } from './admin/secrets-routes.ts'
 import { createAdminService } from './admin/service.ts'
@@ -249,6 +250,7 @@ export function createApp({
       ...sandboxClockRoutes(sandboxClock),
       ...adminSandboxRoutes(services.admin, { sandbox: config.environment === 'sandbox' }),
       ...secretRoutes(secretRewrap),
+      ...receiptRouteAdminRoutes(store, baseClock),
       ...paymentProviderRoutes(
         createPaymentProviderService({
           store,

@@ -412,6 +412,7 @@ CREATE TABLE receipt_deliveries (
   CONSTRAINT receipt_deliveries_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'delivered'::text, 'abandoned'::text])))
 );
 CREATE INDEX receipt_deliveries_due ON public.receipt_deliveries USING btree (client_code, next_attempt_at) WHERE (status = 'pending'::text);
+CREATE INDEX receipt_deliveries_finished ON public.receipt_deliveries USING btree (completed_at) WHERE (status <> 'pending'::text);
 CREATE INDEX receipt_deliveries_request ON public.receipt_deliveries USING btree (client_code, external_payment_request_id);
 
 CREATE TABLE receipt_delivery_attempts (
@@ -427,6 +428,7 @@ CREATE TABLE receipt_delivery_attempts (
   next_attempt_at timestamp with time zone,
   CONSTRAINT receipt_delivery_attempts_pkey PRIMARY KEY (client_code, receipt_id, attempt)
 );
+CREATE INDEX receipt_delivery_attempts_recent ON public.receipt_delivery_attempts USING btree (client_code, attempted_at DESC);
 CREATE INDEX receipt_delivery_attempts_request ON public.receipt_delivery_attempts USING btree (client_code, external_payment_request_id);
 
 CREATE TABLE receipt_lines (

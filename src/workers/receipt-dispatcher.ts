@@ -382,6 +382,10 @@ export function createReceiptDispatcher(opts: ReceiptDispatcherOptions): Worker 
     name: 'receipt-dispatcher',
     intervalMs: opts.intervalMs,
     runOnce,
+    // A backlog (a Source that was down, a route verified before a busy day) drains run after run: each run sends
+    // at most `perClient` receipts per client over at most `perClient` connections, so a Source never has more
+    // than that in flight; with nothing sent, the next run waits for intervalMs or a wake-up (bench/receipts.ts).
+    repeatWhileWorking: true,
     minWakeGapMs: opts.wakeGapMs ?? 1000,
     onStarting: () => {
       stopping = false

@@ -59,3 +59,6 @@ ALTER TABLE receipt_deliveries DROP COLUMN taken_back_minor, DROP COLUMN reverse
 
 -- Retention purges finished receipt delivery records 30 days after their last attempt (retention/service.ts).
 CREATE INDEX receipt_deliveries_finished ON receipt_deliveries (completed_at) WHERE status <> 'pending';
+
+-- The operator's view of a route (GET /admin/v1/clients/{clientCode}/receipt-route): its latest attempts.
+CREATE INDEX receipt_delivery_attempts_recent ON receipt_delivery_attempts (client_code, attempted_at DESC);
