@@ -11,7 +11,7 @@
  * receipt and confirmation. Then the dispatcher is held while PAYMENTS (default 5,000) Payments are confirmed
  * (RECEIVABLES receivables of 1,000.00, Payment requests of 10.00 each, through the API and the sandbox's
  * simulate), and released: the figure is PAYMENTS / (the last new receipt's arrival - the release), with the
- * dispatcher's defaults (10 receipts per client per run, 10 connections to the Source). A figure, not a test.
+ * dispatcher's defaults (50 receipts claimed per client per run, over 10 connections to the Source). A figure, not a test.
  */
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'

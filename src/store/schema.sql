@@ -411,7 +411,7 @@ CREATE TABLE receipt_deliveries (
   CONSTRAINT receipt_deliveries_pkey PRIMARY KEY (client_code, receipt_id),
   CONSTRAINT receipt_deliveries_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'delivered'::text, 'abandoned'::text])))
 );
-CREATE INDEX receipt_deliveries_due ON public.receipt_deliveries USING btree (client_code, next_attempt_at) WHERE (status = 'pending'::text);
+CREATE INDEX receipt_deliveries_due ON public.receipt_deliveries USING btree (client_code, next_attempt_at, created_at, receipt_id) WHERE (status = 'pending'::text);
 CREATE INDEX receipt_deliveries_finished ON public.receipt_deliveries USING btree (completed_at) WHERE (status <> 'pending'::text);
 CREATE INDEX receipt_deliveries_request ON public.receipt_deliveries USING btree (client_code, external_payment_request_id);
 

@@ -67,8 +67,10 @@ export interface ReceiptDispatcherOptions {
   /** Real time for leases and signature timestamps (the sandbox's base clock); `clock` when omitted. */
   realClock?: Clock
   timeoutMs?: number
-  /** Receipts per client per run. */
+  /** Connections to one Source, so receipts in flight to it at once (default 10). */
   perClient?: number
+  /** Receipts claimed per client per run, sent over at most `perClient` connections (default 50). */
+  perRun?: number
   /** Clients served at once. */
   concurrency?: number
   /** The least time between the start of a run and a run a wake-up brings (default 1 s). */
@@ -84,9 +86,11 @@ export function createReceiptDispatcher(opts: ReceiptDispatcherOptions): Worker 
   const real = opts.realClock ?? clock
   const timeoutMs = opts.timeoutMs ?? ATTEMPT_TIMEOUT_MS
   const perClient = opts.perClient ?? 10
+  const perRun = opts.perRun ?? 50
   const concurrency = opts.concurrency ?? 16
-  // A lease outlives the slowest group of attempts (all under the timeout) by a wide margin.
-  const leaseMs = timeoutMs * 4
+  // A lease outlives the slowest run of attempts (perRun over perClient connections, each under the timeout) by a
+  // wide margin.
+  const leaseMs = timeoutMs * (Math.ceil(perRun / perClient) + 3)
   const agents = new Map<string, Agent>()
   let stopping = false
 
@@ -256,7 +260,7 @@ export function createReceiptDispatcher(opts: ReceiptDispatcherOptions): Worker 
     await inUnitOfWork(store, ({ tx }) => disableWithAudit(tx, clientCode, reason, isoNow(clock), integrationId))
   }
 
-  /** Checks the route and its grant, then claims and sends one client's due receipts (at most perClient). */
+  /** Checks the route and its grant, then claims and sends one client's due receipts (at most perRun). */
   async function serveClient(clientCode: string): Promise<number> {
     const holder = claimKey(store.leaseHolder)
     if (holder === 'not_held') return 0
@@ -293,7 +297,7 @@ export function createReceiptDispatcher(opts: ReceiptDispatcherOptions): Worker 
       now: isoNow(clock),
       leaseNow: realNow.toISOString(),
       leaseUntil: new Date(realNow.getTime() + leaseMs).toISOString(),
-      limit: perClient,
+      limit: perRun,
       holder,
     })
     if (claimed.length === 0) return 0
@@ -383,8 +387,8 @@ export function createReceiptDispatcher(opts: ReceiptDispatcherOptions): Worker 
     intervalMs: opts.intervalMs,
     runOnce,
     // A backlog (a Source that was down, a route verified before a busy day) drains run after run: each run sends
-    // at most `perClient` receipts per client over at most `perClient` connections, so a Source never has more
-    // than that in flight; with nothing sent, the next run waits for intervalMs or a wake-up (bench/receipts.ts).
+    // at most `perRun` receipts per client over at most `perClient` connections, so a Source never has more than
+    // that in flight; with nothing sent, the next run waits for intervalMs or a wake-up (bench/receipts.ts).
     repeatWhileWorking: true,
     minWakeGapMs: opts.wakeGapMs ?? 1000,
     onStarting: () => {

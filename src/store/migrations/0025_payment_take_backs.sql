@@ -62,3 +62,8 @@ CREATE INDEX receipt_deliveries_finished ON receipt_deliveries (completed_at) WH
 
 -- The operator's view of a route (GET /admin/v1/clients/{clientCode}/receipt-route): its latest attempts.
 CREATE INDEX receipt_delivery_attempts_recent ON receipt_delivery_attempts (client_code, attempted_at DESC);
+
+-- The dispatcher claims a client's due receipts in (next_attempt_at, created_at, receipt_id) order: an index in
+-- that order makes a claim from a backlog of thousands read only the rows it takes (bench/receipts.ts).
+DROP INDEX receipt_deliveries_due;
+CREATE INDEX receipt_deliveries_due ON receipt_deliveries (client_code, next_attempt_at, created_at, receipt_id) WHERE status = 'pending';
