@@ -562,6 +562,13 @@ describe(`receipt routes (${engineName})`, () => {
     // Purged rows are not derived again: the route's scan is past them.
     await run()
     assert.equal((await rows()).length, 2)
+    // The sandbox's retention (each client at its own clock) purges them alike.
+    await t.store.query(
+      `UPDATE receipt_deliveries SET completed_at = now() - interval '31 days' WHERE client_code = 'rcp-retain' AND external_payment_request_id = 'pr-new'`,
+    )
+    assert.ok(t.app.sandbox)
+    await runRetention(t.store, t.app.sandbox)
+    assert.deepEqual(await rows(), [{ request: 'pr-owed', status: 'pending', attempts: 1 }])
     // A refund after the purge still reports exactly its own money (it depends on no earlier receipt).
     const refund = await t.call('PUT', '/v1/clients/rcp-retain/payment-requests/pr-old/refunds/rf-after', {
       key: tn.apiKey,
