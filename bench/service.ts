@@ -14,6 +14,8 @@ export async function freePort(): Promise<number> {
 export interface Service {
   url: string
   stop(): Promise<void>
+  /** Sends the process a signal (bench/receipts-service.ts holds and releases its receipt dispatcher so). */
+  signal(signal: NodeJS.Signals): void
 }
 
 /** Every child process started by startService and not yet stopped (stopAllServices, and the exit hook below). */
@@ -87,7 +89,7 @@ export async function startService(env: Record<string, string>, script = 'src/ma
     await stopChild(child)
     throw new Error(`${script} was not ready within 60 s`)
   }
-  return { url, stop: () => stopChild(child) }
+  return { url, stop: () => stopChild(child), signal: (signal) => void child.kill(signal) }
 }
 
 export async function call(url: string, method: string, path: string, token: string, body?: unknown) {

@@ -4,6 +4,7 @@ import { brandingRoutes } from './admin/branding-routes.ts'
 import { createBrandingService } from './admin/branding-service.ts'
 import { paymentProviderRoutes } from './admin/payment-provider-routes.ts'
 import { createPaymentProviderService } from './admin/payment-provider-service.ts'
+import { receiptRouteAdminRoutes } from './admin/receipt-route-routes.ts'
 import { adminRoutes, adminSandboxRoutes } from './admin/routes.ts'
 import { createSecretRewrap, secretRoutes } from './admin/secrets-routes.ts'
 import { createAdminService } from './admin/service.ts'
@@ -226,6 +227,7 @@ export function createApp({
         await webhooks.onGrantRevoked(tx, integrationId, clientCode)
         await receipts.onGrantRevoked(tx, integrationId, clientCode)
       },
+      onClientReset: (tx, clientCode, now) => receipts.onClientReset(tx, clientCode, now),
       baseClock,
       onClientFact: () => clientFanout.wake(),
     }),
@@ -280,6 +282,7 @@ export function createApp({
       ...adminSandboxRoutes(services.admin, { sandbox: config.environment === 'sandbox' }),
       ...secretRoutes(secretRewrap),
       ...brandingRoutes(createBrandingService({ store, clock: baseClock })),
+      ...receiptRouteAdminRoutes(store, baseClock),
       ...paymentProviderRoutes(
         createPaymentProviderService({
           store,

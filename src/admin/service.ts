@@ -167,13 +167,23 @@ export interface AdminServiceDeps {
   environment: Environment
   /** Hooks other families attach to operator events (a revoked grant disables its webhook endpoint). */
   onGrantRevoked?: (tx: Tx, integrationId: string, clientCode: string) => Promise<void>
+  /** Called in the client reset's transaction after the client's data is deleted (a receipt route's test receipt). */
+  onClientReset?: (tx: Tx, clientCode: string, now: string) => Promise<void>
   /** Called after a collection toggle committed its client fact (the client fan-out worker's wake-up). */
   onClientFact?: () => void
   /** Real time, for operator actions on a client whose sandbox clock is stopped (the client reset); `clock` by default. */
   baseClock?: Clock
 }
 
-export function createAdminService({ store, clock, environment, onGrantRevoked, onClientFact, baseClock = clock }: AdminServiceDeps) {
+export function createAdminService({
+  store,
+  clock,
+  environment,
+  onGrantRevoked,
+  onClientReset,
+  onClientFact,
+  baseClock = clock,
+}: AdminServiceDeps) {
   return {
     async putClient(clientCode: string, body: { name?: string; collectionEnabled?: boolean }) {
       let factRecorded = false
@@ -463,6 +473,7 @@ export function createAdminService({ store, clock, environment, onGrantRevoked, 
         if (!(await findClient(tx, clientCode, true))) throw new Problem('client_not_found', `No client ${clientCode}.`)
         const deleted = await deleteClientData(tx, clientCode)
         const now = isoNow(baseClock)
+        await onClientReset?.(tx, clientCode, now)
         await recordAudit(tx, {
           action: 'client.sandbox_reset',
           clientCode,

@@ -73,7 +73,9 @@ export async function listIntegrations(db: Queryable, after: string | undefined,
 /**
  * What a sandbox client reset keeps (docs/operator-api.md): the client itself, its grants (and so the
  * Integrations' keys, which belong to no client), its webhook endpoints (configuration holding a signing
- * secret), its payment provider (configuration holding Stripe's keys), its feed head (sequence numbers keep rising, so a cursor from before the reset answers 410
+ * secret), its receipt route (configuration holding a signing secret, and the Source's proof: a verified route stays
+ * verified; its receipts and their attempts are data and go), its payment provider (configuration holding Stripe's
+ * keys), its feed head (sequence numbers keep rising, so a cursor from before the reset answers 410
  * `cursor_expired` instead of skipping events) and the audit trail. Every other table with a `client_code`
  * column is the client's data and is emptied of it, so a table added later is covered without a change here.
  */
@@ -81,6 +83,7 @@ export const RESET_KEEPS: ReadonlySet<string> = new Set([
   'clients',
   'grants',
   'webhook_endpoints',
+  'receipt_routes',
   'client_payment_providers',
   'feed_heads',
   'audit_events',

@@ -51,6 +51,9 @@ Commands:
                                              replace it as a whole (an option left out is removed);
                                              the colour needs 4.5:1 contrast against white
   provider remove <clientCode>               delete it (sandbox: the sandbox provider again)
+  receipts show <clientCode>                 the client's receipt route (never its secret), its grant and
+                                             capability, its receipts by status (pending: the backlog)
+                                             and its latest 20 delivery attempts
 
 Sandbox only (a production service answers 404 route_not_found):
   clock show <clientCode>                    the client's sandbox clock
@@ -447,6 +450,34 @@ async function main(): Promise<void> {
       if (opts.json) return show({ clientCode, removed: true })
       process.stdout.write(`payment provider of ${clientCode} removed\n`)
       return
+    }
+    case 'receipts show': {
+      const result = await admin('GET', `/admin/v1/clients/${seg(need(a, 'clientCode'))}/receipt-route`)
+      if (opts.json) return show(result)
+      const { grant, capability, receipts, recentAttempts, ...route } = result as Row & {
+        grant: Row
+        capability: Row
+        receipts: Row
+        recentAttempts: Row[]
+      }
+      show({
+        ...route,
+        grant: `${String(grant.status)}, receiptDeliveryOwner ${String(grant.receiptDeliveryOwner)}`,
+        capability: capability.state === 'enabled' ? 'enabled' : `disabled (${String(capability.disabledReason)})`,
+        ...receipts,
+      })
+      process.stdout.write('\nlatest attempts\n')
+      return showTable({ data: recentAttempts }, [
+        ['attemptedAt', field('attemptedAt')],
+        ['kind', field('kind')],
+        ['receiptId', field('receiptId')],
+        ['paymentRequest', field('externalPaymentRequestId')],
+        ['attempt', field('attempt')],
+        ['outcome', field('outcome')],
+        ['httpStatus', field('httpStatus')],
+        ['errorClass', field('errorClass')],
+        ['nextAttemptAt', field('nextAttemptAt')],
+      ])
     }
     case 'audit list':
       return showTable(await listing('/admin/v1/audit-events', { clientCode: opts.client }), COLUMNS.audit)

@@ -340,6 +340,24 @@ CREATE INDEX payment_requests_open_expiry ON public.payment_requests USING btree
 CREATE INDEX payment_requests_receivable_created ON public.payment_requests USING btree (client_code, external_receivable_id, created_at, external_payment_request_id);
 CREATE INDEX payment_requests_status_created ON public.payment_requests USING btree (client_code, status, created_at, external_payment_request_id);
 
+CREATE TABLE payment_take_backs (
+  client_code text NOT NULL,
+  external_payment_request_id text NOT NULL,
+  take_back_key text NOT NULL,
+  kind text NOT NULL,
+  amount_minor bigint NOT NULL,
+  unapplied_minor bigint NOT NULL,
+  allocated_minor bigint NOT NULL,
+  occurred_at timestamp with time zone NOT NULL,
+  CONSTRAINT payment_take_backs_allocated_minor_check CHECK ((allocated_minor >= 0)),
+  CONSTRAINT payment_take_backs_amount_minor_check CHECK ((amount_minor > 0)),
+  CONSTRAINT payment_take_backs_check CHECK (((unapplied_minor + allocated_minor) = amount_minor)),
+  CONSTRAINT payment_take_backs_client_code_external_payment_request_id_fkey FOREIGN KEY (client_code, external_payment_request_id) REFERENCES payments(client_code, external_payment_request_id),
+  CONSTRAINT payment_take_backs_kind_check CHECK ((kind = ANY (ARRAY['refund'::text, 'reversal'::text]))),
+  CONSTRAINT payment_take_backs_pkey PRIMARY KEY (client_code, external_payment_request_id, take_back_key),
+  CONSTRAINT payment_take_backs_unapplied_minor_check CHECK ((unapplied_minor >= 0))
+);
+
 CREATE TABLE payments (
   client_code text NOT NULL,
   external_payment_request_id text NOT NULL,
@@ -436,8 +454,6 @@ CREATE TABLE receipt_deliveries (
   source_key text NOT NULL,
   external_payment_request_id text,
   payload jsonb NOT NULL,
-  taken_back_minor bigint,
-  reversed_through_minor bigint,
   status text NOT NULL,
   round_attempts integer NOT NULL DEFAULT 0,
   attempt_count integer NOT NULL DEFAULT 0,
@@ -455,7 +471,8 @@ CREATE TABLE receipt_deliveries (
   CONSTRAINT receipt_deliveries_pkey PRIMARY KEY (client_code, receipt_id),
   CONSTRAINT receipt_deliveries_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'delivered'::text, 'abandoned'::text])))
 );
-CREATE INDEX receipt_deliveries_due ON public.receipt_deliveries USING btree (client_code, next_attempt_at) WHERE (status = 'pending'::text);
+CREATE INDEX receipt_deliveries_due ON public.receipt_deliveries USING btree (client_code, next_attempt_at, created_at, receipt_id) WHERE (status = 'pending'::text);
+CREATE INDEX receipt_deliveries_finished ON public.receipt_deliveries USING btree (completed_at) WHERE (status <> 'pending'::text);
 CREATE INDEX receipt_deliveries_request ON public.receipt_deliveries USING btree (client_code, external_payment_request_id);
 
 CREATE TABLE receipt_delivery_attempts (
@@ -471,6 +488,7 @@ CREATE TABLE receipt_delivery_attempts (
   next_attempt_at timestamp with time zone,
   CONSTRAINT receipt_delivery_attempts_pkey PRIMARY KEY (client_code, receipt_id, attempt)
 );
+CREATE INDEX receipt_delivery_attempts_recent ON public.receipt_delivery_attempts USING btree (client_code, attempted_at DESC);
 CREATE INDEX receipt_delivery_attempts_request ON public.receipt_delivery_attempts USING btree (client_code, external_payment_request_id);
 
 CREATE TABLE receipt_lines (

@@ -27,21 +27,20 @@ import {
   releaseReceipts,
   type ScannedEvent,
   scanFeed,
-  takenBackReported,
 } from '../resources/receipts/delivery-store.ts'
 import { confirmationCodeFor, disableWithAudit, openRouteSecret, receiptIdFor } from '../resources/receipts/service.ts'
 import { findRoute, type RouteDisabledReason, type RouteRow } from '../resources/receipts/store.ts'
 import { inUnitOfWork } from '../resources/unit-of-work.ts'
 import { signatureHeader } from '../resources/webhooks/secrets.ts'
 import { claimKey } from '../store/lease-holder.ts'
-import type { Store, Tx } from '../store/store.ts'
+import type { Store } from '../store/store.ts'
 import { createWorker, serveInLanes, type Worker } from './worker.ts'
 
 /**
  * The receipt dispatcher (design.md section 7). Guarantees:
  * - Receipts come from committed facts: each run walks the change feed of every verified route after its scanned
- *   sequence (commit order) and turns each `payment.confirmed` event into one receipt row, its payload read from
- *   the `payments` row and fixed then, its id stable (`receiptIdFor`), in the same transaction that moves the
+ *   sequence (commit order) and turns each `payment.confirmed`, `refund.succeeded` and `payment.reversed` event
+ *   into one receipt row, its payload read from the `payments` row (and the take-back record) and fixed then, its id stable (`receiptIdFor`), in the same transaction that moves the
  *   sequence. Nothing committed is missed, nothing uncommitted is sent. While the governing grant says
  *   `receiptDeliveryOwner` `partner` the sequence moves on and nothing is created: the partner delivers those.
  * - Shared by instances: a client's due receipts are claimed as leases (UPDATE ... FOR UPDATE SKIP LOCKED, a token
@@ -68,8 +67,10 @@ export interface ReceiptDispatcherOptions {
   /** Real time for leases and signature timestamps (the sandbox's base clock); `clock` when omitted. */
   realClock?: Clock
   timeoutMs?: number
-  /** Receipts per client per run. */
+  /** Connections to one Source, so receipts in flight to it at once (default 10). */
   perClient?: number
+  /** Receipts claimed per client per run, sent over at most `perClient` connections (default 50). */
+  perRun?: number
   /** Clients served at once. */
   concurrency?: number
   /** The least time between the start of a run and a run a wake-up brings (default 1 s). */
@@ -85,9 +86,11 @@ export function createReceiptDispatcher(opts: ReceiptDispatcherOptions): Worker 
   const real = opts.realClock ?? clock
   const timeoutMs = opts.timeoutMs ?? ATTEMPT_TIMEOUT_MS
   const perClient = opts.perClient ?? 10
+  const perRun = opts.perRun ?? 50
   const concurrency = opts.concurrency ?? 16
-  // A lease outlives the slowest group of attempts (all under the timeout) by a wide margin.
-  const leaseMs = timeoutMs * 4
+  // A lease outlives the slowest run of attempts (perRun over perClient connections, each under the timeout) by a
+  // wide margin.
+  const leaseMs = timeoutMs * (Math.ceil(perRun / perClient) + 3)
   const agents = new Map<string, Agent>()
   let stopping = false
 
@@ -123,7 +126,7 @@ export function createReceiptDispatcher(opts: ReceiptDispatcherOptions): Worker 
           const last = events.at(-1)
           if (!last) continue
           // Owner `partner`: the partner delivers what is confirmed meanwhile; the sequence moves on all the same.
-          const receipts = r.receipt_delivery_owner === 'service' ? await receiptsOf(tx, r.client_code, events) : []
+          const receipts = r.receipt_delivery_owner === 'service' ? receiptsOf(r.client_code, events) : []
           await insertReceipts(tx, r.client_code, receipts, last.seq, now)
         }
         return chunk.length === 100 ? (chunk.at(-1)?.client_code ?? null) : null
@@ -133,55 +136,36 @@ export function createReceiptDispatcher(opts: ReceiptDispatcherOptions): Worker 
   }
 
   /**
-   * The receipts a scanned stretch of the feed gives, in commit order. A refund or a reversal takes back unapplied
-   * money first, then allocated money (payments/take-back.ts): its receipt says which, from what the earlier refund
-   * and reversal receipts of the Payment reported. A reversal reports what the Payment's running reversed total grew
-   * by since the last reversal receipt (two reversals committed between two scans give one receipt of their sum).
+   * The receipts a scanned stretch of the feed gives, in commit order: one per confirmed Payment, one per refund
+   * success, one per reversal (each its own event, its own take-back record and receiptId: two reversals committed
+   * between two scans give two receipts). A refund's or a reversal's split between unapplied and allocated money is
+   * the one the take-back rule decided when it happened (payments/take-back.ts), recorded with it.
    */
-  async function receiptsOf(tx: Tx, clientCode: string, events: readonly ScannedEvent[]): Promise<NewReceipt[]> {
-    const relevant = events.filter((e) => e.external_payment_request_id !== null && e.currency !== null)
-    const takeBacks = relevant.filter((e) => e.type !== 'payment.confirmed').map((e) => e.external_payment_request_id as string)
-    const reported = takeBacks.length > 0 ? await takenBackReported(tx, clientCode, [...new Set(takeBacks)]) : new Map()
+  function receiptsOf(clientCode: string, events: readonly ScannedEvent[]): NewReceipt[] {
     const receipts: NewReceipt[] = []
-    for (const e of relevant) {
-      const requestId = e.external_payment_request_id as string
-      const currency = e.currency as string
-      const unapplied = BigInt(e.unapplied_minor as string)
+    for (const e of events) {
+      if (e.external_payment_request_id === null || e.currency === null) continue
+      const requestId = e.external_payment_request_id
+      const currency = e.currency
       let kind: NewReceipt['kind']
       let sourceKey: string
       let amountMinor: bigint
       let unappliedMinor: bigint
-      let occurredAt = new Date(e.decided_at as string).toISOString()
-      let reversedThroughMinor: bigint | null = null
+      let occurredAt: string
       if (e.type === 'payment.confirmed') {
         kind = 'payment'
         sourceKey = requestId
         amountMinor = BigInt(e.amount_minor as string)
-        unappliedMinor = unapplied
-      } else {
-        const before = reported.get(requestId) ?? { takenBackMinor: 0n, reversedThroughMinor: 0n }
-        if (e.type === 'refund.succeeded') {
-          if (e.refund_minor === null) continue
-          kind = 'refund'
-          sourceKey = `${requestId}/${e.external_refund_id}`
-          amountMinor = BigInt(e.refund_minor)
-          occurredAt = new Date(e.refund_decided_at as string).toISOString()
-        } else if (e.type === 'payment.reversed') {
-          kind = 'reversal'
-          sourceKey = `${requestId}/reversal/${e.revision}`
-          reversedThroughMinor = BigInt(e.reversed_minor as string)
-          amountMinor = reversedThroughMinor - before.reversedThroughMinor
-          // Already reported by the receipt of an earlier reversal event of this stretch.
-          if (amountMinor <= 0n) continue
-          occurredAt = new Date(e.event_occurred_at).toISOString()
-        } else continue
-        const unappliedLeft = unapplied > before.takenBackMinor ? unapplied - before.takenBackMinor : 0n
-        unappliedMinor = amountMinor < unappliedLeft ? amountMinor : unappliedLeft
-        reported.set(requestId, {
-          takenBackMinor: before.takenBackMinor + amountMinor,
-          reversedThroughMinor: reversedThroughMinor ?? before.reversedThroughMinor,
-        })
-      }
+        unappliedMinor = BigInt(e.unapplied_minor as string)
+        occurredAt = new Date(e.decided_at as string).toISOString()
+      } else if (e.take_back_key !== null && (e.type === 'refund.succeeded' || e.type === 'payment.reversed')) {
+        kind = e.type === 'refund.succeeded' ? 'refund' : 'reversal'
+        // The same source keys as before the take-back record existed: a receipt's id never changes.
+        sourceKey = kind === 'refund' ? `${requestId}/${e.take_back_key.slice('refund/'.length)}` : `${requestId}/reversal/${e.revision}`
+        amountMinor = BigInt(e.take_back_minor as string)
+        unappliedMinor = BigInt(e.take_back_unapplied_minor as string)
+        occurredAt = new Date(e.take_back_occurred_at as string).toISOString()
+      } else continue
       const allocatedMinor = amountMinor - unappliedMinor
       const receiptId = receiptIdFor(clientCode, kind, sourceKey)
       receipts.push({
@@ -189,8 +173,6 @@ export function createReceiptDispatcher(opts: ReceiptDispatcherOptions): Worker 
         kind,
         sourceKey,
         requestId,
-        takenBackMinor: kind === 'payment' ? null : amountMinor,
-        reversedThroughMinor,
         payload: {
           receiptId,
           kind,
@@ -278,7 +260,7 @@ export function createReceiptDispatcher(opts: ReceiptDispatcherOptions): Worker 
     await inUnitOfWork(store, ({ tx }) => disableWithAudit(tx, clientCode, reason, isoNow(clock), integrationId))
   }
 
-  /** Checks the route and its grant, then claims and sends one client's due receipts (at most perClient). */
+  /** Checks the route and its grant, then claims and sends one client's due receipts (at most perRun). */
   async function serveClient(clientCode: string): Promise<number> {
     const holder = claimKey(store.leaseHolder)
     if (holder === 'not_held') return 0
@@ -315,7 +297,7 @@ export function createReceiptDispatcher(opts: ReceiptDispatcherOptions): Worker 
       now: isoNow(clock),
       leaseNow: realNow.toISOString(),
       leaseUntil: new Date(realNow.getTime() + leaseMs).toISOString(),
-      limit: perClient,
+      limit: perRun,
       holder,
     })
     if (claimed.length === 0) return 0
@@ -404,6 +386,10 @@ export function createReceiptDispatcher(opts: ReceiptDispatcherOptions): Worker 
     name: 'receipt-dispatcher',
     intervalMs: opts.intervalMs,
     runOnce,
+    // A backlog (a Source that was down, a route verified before a busy day) drains run after run: each run sends
+    // at most `perRun` receipts per client over at most `perClient` connections, so a Source never has more than
+    // that in flight; with nothing sent, the next run waits for intervalMs or a wake-up (bench/receipts.ts).
+    repeatWhileWorking: true,
     minWakeGapMs: opts.wakeGapMs ?? 1000,
     onStarting: () => {
       stopping = false

@@ -38,6 +38,18 @@ export {
 export { ApiError, isProblemCode, type Problem, ProblemError, problemCodeOf } from './errors.ts'
 export { type ProblemCode, problemCatalogue } from './generated/problems.ts'
 export type { components, operations, paths } from './generated/schema.ts'
+export {
+  isTestReceipt,
+  type MoneyReceipt,
+  type Receipt,
+  type ReceiptDeliveryAttempt,
+  type ReceiptRoute,
+  type ReceiptRouteConfirm,
+  type ReceiptRoutePut,
+  type ReceiptRouteWithSecret,
+  type TestReceipt,
+  verifyReceipt,
+} from './receipts.ts'
 export { isRetryable, parseRetryAfter, type RetryInfo, type RetryOptions } from './retry.ts'
 export {
   type VerifyWebhookOptions,

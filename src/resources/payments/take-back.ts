@@ -1,6 +1,7 @@
 import { lockIdentity } from '../../store/locks.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import { lockPayment, lockTakeBackReceivable, matchedMinor, type PaymentRow, recordTakenBack, releaseAllocation } from './store.ts'
+import { insertTakeBack } from './take-back-store.ts'
 
 /**
  * The balance effect of money taken back from a confirmed Payment (design.md section 5, "Effect of a refund or
@@ -73,6 +74,8 @@ export async function takeBack(
   kind: 'refund' | 'reversal',
   amountMinor: bigint,
   now: string,
+  /** A refund's id: the take-back record is keyed by it (a reversal's by the Payment's new revision). */
+  refundId?: string,
 ): Promise<TakenBack> {
   const { tx } = uow
   const payment = await lockPayment(tx, clientCode, requestId)
@@ -94,6 +97,17 @@ export async function takeBack(
   )
   const allocatedMinor = amountMinor - split.unappliedMinor
   const updated = await recordTakenBack(tx, clientCode, requestId, { kind, unappliedMinor: split.unappliedMinor, allocatedMinor })
+  if (kind === 'refund' && refundId === undefined) throw new Error(`A refund of Payment request ${requestId} was taken back without its id`)
+  // What this one take-back was, for its receipt (the Payment keeps only running totals).
+  await insertTakeBack(tx, {
+    clientCode,
+    requestId,
+    key: kind === 'refund' ? `refund/${refundId}` : `reversal/${updated.revision}`,
+    kind,
+    unappliedMinor: split.unappliedMinor,
+    allocatedMinor,
+    occurredAt: now,
+  })
   let receivableRevision: number | null = null
   if (split.unacknowledgedMinor > 0n || split.acknowledgedUndeclaredMinor > 0n) {
     receivableRevision = await releaseAllocation(

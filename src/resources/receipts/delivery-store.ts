@@ -32,23 +32,22 @@ export async function lockVerifiedRoutes(tx: Tx, after: string | null, limit: nu
 
 /**
  * A feed event after the route's scanned sequence, with the facts of the receipt it may give: `payment.confirmed`
- * (the confirmed Payment), `refund.succeeded` (the refund, and its Payment), `payment.reversed` (the Payment, whose
- * `reversed_minor` is a running total). `external_payment_request_id` is null for every other event.
+ * (the confirmed Payment), `refund.succeeded` and `payment.reversed` (the Payment, and the one take-back the event
+ * reports: payments/take-back-store.ts, keyed `refund/<refund id>` or `reversal/<the revision the event carries>`).
+ * `external_payment_request_id` is null for every other event.
  */
 export interface ScannedEvent {
   seq: string
   type: string
   revision: string
-  event_occurred_at: string
   external_payment_request_id: string | null
-  external_refund_id: string | null
-  refund_minor: string | null
-  refund_decided_at: string | null
-  reversed_minor: string | null
+  take_back_key: string | null
+  take_back_minor: string | null
+  take_back_unapplied_minor: string | null
+  take_back_occurred_at: string | null
   provider_payment_id: string | null
   currency: string | null
   amount_minor: string | null
-  allocated_minor: string | null
   unapplied_minor: string | null
   external_receivable_id: string | null
   decided_at: string | null
@@ -56,22 +55,26 @@ export interface ScannedEvent {
 
 /**
  * The next `limit` change-feed events of the client after `afterSeq`, each with the confirmed Payment it
- * reports (`payment.confirmed`), if any. Sequence order is commit order (feed/store.ts): an event seen here has
- * every lower-numbered event visible too, so nothing committed is skipped and nothing uncommitted is read.
+ * reports, if any, and the take-back of a refund or reversal event. Sequence order is commit order
+ * (feed/store.ts): an event seen here has every lower-numbered event visible too, so nothing committed is skipped
+ * and nothing uncommitted is read.
  */
 export async function scanFeed(db: Queryable, clientCode: string, afterSeq: string, limit: number): Promise<ScannedEvent[]> {
   return db.query<ScannedEvent>(
     `WITH batch AS (
        SELECT seq, type, resource_id, revision, occurred_at FROM change_events WHERE client_code = $1 AND seq > $2 ORDER BY seq LIMIT $3)
-     SELECT b.seq, b.type, b.revision, b.occurred_at AS event_occurred_at, p.external_payment_request_id, f.external_refund_id, f.amount_minor AS refund_minor,
-            f.decided_at AS refund_decided_at, p.reversed_minor, p.provider_payment_id, p.currency, p.amount_minor,
-            p.allocated_minor, p.unapplied_minor, p.external_receivable_id, p.decided_at
+     SELECT b.seq, b.type, b.revision, p.external_payment_request_id, t.take_back_key, t.amount_minor AS take_back_minor,
+            t.unapplied_minor AS take_back_unapplied_minor, t.occurred_at AS take_back_occurred_at, p.provider_payment_id,
+            p.currency, p.amount_minor, p.unapplied_minor, p.external_receivable_id, p.decided_at
        FROM batch b
        LEFT JOIN refunds f ON b.type = 'refund.succeeded' AND f.client_code = $1 AND f.status = 'succeeded'
                           AND f.external_payment_request_id || '/' || f.external_refund_id = b.resource_id
        LEFT JOIN payments p ON p.client_code = $1 AND p.status = 'confirmed'
                            AND ((b.type IN ('payment.confirmed', 'payment.reversed') AND p.external_payment_request_id = b.resource_id)
                                 OR (b.type = 'refund.succeeded' AND p.external_payment_request_id = f.external_payment_request_id))
+       LEFT JOIN payment_take_backs t ON t.client_code = $1 AND t.external_payment_request_id = p.external_payment_request_id
+                                     AND t.take_back_key = CASE b.type WHEN 'refund.succeeded' THEN 'refund/' || f.external_refund_id
+                                                                       WHEN 'payment.reversed' THEN 'reversal/' || b.revision END
       ORDER BY b.seq`,
     [clientCode, afterSeq, limit],
   )
@@ -83,28 +86,6 @@ export interface NewReceipt {
   sourceKey: string
   requestId: string
   payload: unknown
-  /** Refunds and reversals: the money taken back; reversals: the running reversed total reported up to. */
-  takenBackMinor: bigint | null
-  reversedThroughMinor: bigint | null
-}
-
-/** What the earlier refund and reversal receipts of these Payments reported: the money, and the reversed total. */
-export async function takenBackReported(
-  db: Queryable,
-  clientCode: string,
-  requestIds: readonly string[],
-): Promise<Map<string, { takenBackMinor: bigint; reversedThroughMinor: bigint }>> {
-  const rows = await db.query<{ external_payment_request_id: string; taken: string; reversed: string }>(
-    `SELECT external_payment_request_id, COALESCE(sum(taken_back_minor), 0)::text AS taken,
-            COALESCE(max(reversed_through_minor), 0)::text AS reversed
-       FROM receipt_deliveries
-      WHERE client_code = $1 AND external_payment_request_id = ANY($2::text[]) AND kind IN ('refund', 'reversal')
-      GROUP BY external_payment_request_id`,
-    [clientCode, requestIds],
-  )
-  return new Map(
-    rows.map((r) => [r.external_payment_request_id, { takenBackMinor: BigInt(r.taken), reversedThroughMinor: BigInt(r.reversed) }]),
-  )
 }
 
 /**
@@ -114,12 +95,12 @@ export async function takenBackReported(
 export async function insertReceipts(tx: Tx, clientCode: string, receipts: readonly NewReceipt[], throughSeq: string, now: string) {
   await tx.query(
     `WITH r AS (
-       SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $9::bigint[], $10::bigint[])
-         AS r(receipt_id, kind, source_key, request_id, payload, taken_back_minor, reversed_through_minor)),
+       SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[])
+         AS r(receipt_id, kind, source_key, request_id, payload)),
      ins AS (
        INSERT INTO receipt_deliveries (client_code, receipt_id, kind, source_key, external_payment_request_id, payload,
-                                       taken_back_minor, reversed_through_minor, status, next_attempt_at, created_at)
-       SELECT $1, receipt_id, kind, source_key, request_id, payload, taken_back_minor, reversed_through_minor, 'pending', $8, $8 FROM r
+                                       status, next_attempt_at, created_at)
+       SELECT $1, receipt_id, kind, source_key, request_id, payload, 'pending', $8, $8 FROM r
        ON CONFLICT DO NOTHING RETURNING 1)
      UPDATE receipt_routes SET scanned_seq = GREATEST(scanned_seq, $7::bigint) WHERE client_code = $1`,
     [
@@ -131,8 +112,6 @@ export async function insertReceipts(tx: Tx, clientCode: string, receipts: reado
       receipts.map((r) => JSON.stringify(r.payload)),
       throughSeq,
       now,
-      receipts.map((r) => r.takenBackMinor?.toString() ?? null),
-      receipts.map((r) => r.reversedThroughMinor?.toString() ?? null),
     ],
   )
 }
@@ -253,5 +232,32 @@ export async function completeReceiptAttempts(db: Queryable, clientCode: string,
       outcomes.map((o) => o.httpStatus),
       outcomes.map((o) => o.errorClass),
     ],
+  )
+}
+
+/**
+ * Retention (src/resources/retention/service.ts): finished receipt delivery records (delivered or abandoned) whose
+ * last attempt is older than `days` at the database's time, with their attempts. A pending receipt is still owed
+ * and is never purged.
+ */
+export async function purgeReceiptDeliveries(db: Queryable, days: number): Promise<void> {
+  await db.query(
+    `WITH gone AS (
+       DELETE FROM receipt_deliveries WHERE status <> 'pending' AND completed_at < now() - make_interval(days => $1)
+       RETURNING client_code, receipt_id)
+     DELETE FROM receipt_delivery_attempts a USING gone g WHERE a.client_code = g.client_code AND a.receipt_id = g.receipt_id`,
+    [days],
+  )
+}
+
+/** One client's finished receipt delivery records older than `days` at its time `now` (a sandbox clock). */
+export async function purgeClientReceiptDeliveries(db: Queryable, clientCode: string, now: string, days: number): Promise<void> {
+  await db.query(
+    `WITH gone AS (
+       DELETE FROM receipt_deliveries
+        WHERE client_code = $1 AND status <> 'pending' AND completed_at < $2::timestamptz - make_interval(days => $3)
+       RETURNING client_code, receipt_id)
+     DELETE FROM receipt_delivery_attempts a USING gone g WHERE a.client_code = g.client_code AND a.receipt_id = g.receipt_id`,
+    [clientCode, now, days],
   )
 }

@@ -105,3 +105,93 @@ export const ReceiptCapability = z.object({
   unverifiedRoutes: z.array(z.object({ route: z.enum(['vendor_receipt_posting']), missingProof: z.enum(['source_posting_confirmation']) })),
 })
 export type ReceiptCapability = z.output<typeof ReceiptCapability>
+
+/** The operator's view of a client's receipt route (`GET /admin/v1/clients/{clientCode}/receipt-route`). */
+export const AdminReceiptRoute = z
+  .object({
+    clientCode: z.string(),
+    ...routeFields,
+    integrationId: z.string().describe('The Integration that configured the route: its grant governs delivery.'),
+    version: z
+      .number()
+      .int()
+      .min(1)
+      .describe('1 on the first PUT, +1 on each: a PUT sends a new test receipt and starts verification over.'),
+    grant: z
+      .object({
+        status: z.enum(['active', 'revoked']),
+        receiptDeliveryOwner: z.enum(['service', 'partner']),
+      })
+      .describe("That Integration's grant for the client, as it is now."),
+    capability: ReceiptCapability.describe(
+      'What every receipt-delivery read of the client says now: `enabled` when receipts are delivered.',
+    ),
+    receipts: z
+      .object({
+        pending: z.number().int().min(0).describe('Receipts not delivered yet and still to be tried (the backlog).'),
+        due: z.number().int().min(0).describe('Of those, the ones due now (the rest wait for their retry).'),
+        delivered: z.number().int().min(0),
+        abandoned: z.number().int().min(0).describe('Given up after the last retry of the schedule.'),
+        oldestPendingAt: Timestamp.nullable().describe('When the oldest pending receipt was created.'),
+        unscannedFeedEvents: z
+          .number()
+          .int()
+          .min(0)
+          .describe(
+            'Change-feed events committed after what the dispatcher has looked at for receipts (a verified route only): receipts may still come from them.',
+          ),
+      })
+      .describe('Delivery records kept (finished ones for 30 days after their last attempt), test receipts included.'),
+    recentAttempts: z
+      .array(
+        z.object({
+          receiptId: z.string(),
+          kind: z.enum(['test', 'payment', 'refund', 'reversal']),
+          externalPaymentRequestId: z.string().nullable(),
+          attempt: z.number().int().min(1),
+          outcome: z.enum(['delivered', 'failed']),
+          httpStatus: z.number().int().nullable(),
+          errorClass: z
+            .string()
+            .nullable()
+            .describe('Why an attempt failed: http_status, redirect, timeout, connection_refused, connection_error, tls_error, dns_error.'),
+          attemptedAt: Timestamp,
+          nextAttemptAt: Timestamp.nullable(),
+        }),
+      )
+      .describe('The latest 20 attempts, newest first.'),
+    createdAt: Timestamp,
+    updatedAt: Timestamp,
+  })
+  .meta({
+    id: 'AdminReceiptRoute',
+    examples: [
+      {
+        clientCode: 'acme-cu',
+        url: 'https://ledger.acme-lending.com/receipts',
+        state: 'verified',
+        verifiedAt: '2026-02-11T09:01:00.000Z',
+        integrationId: 'int-acme-ledger',
+        version: 1,
+        grant: { status: 'active', receiptDeliveryOwner: 'service' },
+        capability: { state: 'enabled', disabledReason: null, unverifiedRoutes: [] },
+        receipts: { pending: 2, due: 1, delivered: 311, abandoned: 0, oldestPendingAt: '2026-02-12T08:00:00.000Z', unscannedFeedEvents: 0 },
+        recentAttempts: [
+          {
+            receiptId: 'rcpt_3b6f0d0c8a2e4f5a9c1d7e2b4a6c8d0e',
+            kind: 'payment',
+            externalPaymentRequestId: 'pr-2026-0117',
+            attempt: 2,
+            outcome: 'failed',
+            httpStatus: 503,
+            errorClass: 'http_status',
+            attemptedAt: '2026-02-12T08:05:00.000Z',
+            nextAttemptAt: '2026-02-12T08:35:00.000Z',
+          },
+        ],
+        createdAt: '2026-02-11T09:00:00.000Z',
+        updatedAt: '2026-02-11T09:01:00.000Z',
+      },
+    ],
+  })
+export type AdminReceiptRoute = z.output<typeof AdminReceiptRoute>

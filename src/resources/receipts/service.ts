@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import type { Grant } from '../../access/grants.ts'
-import { loadActiveGrant } from '../../access/store.ts'
+import { findGrant, loadActiveGrant } from '../../access/store.ts'
 import { sha256Hex } from '../../domain/canonical.ts'
 import { type KeyRing, UnreadableSecretError } from '../../domain/key-ring.ts'
 import { fieldProblem, Problem } from '../../domain/problems.ts'
@@ -10,6 +10,7 @@ import type { Queryable, Store, Tx } from '../../store/store.ts'
 import { defineOperation, grantOf, type OperationResult } from '../operations.ts'
 import { newSigningSecret } from '../webhooks/secrets.ts'
 import {
+  type AdminReceiptRoute,
   type ReceiptCapability,
   type ReceiptDeliveryAttempt,
   ReceiptRoute,
@@ -23,6 +24,8 @@ import {
   findRoute,
   queueTestReceipt,
   type RouteRow,
+  receiptCounts,
+  recentAttempts,
   requestAttempts,
   routeSecretAad,
   upsertRoute,
@@ -107,20 +110,79 @@ export async function receiptDeliveryState(
     receiptId: a.receipt_id,
     kind: a.kind as ReceiptDeliveryAttempt['kind'],
   }))
+  const governing =
+    route && route.integration_id !== grant.integrationId ? await loadActiveGrant(db, route.integration_id, grant.clientCode) : grant
+  return { capability: capabilityOf(route, governing ?? undefined, grant.receiptDeliveryOwner), deliveryAttempts }
+}
+
+/**
+ * The capability as it stands: `route` (if any) and the active grant that governs it (the Integration's that
+ * configured it; undefined when that grant is not active); `owner` is the delivery owner when there is no route.
+ */
+function capabilityOf(
+  route: Pick<RouteRow, 'state' | 'disabled_reason'> | undefined,
+  governing: Pick<Grant, 'receiptDeliveryOwner'> | undefined,
+  owner: Grant['receiptDeliveryOwner'],
+): ReceiptCapability {
   const disabled = (disabledReason: ReceiptCapability['disabledReason'], unverified = false): ReceiptCapability => ({
     state: 'disabled',
     disabledReason,
     unverifiedRoutes: unverified ? UNVERIFIED.map((u) => ({ ...u })) : [],
   })
-  const governing =
-    route && route.integration_id !== grant.integrationId ? await loadActiveGrant(db, route.integration_id, grant.clientCode) : grant
-  let capability: ReceiptCapability
-  if (route?.state === 'disabled') capability = disabled(route.disabled_reason)
-  else if (route && !governing) capability = disabled('grant_revoked')
-  else if ((governing ?? grant).receiptDeliveryOwner === 'partner') capability = disabled('delivery_owner_partner')
-  else if (route?.state !== 'verified') capability = disabled('no_verified_route', true)
-  else capability = { state: 'enabled', disabledReason: null, unverifiedRoutes: [] }
-  return { capability, deliveryAttempts }
+  if (route?.state === 'disabled') return disabled(route.disabled_reason)
+  if (route && !governing) return disabled('grant_revoked')
+  if ((governing?.receiptDeliveryOwner ?? owner) === 'partner') return disabled('delivery_owner_partner')
+  if (route?.state !== 'verified') return disabled('no_verified_route', true)
+  return { state: 'enabled', disabledReason: null, unverifiedRoutes: [] }
+}
+
+const iso = (t: string | null) => (t === null ? null : new Date(t).toISOString())
+
+/**
+ * The operator's view of a client's route (`GET /admin/v1/clients/{clientCode}/receipt-route`): the route without
+ * its secret, the grant that governs it, the capability, the receipts by status and the latest attempts.
+ * Undefined when the client has no route.
+ */
+export async function operatorRouteView(db: Queryable, clientCode: string, now: string): Promise<AdminReceiptRoute | undefined> {
+  const route = await findRoute(db, clientCode)
+  if (!route) return undefined
+  const grant = await findGrant(db, route.integration_id, clientCode)
+  const owner: Grant['receiptDeliveryOwner'] = grant?.receipt_delivery_owner === 'service' ? 'service' : 'partner'
+  const active = grant?.status === 'active' ? { receiptDeliveryOwner: owner } : undefined
+  const counts = await receiptCounts(db, clientCode, now)
+  const attempts = await recentAttempts(db, clientCode, 20)
+  return {
+    clientCode,
+    ...routeView(route),
+    integrationId: route.integration_id,
+    version: route.version,
+    grant: {
+      status: grant?.status === 'active' ? 'active' : 'revoked',
+      receiptDeliveryOwner: owner,
+    },
+    capability: capabilityOf(route, active, 'partner'),
+    receipts: {
+      pending: counts.pending,
+      due: counts.due,
+      delivered: counts.delivered,
+      abandoned: counts.abandoned,
+      oldestPendingAt: iso(counts.oldest_pending_at),
+      unscannedFeedEvents: Number(counts.unscanned_events),
+    },
+    recentAttempts: attempts.map((a) => ({
+      receiptId: a.receipt_id,
+      kind: a.kind as AdminReceiptRoute['recentAttempts'][number]['kind'],
+      externalPaymentRequestId: a.external_payment_request_id,
+      attempt: a.attempt,
+      outcome: a.outcome,
+      httpStatus: a.http_status,
+      errorClass: a.error_class,
+      attemptedAt: new Date(a.attempted_at).toISOString(),
+      nextAttemptAt: iso(a.next_attempt_at),
+    })),
+    createdAt: new Date(route.created_at).toISOString(),
+    updatedAt: new Date(route.updated_at).toISOString(),
+  }
 }
 
 export interface ReceiptServiceDeps {
@@ -230,6 +292,24 @@ export function createReceiptService({ store, clock, resolver, allowLoopback, ke
       const row = await findRoute(store, grant.clientCode)
       if (!row) throw notFound()
       return routeView(row)
+    },
+
+    /**
+     * The admin service's hook in a sandbox client reset's transaction: the route is configuration and is kept (a
+     * verified route stays verified), its receipts are data and went with the client's data. An unverified route
+     * gets its test receipt again (the same receiptId and code), so the Source can still prove it.
+     */
+    async onClientReset(tx: Tx, clientCode: string, now: string) {
+      const route = await findRoute(tx, clientCode, true)
+      if (route?.state !== 'unverified') return
+      const receiptId = receiptIdFor(clientCode, 'test', String(route.version))
+      await queueTestReceipt(tx, {
+        clientCode,
+        receiptId,
+        version: route.version,
+        payload: { receiptId, kind: 'test', occurredAt: now },
+        now,
+      })
     },
 
     /** The admin service's hook: revoking the grant that governs a route disables it in the same transaction. */

@@ -147,3 +147,51 @@ export async function requestAttempts(db: Queryable, clientCode: string, request
     [clientCode, requestId],
   )
 }
+
+export interface ReceiptCountsRow {
+  pending: number
+  due: number
+  delivered: number
+  abandoned: number
+  oldest_pending_at: string | null
+  unscanned_events: string
+}
+
+/**
+ * The operator's view of a route's delivery state: receipt counts by status (`due`: pending and due at `now`),
+ * the oldest pending receipt, and the change-feed events committed after the route's scanned sequence (not yet
+ * looked at for receipts; 0 unless the route is verified).
+ */
+export async function receiptCounts(db: Queryable, clientCode: string, now: string): Promise<ReceiptCountsRow> {
+  const rows = await db.query<ReceiptCountsRow>(
+    `SELECT count(*) FILTER (WHERE d.status = 'pending')::int AS pending,
+            count(*) FILTER (WHERE d.status = 'pending' AND d.next_attempt_at <= $2)::int AS due,
+            count(*) FILTER (WHERE d.status = 'delivered')::int AS delivered,
+            count(*) FILTER (WHERE d.status = 'abandoned')::int AS abandoned,
+            min(d.created_at) FILTER (WHERE d.status = 'pending') AS oldest_pending_at,
+            (SELECT CASE WHEN r.state = 'verified' THEN GREATEST(COALESCE(h.last_seq, 0) - r.scanned_seq, 0) ELSE 0 END
+               FROM receipt_routes r LEFT JOIN feed_heads h ON h.client_code = r.client_code
+              WHERE r.client_code = $1)::text AS unscanned_events
+       FROM receipt_deliveries d WHERE d.client_code = $1`,
+    [clientCode, now],
+  )
+  return rows[0] as ReceiptCountsRow
+}
+
+export interface RecentAttemptRow extends AttemptRow {
+  external_payment_request_id: string | null
+  error_class: string | null
+}
+
+/** The client's latest `limit` receipt delivery attempts, newest first. */
+export async function recentAttempts(db: Queryable, clientCode: string, limit: number): Promise<RecentAttemptRow[]> {
+  return db.query<RecentAttemptRow>(
+    `SELECT a.receipt_id, COALESCE(d.kind, 'test') AS kind, a.external_payment_request_id, a.attempt, a.route, a.outcome,
+            a.http_status, a.error_class, a.attempted_at, a.next_attempt_at
+       FROM receipt_delivery_attempts a
+       LEFT JOIN receipt_deliveries d ON d.client_code = a.client_code AND d.receipt_id = a.receipt_id
+      WHERE a.client_code = $1
+      ORDER BY a.attempted_at DESC, a.receipt_id DESC, a.attempt DESC LIMIT $2`,
+    [clientCode, limit],
+  )
+}

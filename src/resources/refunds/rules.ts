@@ -112,7 +112,8 @@ export async function recordRefundOutcome(
   const { tx } = uow
   const pending = await lockPendingRefund(tx, key)
   if (!pending) return undefined
-  if (outcome.status === 'succeeded') await takeBack(uow, key.clientCode, key.requestId, 'refund', BigInt(pending.amount_minor), now)
+  if (outcome.status === 'succeeded')
+    await takeBack(uow, key.clientCode, key.requestId, 'refund', BigInt(pending.amount_minor), now, key.refundId)
   const decided = await decideRefund(tx, key, {
     status: outcome.status,
     providerRefundId: outcome.providerRefundId,

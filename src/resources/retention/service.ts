@@ -1,10 +1,15 @@
 import { purgeLimitRows } from '../../store/gate-store.ts'
 import type { Queryable } from '../../store/store.ts'
 import type { ClientClocks } from '../client-clocks.ts'
+import { purgeClientReceiptDeliveries, purgeReceiptDeliveries } from '../receipts/delivery-store.ts'
 import { purgeClientDeliveries, purgeDeliveries } from '../webhooks/delivery-store.ts'
 import { feedClients, purgeChangeEvents, purgeClientChangeEvents } from './store.ts'
 
-/** The spec's retention: change-feed events and webhook delivery records (with their attempts) are kept 30 days. */
+/**
+ * The spec's retention: change-feed events and webhook delivery records (with their attempts) are kept 30 days;
+ * so are finished receipt delivery records (delivered or abandoned, counted from their last attempt, with their
+ * attempts). A pending receipt is still owed and stays.
+ */
 export const RETENTION_DAYS = 30
 
 /**
@@ -28,11 +33,13 @@ export async function runRetention(db: Queryable, sandbox?: ClientClocks): Promi
   }
   await purgeChangeEvents(db, RETENTION_DAYS)
   await purgeDeliveries(db, RETENTION_DAYS)
+  await purgeReceiptDeliveries(db, RETENTION_DAYS)
 }
 
 /** One client's retention at its time `now` (a sandbox clock). Returns how many change events it purged. */
 export async function retainClient(db: Queryable, clientCode: string, now: string): Promise<number> {
   const purged = await purgeClientChangeEvents(db, clientCode, now, RETENTION_DAYS)
   await purgeClientDeliveries(db, clientCode, now, RETENTION_DAYS)
+  await purgeClientReceiptDeliveries(db, clientCode, now, RETENTION_DAYS)
   return purged
 }

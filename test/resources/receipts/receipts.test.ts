@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test'
 import Stripe from 'stripe'
 import { verifyWebhook } from '../../../packages/sdk/src/webhooks.ts'
 import type { ResolvedAddress } from '../../../src/http/destination.ts'
+import { runRetention } from '../../../src/resources/retention/service.ts'
 import { createReceiptDispatcher } from '../../../src/workers/receipt-dispatcher.ts'
 import { startTestApp, type Tenant, type TestApp } from '../../helpers/app.ts'
 import { payableReceivable } from '../../helpers/payments.ts'
@@ -270,6 +271,15 @@ describe(`receipt routes (${engineName})`, () => {
     })
     assert.ok(again.status < 300, again.body)
     await run()
+    // Two reversals committed between two scans: two receipts, each of its own amount and with its own receiptId.
+    for (const amount of ['4.00', '6.00']) {
+      const two = await t.admin('POST', '/admin/v1/clients/rcp-back/payment-requests/pr-back/simulate', {
+        outcome: 'reversed',
+        amount: usd(amount),
+      })
+      assert.ok(two.status < 300, two.body)
+    }
+    await run()
     const got = receivedBy('rcp-back').filter((r) => r.json.kind !== 'test')
     assert.deepEqual(
       got.map((r) => [r.json.kind, r.json.amount.amount, r.json.allocations, r.json.unappliedAmount.amount]),
@@ -278,6 +288,8 @@ describe(`receipt routes (${engineName})`, () => {
         ['refund', '15.00', [{ externalReceivableId: receivable, amount: usd('15.00') }], '0.00'],
         ['reversal', '10.00', [{ externalReceivableId: receivable, amount: usd('10.00') }], '0.00'],
         ['reversal', '5.00', [{ externalReceivableId: receivable, amount: usd('5.00') }], '0.00'],
+        ['reversal', '4.00', [{ externalReceivableId: receivable, amount: usd('4.00') }], '0.00'],
+        ['reversal', '6.00', [{ externalReceivableId: receivable, amount: usd('6.00') }], '0.00'],
       ],
     )
     for (const r of got) {
@@ -285,7 +297,25 @@ describe(`receipt routes (${engineName})`, () => {
       assert.equal(r.json.providerPaymentId, payment.providerPaymentId)
       assert.deepEqual(verify(r, secret), r.json)
     }
-    assert.equal(new Set(got.map((r) => r.json.receiptId)).size, 4)
+    assert.equal(new Set(got.map((r) => r.json.receiptId)).size, 6)
+    // Each take-back is recorded once, with the split its receipt reports.
+    assert.deepEqual(
+      await t.store.query(
+        `SELECT kind, amount_minor::text AS amount, unapplied_minor::text AS unapplied FROM payment_take_backs
+          WHERE client_code = 'rcp-back' ORDER BY occurred_at, length(take_back_key), take_back_key`,
+      ),
+      [
+        { kind: 'refund', amount: '1500', unapplied: '0' },
+        { kind: 'reversal', amount: '1000', unapplied: '0' },
+        { kind: 'reversal', amount: '500', unapplied: '0' },
+        { kind: 'reversal', amount: '400', unapplied: '0' },
+        { kind: 'reversal', amount: '600', unapplied: '0' },
+      ],
+    )
+    // Scanned again from the start (as after a lost sequence): the same receipts, nothing new to send.
+    await t.store.query(`UPDATE receipt_routes SET scanned_seq = 0 WHERE client_code = 'rcp-back'`)
+    await run()
+    assert.equal(receivedBy('rcp-back').filter((r) => r.json.kind !== 'test').length, 6)
     assert.equal(got[1]?.json.occurredAt, decided.json.decidedAt)
     const d = await delivery(tn, 'pr-back')
     assert.deepEqual(
@@ -491,5 +521,127 @@ describe(`receipt routes (${engineName})`, () => {
       await second.app.app.close()
       await second.app.receiptDispatcher.stop()
     }
+  })
+
+  test('retention: finished receipt delivery records older than 30 days go with their attempts; pending ones stay', async () => {
+    const tn = await tenant('rcp-retain')
+    await verifiedRoute(tn)
+    await confirmedPayment(tn, 'pr-old')
+    await confirmedPayment(tn, 'pr-new')
+    rx.behave((r) => (at('rcp-retain')(r) && r.json?.externalPaymentRequestId === 'pr-owed' ? { status: 500 } : { status: 204 }))
+    await confirmedPayment(tn, 'pr-owed')
+    await run()
+    const rows = () =>
+      t.store.query<{ request: string; status: string; attempts: number }>(
+        `SELECT d.external_payment_request_id AS request, d.status,
+                (SELECT count(*)::int FROM receipt_delivery_attempts a WHERE a.client_code = d.client_code AND a.receipt_id = d.receipt_id) AS attempts
+           FROM receipt_deliveries d WHERE d.client_code = 'rcp-retain' AND d.kind = 'payment' ORDER BY 1`,
+      )
+    assert.deepEqual(await rows(), [
+      { request: 'pr-new', status: 'delivered', attempts: 1 },
+      { request: 'pr-old', status: 'delivered', attempts: 1 },
+      { request: 'pr-owed', status: 'pending', attempts: 1 },
+    ])
+    // pr-old finished 31 days ago; pr-new 29 days ago; pr-owed was created 31 days ago and is still owed.
+    await t.store.query(
+      `UPDATE receipt_deliveries SET completed_at = now() - interval '31 days' WHERE client_code = 'rcp-retain' AND external_payment_request_id = 'pr-old'`,
+    )
+    await t.store.query(
+      `UPDATE receipt_deliveries SET completed_at = now() - interval '29 days' WHERE client_code = 'rcp-retain' AND external_payment_request_id = 'pr-new'`,
+    )
+    await t.store.query(
+      `UPDATE receipt_deliveries SET created_at = now() - interval '31 days' WHERE client_code = 'rcp-retain' AND external_payment_request_id = 'pr-owed'`,
+    )
+    await runRetention(t.store)
+    assert.deepEqual(await rows(), [
+      { request: 'pr-new', status: 'delivered', attempts: 1 },
+      { request: 'pr-owed', status: 'pending', attempts: 1 },
+    ])
+    assert.deepEqual((await delivery(tn, 'pr-old')).deliveryAttempts, [])
+    assert.equal((await delivery(tn, 'pr-new')).deliveryAttempts.length, 1)
+    // Purged rows are not derived again: the route's scan is past them.
+    await run()
+    assert.equal((await rows()).length, 2)
+    // The sandbox's retention (each client at its own clock) purges them alike.
+    await t.store.query(
+      `UPDATE receipt_deliveries SET completed_at = now() - interval '31 days' WHERE client_code = 'rcp-retain' AND external_payment_request_id = 'pr-new'`,
+    )
+    assert.ok(t.app.sandbox)
+    await runRetention(t.store, t.app.sandbox)
+    assert.deepEqual(await rows(), [{ request: 'pr-owed', status: 'pending', attempts: 1 }])
+    // A refund after the purge still reports exactly its own money (it depends on no earlier receipt).
+    const refund = await t.call('PUT', '/v1/clients/rcp-retain/payment-requests/pr-old/refunds/rf-after', {
+      key: tn.apiKey,
+      body: { amount: usd('12.34'), reason: 'requested_by_customer' },
+    })
+    assert.equal(refund.status, 201, refund.body)
+    await t.app.refundWorker.runOnce()
+    await run()
+    const refunds = receivedBy('rcp-retain').filter((r) => r.json.kind === 'refund')
+    assert.deepEqual(
+      refunds.map((r) => [r.json.externalPaymentRequestId, r.json.amount, r.json.unappliedAmount]),
+      [['pr-old', usd('12.34'), usd('0.00')]],
+    )
+    rx.behave(() => ({ status: 204 }))
+  })
+
+  test('a sandbox client reset keeps the route (verified stays verified), deletes its receipts; an unverified one gets its test receipt again', async () => {
+    const tn = await tenant('rcp-reset')
+    const secret = await verifiedRoute(tn)
+    await confirmedPayment(tn, 'pr-before')
+    await run()
+    const before = receivedBy('rcp-reset').filter((r) => r.json.kind === 'payment')
+    assert.equal(before.length, 1)
+    const count = async (table: string, client: string) =>
+      (await t.store.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table} WHERE client_code = $1`, [client]))[0]?.n
+    const routeBefore = await t.store.query(
+      `SELECT url, state, version, verified_at, secret_ciphertext FROM receipt_routes WHERE client_code = 'rcp-reset'`,
+    )
+
+    const reset = await t.admin('POST', '/admin/v1/clients/rcp-reset/sandbox-reset', {})
+    assert.equal(reset.status, 200, reset.body)
+    assert.equal(reset.json.deleted.receipt_deliveries, 2)
+    assert.equal(reset.json.deleted.receipt_delivery_attempts, 2)
+    assert.equal(reset.json.deleted.receipt_routes, undefined)
+    assert.equal(await count('receipt_deliveries', 'rcp-reset'), 0)
+    assert.equal(await count('receipt_delivery_attempts', 'rcp-reset'), 0)
+    assert.deepEqual(
+      await t.store.query(`SELECT url, state, version, verified_at, secret_ciphertext FROM receipt_routes WHERE client_code = 'rcp-reset'`),
+      routeBefore,
+    )
+    const read = await t.call('GET', '/v1/clients/rcp-reset/receipt-route', { key: tn.apiKey })
+    assert.equal(read.json.state, 'verified')
+    // Nothing is sent for the deleted data; a Payment confirmed after the reset is delivered under the same secret.
+    await run()
+    assert.equal(receivedBy('rcp-reset').length, before.length + 1)
+    await confirmedPayment(tn, 'pr-after')
+    await run()
+    const after = receivedBy('rcp-reset').filter((r) => r.json.kind === 'payment')
+    assert.deepEqual(
+      after.map((r) => r.json.externalPaymentRequestId),
+      ['pr-before', 'pr-after'],
+    )
+    assert.deepEqual(verify(after[1] as Received, secret), (after[1] as Received).json)
+
+    // An unverified route: its test receipt (delivered or not) goes with the reset and is queued again.
+    const un = await tenant('rcp-reset-un')
+    assert.equal((await putRoute(un)).status, 201)
+    const reset2 = await t.admin('POST', '/admin/v1/clients/rcp-reset-un/sandbox-reset', {})
+    assert.equal(reset2.status, 200, reset2.body)
+    assert.deepEqual(await t.store.query(`SELECT kind, status FROM receipt_deliveries WHERE client_code = 'rcp-reset-un'`), [
+      { kind: 'test', status: 'pending' },
+    ])
+    await run()
+    const tests = receivedBy('rcp-reset-un')
+    assert.deepEqual(
+      tests.map((r) => r.json.kind),
+      ['test'],
+    )
+    const confirm = await t.call('POST', '/v1/clients/rcp-reset-un/receipt-route/confirm', {
+      key: un.apiKey,
+      body: { confirmationCode: tests[0]?.json.confirmationCode },
+    })
+    assert.equal(confirm.status, 200, confirm.body)
+    assert.equal(confirm.json.state, 'verified')
   })
 })
