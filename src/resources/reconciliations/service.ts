@@ -183,7 +183,7 @@ export function createReconciliationService(deps: ReconciliationServiceDeps) {
     await insertReconciliation(tx, clientCode, id, { requestId, status: held ? 'held' : 'matched', body, lines, now })
     const acknowledged = matched - matchedBefore
     if (acknowledged > 0n) {
-      const revision = await acknowledgeReceipt(tx, clientCode, target, acknowledged, now)
+      const revision = await acknowledgeReceipt(tx, clientCode, target, requestId, acknowledged, now)
       uow.appendChange(clientCode, {
         type: 'receivable.updated',
         resourceType: 'receivable',
