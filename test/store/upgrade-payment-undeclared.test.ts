@@ -21,7 +21,12 @@ import { engineName } from '../helpers/store.ts'
  */
 let ms = Date.parse('2026-11-20T12:00:00.000Z')
 // Every reading a second later: the reconciliations' acceptedAt order is the order they were written.
-const clock: Clock = { now: () => new Date((ms += 1000)) }
+const clock: Clock = {
+  now: () => {
+    ms += 1000
+    return new Date(ms)
+  },
+}
 
 let t: TestApp
 let tenant: Tenant
@@ -36,12 +41,21 @@ const usd = (amount: string) => ({ amount, currency: 'USD' })
 const ok = (res: { status: number; body: string }, status: number) => assert.equal(res.status, status, res.body)
 
 async function pay(id: string, amount: string) {
-  ok(await t.call('PUT', `${base()}/payment-requests/${id}`, { key: tenant.apiKey, body: { externalReceivableId: 'R', amount: usd(amount) } }), 201)
+  ok(
+    await t.call('PUT', `${base()}/payment-requests/${id}`, {
+      key: tenant.apiKey,
+      body: { externalReceivableId: 'R', amount: usd(amount) },
+    }),
+    201,
+  )
   ok(await t.admin('POST', `/admin/v1/clients/${tenant.clientCode}/payment-requests/${id}/simulate`, { outcome: 'confirmed' }), 201)
 }
 
 async function acknowledge(id: string, amount: string) {
-  const body = { externalPaymentRequestId: id, lines: [{ externalReceiptLineId: `line-${id}`, externalReceivableId: 'R', amount: usd(amount) }] }
+  const body = {
+    externalPaymentRequestId: id,
+    lines: [{ externalReceiptLineId: `line-${id}`, externalReceivableId: 'R', amount: usd(amount) }],
+  }
   const res = await t.call('PUT', `${base()}/payment-reconciliations/rec-${id}`, { key: tenant.apiKey, body })
   ok(res, 201)
   assert.equal(res.json.status, 'matched')

@@ -57,6 +57,16 @@ export function undeclaredShareMinor(
   return BigInt(payment.undeclared_as_of) === receivableDeclarations ? BigInt(payment.acknowledged_undeclared_minor) : 0n
 }
 
+/**
+ * Allocated money of a Payment that it still holds and no matched receipt line acknowledged: its allocation net of
+ * allocated money taken back, less what was matched, never below zero (since unacknowledged money is taken back
+ * first, acknowledged money taken back means none is left). What a reconciliation may still match, what a
+ * `matching_evidence` resolution requires to be zero, and the `unmatchedAmount` every view reports.
+ */
+export function unacknowledgedMinor(p: { allocatedMinor: bigint; takenBackAllocatedMinor: bigint; matchedMinor: bigint }): bigint {
+  return atLeastZero(p.allocatedMinor - p.takenBackAllocatedMinor - p.matchedMinor)
+}
+
 /** Where `amountMinor` taken back from a Payment comes from (pure: the rule above). */
 export function takeBackSplit(
   amountMinor: bigint,
@@ -72,12 +82,12 @@ export function takeBackSplit(
 ): TakeBackSplit {
   const unappliedMinor = min(amountMinor, atLeastZero(p.unappliedMinor - p.takenBackUnappliedMinor))
   const fromAllocated = amountMinor - unappliedMinor
-  const unacknowledgedMinor = min(fromAllocated, atLeastZero(p.allocatedMinor - p.matchedMinor - p.takenBackAllocatedMinor))
-  const acknowledged = fromAllocated - unacknowledgedMinor
+  const unacknowledged = min(fromAllocated, unacknowledgedMinor(p))
+  const acknowledged = fromAllocated - unacknowledged
   const acknowledgedUndeclaredMinor = min(acknowledged, atLeastZero(p.acknowledgedUndeclaredMinor))
   return {
     unappliedMinor,
-    unacknowledgedMinor,
+    unacknowledgedMinor: unacknowledged,
     acknowledgedUndeclaredMinor,
     acknowledgedDeclaredMinor: acknowledged - acknowledgedUndeclaredMinor,
   }
