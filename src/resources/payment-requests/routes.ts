@@ -41,6 +41,8 @@ export function paymentRequestRoutes(deps: RouteDeps, requests: PaymentRequestSe
       path,
       operationId: 'getPaymentRequest',
       summary: 'Read a Payment request with its Payment, if the provider has decided',
+      description:
+        'The request as it stands: open, confirmed, failed, expired (recorded by this read once expiresAt has passed) or canceled with its cancelReason. payment is null until the provider decides; a confirmed Payment shows what it allocated to the Receivable, what it could not (refunded automatically), and what refunds and reversals took back.',
       tags: ['Payment requests'],
       auth: { kind: 'api_key', scopes: requests.getOperation.scopes },
       params: PaymentRequestParams,

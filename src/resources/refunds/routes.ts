@@ -26,6 +26,8 @@ export function refundRoutes(deps: RouteDeps, refunds: RefundService): RouteDef[
       path: `${base}/:externalRefundId`,
       operationId: 'getRefund',
       summary: 'Read a refund',
+      description:
+        "The refund as it stands: pending until the provider decides, then succeeded or failed (final, with decidedAt). Only a succeeded refund has moved balances; the Payment request shows the Payment's refundedAmount. The service's own refund of money a confirmation could not allocate is `unapplied-funds` (reason unapplied_funds).",
       tags: ['Refunds'],
       auth: { kind: 'api_key', scopes: ['payment_requests:read'] },
       params: RefundParams,
@@ -42,6 +44,8 @@ export function refundRoutes(deps: RouteDeps, refunds: RefundService): RouteDef[
       path: base,
       operationId: 'listRefunds',
       summary: 'List the refunds of a Payment request',
+      description:
+        "Every refund of the Payment request, pending, succeeded or failed, including the service's own `unapplied-funds` refund, in identifier order, paged with the common cursor (limit, cursor; nextCursor is null on the last page). A request with no confirmed Payment lists none.",
       tags: ['Refunds'],
       auth: { kind: 'api_key', scopes: ['payment_requests:read'] },
       params: RefundListParams,

@@ -237,7 +237,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Read a Payment request with its Payment, if the provider has decided */
+        /**
+         * Read a Payment request with its Payment, if the provider has decided
+         * @description The request as it stands: open, confirmed, failed, expired (recorded by this read once expiresAt has passed) or canceled with its cancelReason. payment is null until the provider decides; a confirmed Payment shows what it allocated to the Receivable, what it could not (refunded automatically), and what refunds and reversals took back.
+         */
         get: operations["getPaymentRequest"];
         /**
          * Ask the debtor of a Receivable for a fixed amount through a hosted payment page
@@ -298,7 +301,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Read a refund */
+        /**
+         * Read a refund
+         * @description The refund as it stands: pending until the provider decides, then succeeded or failed (final, with decidedAt). Only a succeeded refund has moved balances; the Payment request shows the Payment's refundedAmount. The service's own refund of money a confirmation could not allocate is `unapplied-funds` (reason unapplied_funds).
+         */
         get: operations["getRefund"];
         /**
          * Refund a Payment request's confirmed Payment, in part or in whole
@@ -319,7 +325,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List the refunds of a Payment request */
+        /**
+         * List the refunds of a Payment request
+         * @description Every refund of the Payment request, pending, succeeded or failed, including the service's own `unapplied-funds` refund, in identifier order, paged with the common cursor (limit, cursor; nextCursor is null on the last page). A request with no confirmed Payment lists none.
+         */
         get: operations["listRefunds"];
         put?: never;
         post?: never;
