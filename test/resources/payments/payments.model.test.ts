@@ -35,6 +35,8 @@ type Basis = 'matching_evidence' | 'authorized_correction'
 
 type Action =
   | { kind: 'request'; cents: number }
+  /** A request, then its confirmation: sequences reach several Payments, each with its own receipts, more often. */
+  | { kind: 'pay'; cents: number }
   | { kind: 'settle'; pick: number; outcome: Outcome }
   | { kind: 'cancel'; pick: number }
   | { kind: 'refund'; pick: number; cents: number; fail: boolean }
@@ -99,6 +101,7 @@ interface Model {
 
 const action: fc.Arbitrary<Action> = fc.oneof(
   { weight: 5, arbitrary: fc.record({ kind: fc.constant('request' as const), cents: fc.integer({ min: 1, max: 12_000 }) }) },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('pay' as const), cents: fc.integer({ min: 1, max: 6_000 }) }) },
   {
     weight: 5,
     arbitrary: fc.record({
@@ -314,6 +317,13 @@ async function apply(t: TestApp, tenant: Tenant, m: Model, a: Action, where: str
   const pick = (n: number) => (m.requests.length ? m.requests[n % m.requests.length] : undefined)
 
   switch (a.kind) {
+    case 'pay': {
+      const count = m.requests.length
+      await apply(t, tenant, m, { kind: 'request', cents: a.cents }, `${where} (request)`, nextLine)
+      if (m.requests.length === count) return
+      await checkInvariants(t, tenant, m, `${where} (requested)`)
+      return apply(t, tenant, m, { kind: 'settle', pick: count, outcome: 'confirmed' }, `${where} (settle)`, nextLine)
+    }
     case 'request': {
       // Zero-padded: the pay-time check orders open requests by (createdAt, id).
       const id = `pr-${String(m.requests.length + 1).padStart(3, '0')}`
