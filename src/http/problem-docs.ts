@@ -329,7 +329,7 @@ export const problemDocs = {
   },
   matching_evidence_incomplete: {
     cause:
-      '`PUT /v1/clients/{clientCode}/payment-reconciliations/{externalReconciliationId}/resolution` with `basis` `matching_evidence` while matched receipt lines (across every reconciliation of the Payment) do not yet account for the full allocated amount of every Receivable this reconciliation holds. The `detail` names the Receivables and the amounts still unmatched, and `unmatched` lists them as `{externalReceivableId, allocatedAmount, matchedAmount, unmatchedAmount}`.',
+      '`PUT /v1/clients/{clientCode}/payment-reconciliations/{externalReconciliationId}/resolution` with `basis` `matching_evidence` while matched receipt lines (across every reconciliation of the Payment) do not yet account for the full allocated amount of every Receivable this reconciliation holds, net of allocated money refunds and reversals took back (that money is no longer there to acknowledge). The `detail` names the Receivables and the amounts still unmatched, and `unmatched` lists them as `{externalReceivableId, allocatedAmount, matchedAmount, unmatchedAmount}`.',
     fix: 'Send the missing receipt lines in a new reconciliation of the same Payment request, then resolve with `matching_evidence`; or resolve with `basis` `authorized_correction` and the Source reference of the correction.',
     retry: 'Only after more lines have matched; until then it is refused again.',
   },

@@ -375,6 +375,9 @@ CREATE TABLE payments (
   reversed_minor bigint NOT NULL DEFAULT 0,
   taken_back_unapplied_minor bigint NOT NULL DEFAULT 0,
   taken_back_allocated_minor bigint NOT NULL DEFAULT 0,
+  acknowledged_undeclared_minor bigint NOT NULL DEFAULT 0,
+  undeclared_as_of bigint NOT NULL DEFAULT 0,
+  CONSTRAINT payments_acknowledged_undeclared_minor_check CHECK ((acknowledged_undeclared_minor >= 0)),
   CONSTRAINT payments_allocated_minor_check CHECK ((allocated_minor >= 0)),
   CONSTRAINT payments_amount_minor_check CHECK ((amount_minor > 0)),
   CONSTRAINT payments_check CHECK (((allocated_minor + unapplied_minor) =
@@ -392,7 +395,8 @@ END)),
   CONSTRAINT payments_taken_back_split CHECK ((((taken_back_unapplied_minor + taken_back_allocated_minor) = (refunded_minor + reversed_minor)) AND (taken_back_unapplied_minor <= unapplied_minor) AND (taken_back_allocated_minor <= allocated_minor))),
   CONSTRAINT payments_taken_back_unapplied_minor_check CHECK ((taken_back_unapplied_minor >= 0)),
   CONSTRAINT payments_taken_back_within_amount CHECK (((refunded_minor + reversed_minor) <= amount_minor)),
-  CONSTRAINT payments_unapplied_minor_check CHECK ((unapplied_minor >= 0))
+  CONSTRAINT payments_unapplied_minor_check CHECK ((unapplied_minor >= 0)),
+  CONSTRAINT payments_undeclared_as_of_check CHECK ((undeclared_as_of >= 0))
 );
 
 CREATE TABLE provider_checkouts (
@@ -559,8 +563,10 @@ CREATE TABLE receivables (
   updated_at timestamp with time zone NOT NULL,
   client_fact_seq bigint NOT NULL DEFAULT 0,
   acknowledged_undeclared_minor bigint NOT NULL DEFAULT 0,
+  declarations bigint NOT NULL DEFAULT 0,
   CONSTRAINT receivables_acknowledged_undeclared_minor_check CHECK ((acknowledged_undeclared_minor >= 0)),
   CONSTRAINT receivables_client_code_fkey FOREIGN KEY (client_code) REFERENCES clients(client_code),
+  CONSTRAINT receivables_declarations_check CHECK ((declarations >= 0)),
   CONSTRAINT receivables_pkey PRIMARY KEY (client_code, external_receivable_id),
   CONSTRAINT receivables_source_amount_minor_check CHECK ((source_amount_minor >= 0)),
   CONSTRAINT receivables_status_check CHECK ((status = ANY (ARRAY['active'::text, 'paused'::text, 'closed'::text])))

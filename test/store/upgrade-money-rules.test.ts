@@ -13,8 +13,9 @@ import { engineName, type TestDatabase } from '../helpers/store.ts'
 /**
  * Issue 21, item 1: a database written through the API by main at 20eeacf (test/fixtures/upgrade-from-20eeacf.sql,
  * made by /tmp/old-main/gen/upgrade-fixture.ts: nine Receivables, each a situation the new working amount must
- * migrate) is upgraded by `migrate` (0019_money_rules_v2.sql backfills receivables.acknowledged_undeclared_minor),
- * and every Receivable then shows the working amount design.md section 5 defines, to the cent.
+ * migrate) is upgraded by `migrate` (0019_money_rules_v2.sql backfills receivables.acknowledged_undeclared_minor,
+ * 0023_payment_undeclared.sql shares it among the Receivable's Payments), and every Receivable then shows the
+ * working amount design.md section 5 defines, to the cent.
  */
 const dump = readFileSync(new URL('../fixtures/upgrade-from-20eeacf.sql', import.meta.url), 'utf8')
 // Just after the fixture was written (its open requests expire on 2026-12-15), so nothing expires or goes stale.
@@ -147,6 +148,26 @@ test('after the upgrade every Receivable shows the working amount of design.md s
     stored.map((r) => `${r.id} ${r.undeclared}`),
     ['r-credit 6000', 'r-declared-before 6000', 'r-partial 2500', 'r-recon 6000'],
   )
+  // Migration 0023 shares each Receivable's figure among its Payments (here one each), and the shares add up to it.
+  const shares = await db.store.query<{ id: string; share: string }>(
+    `SELECT p.external_payment_request_id AS id, p.acknowledged_undeclared_minor::text AS share
+       FROM payments p JOIN receivables r ON r.client_code = p.client_code AND r.external_receivable_id = p.external_receivable_id
+      WHERE p.client_code = $1 AND p.undeclared_as_of = r.declarations AND p.acknowledged_undeclared_minor <> 0 ORDER BY 1`,
+    [CLIENT],
+  )
+  assert.deepEqual(
+    shares.map((r) => `${r.id} ${r.share}`),
+    ['pr-credit 6000', 'pr-declared-before 6000', 'pr-partial 2500', 'pr-recon 6000'],
+  )
+  const unbalanced = await db.store.query<{ id: string }>(
+    `SELECT r.external_receivable_id AS id FROM receivables r
+      WHERE r.client_code = $1 AND r.acknowledged_undeclared_minor <> (
+        SELECT COALESCE(sum(p.acknowledged_undeclared_minor), 0) FROM payments p
+         WHERE p.client_code = r.client_code AND p.external_receivable_id = r.external_receivable_id
+           AND p.undeclared_as_of = r.declarations)`,
+    [CLIENT],
+  )
+  assert.deepEqual(unbalanced, [])
 })
 
 test('on r-open (two open requests of 70.00 from before the upgrade), paying one cancels the other when the debtor comes to pay it', async () => {

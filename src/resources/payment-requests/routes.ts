@@ -44,7 +44,7 @@ export function paymentRequestRoutes(deps: RouteDeps, requests: PaymentRequestSe
       operationId: 'getPaymentRequest',
       summary: 'Read a Payment request with its Payment, if the provider has decided',
       description:
-        'Reads one payment request: its `status` (`open`, `confirmed`, `failed`, `expired`, `canceled`), its `hostedUrl`, and once the provider has decided, its Payment with the refunded and reversed amounts. Poll it, or listen for its change-feed events.',
+        'The request as it stands: open, confirmed, failed, expired (recorded by this read once expiresAt has passed) or canceled with its cancelReason. payment is null until the provider decides; a confirmed Payment shows what it allocated to the Receivable, what it could not (refunded automatically), and what refunds and reversals took back.',
       tags: ['Payment requests'],
       auth: { kind: 'api_key', scopes: requests.getOperation.scopes },
       params: PaymentRequestParams,
@@ -78,7 +78,7 @@ export function paymentRequestRoutes(deps: RouteDeps, requests: PaymentRequestSe
       operationId: 'getReceiptDelivery',
       summary: 'Read who delivers the receipt of a confirmed Payment, and its accounting acknowledgement',
       description:
-        "deliveryOwner is the connection's receiptDeliveryOwner. No delivery route is verified today, so capability is disabled (no_verified_route) and no delivery attempt is made. The acknowledgement is derived from receipt lines matched by payment reconciliations.",
+        "deliveryOwner is the connection's receiptDeliveryOwner. With owner `service` and a verified receipt route, capability is enabled and deliveryAttempts lists every signed receipt attempt; otherwise capability says why nothing is delivered (owner partner, no_verified_route, an unverified route with its missing proof, or a disabled route). A delivery never acknowledges: the acknowledgement is derived only from receipt lines matched by payment reconciliations.",
       tags: ['Payment requests'],
       auth: { kind: 'api_key', scopes: ['payment_requests:read'] },
       params: PaymentRequestParams,

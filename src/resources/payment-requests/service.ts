@@ -16,6 +16,7 @@ import { catchUpReceivable } from '../holds/client-facts-store.ts'
 import { defineOperation, executeWrite, type OperationContext, type RouteDeps } from '../operations.ts'
 import type { PaymentProvider } from '../payments/provider.ts'
 import type { PaymentRow, PaymentStore } from '../payments/store.ts'
+import { unacknowledgedMinor } from '../payments/take-back.ts'
 import { receiptDeliveryState } from '../receipts/service.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import { type Checkout, type CheckoutAnswer, MIN_TIME_LEFT_MS } from './checkout.ts'
@@ -427,9 +428,14 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
       }
       const allocated = BigInt(payment.allocated_minor)
       const matched = await matchedMinor(store, clientCode, id)
-      const unmatched = allocated > matched ? allocated - matched : 0n
+      // Allocated money a refund or reversal took back is not there to acknowledge (payments/take-back.ts).
+      const unmatched = unacknowledgedMinor({
+        allocatedMinor: allocated,
+        takenBackAllocatedMinor: BigInt(payment.taken_back_allocated_minor),
+        matchedMinor: matched,
+      })
       const held = await hasHeldReconciliation(store, clientCode, id)
-      const status = held ? 'held' : matched === 0n ? 'pending' : matched >= allocated ? 'acknowledged' : 'partially_acknowledged'
+      const status = held ? 'held' : matched === 0n ? 'pending' : unmatched === 0n ? 'acknowledged' : 'partially_acknowledged'
       return {
         externalPaymentRequestId: id,
         deliveryOwner: grant.receiptDeliveryOwner,

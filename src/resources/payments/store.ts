@@ -19,11 +19,17 @@ export interface PaymentRow {
   /** Where what was taken back came from: unapplied money first, then allocated. */
   taken_back_unapplied_minor: string
   taken_back_allocated_minor: string
+  /**
+   * This Payment's share of its Receivable's acknowledged-undeclared money (migration 0023), counted only while
+   * `undeclared_as_of` equals the Receivable's `declarations` (take-back.ts, undeclaredShareMinor).
+   */
+  acknowledged_undeclared_minor: string
+  undeclared_as_of: string
 }
 
 const COLUMNS = `external_payment_request_id, provider, provider_payment_id, status, revision, currency, amount_minor, allocated_minor,
   unapplied_minor, external_receivable_id, decided_at, refunded_minor, reversed_minor, taken_back_unapplied_minor,
-  taken_back_allocated_minor`
+  taken_back_allocated_minor, acknowledged_undeclared_minor, undeclared_as_of`
 
 export async function findPayment(db: Queryable, clientCode: string, requestId: string): Promise<PaymentRow | undefined> {
   return (
@@ -111,16 +117,20 @@ export async function lockPayment(tx: Tx, clientCode: string, requestId: string)
   )[0]
 }
 
-/** The Receivable amounts money taken back moves, row-locked. */
+/**
+ * The Receivable amounts money taken back moves, row-locked, and its count of the Source's declarations (which
+ * Payments' undeclared shares still count).
+ */
 export interface TakeBackReceivableRow {
   confirmed_unreconciled_minor: string
   acknowledged_undeclared_minor: string
+  declarations: string
 }
 
 export async function lockTakeBackReceivable(tx: Tx, clientCode: string, receivableId: string): Promise<TakeBackReceivableRow | undefined> {
   return (
     await tx.query<TakeBackReceivableRow>(
-      `SELECT confirmed_unreconciled_minor, acknowledged_undeclared_minor FROM receivables
+      `SELECT confirmed_unreconciled_minor, acknowledged_undeclared_minor, declarations FROM receivables
         WHERE client_code = $1 AND external_receivable_id = $2 FOR UPDATE`,
       [clientCode, receivableId],
     )
@@ -130,20 +140,34 @@ export async function lockTakeBackReceivable(tx: Tx, clientCode: string, receiva
 /**
  * Records money taken back from a Payment (a succeeded refund, or a reversal) and its split: `unapplied` and
  * `allocated` of it, the Payment's refunded or reversed total rising by their sum. The table's CHECKs refuse
- * more than the Payment's amount.
+ * more than the Payment's amount. The Payment's undeclared share becomes `undeclared` as of the Receivable's
+ * `declarations` count (read under the Receivable's row lock).
  */
 export async function recordTakenBack(
   tx: Tx,
   clientCode: string,
   requestId: string,
-  t: { kind: 'refund' | 'reversal'; unappliedMinor: bigint; allocatedMinor: bigint },
+  t: {
+    kind: 'refund' | 'reversal'
+    unappliedMinor: bigint
+    allocatedMinor: bigint
+    undeclared: { minor: bigint; asOf: bigint }
+  },
 ): Promise<PaymentRow> {
   const column = t.kind === 'refund' ? 'refunded_minor' : 'reversed_minor'
   const rows = await tx.query<PaymentRow>(
     `UPDATE payments SET ${column} = ${column} + $3 + $4, taken_back_unapplied_minor = taken_back_unapplied_minor + $3,
-            taken_back_allocated_minor = taken_back_allocated_minor + $4, revision = revision + 1
+            taken_back_allocated_minor = taken_back_allocated_minor + $4, acknowledged_undeclared_minor = $5,
+            undeclared_as_of = $6, revision = revision + 1
       WHERE client_code = $1 AND external_payment_request_id = $2 RETURNING ${COLUMNS}`,
-    [clientCode, requestId, t.unappliedMinor.toString(), t.allocatedMinor.toString()],
+    [
+      clientCode,
+      requestId,
+      t.unappliedMinor.toString(),
+      t.allocatedMinor.toString(),
+      t.undeclared.minor.toString(),
+      t.undeclared.asOf.toString(),
+    ],
   )
   return rows[0] as PaymentRow
 }

@@ -5,20 +5,25 @@ import { insertTakeBack } from './take-back-store.ts'
 
 /**
  * The balance effect of money taken back from a confirmed Payment (design.md section 5, "Effect of a refund or
- * reversal"; docs/decisions.md, "Refunds and reversals"), one rule for a refund's success and a reversal:
+ * reversal"; docs/decisions.md, "Refunds and reversals" and "Money taken back per Payment"), one rule for a refund's
+ * success and a reversal:
  *
  * - unapplied money goes first (it is in no balance), then allocated money;
  * - of the allocated money, what no matched receipt line acknowledged goes first: it leaves the Receivable's
- *   confirmed_unreconciled_minor; then acknowledged money, which leaves acknowledged_undeclared_minor as far as
- *   the Receivable still holds undeclared acknowledged money; the rest was acknowledged and has since been
- *   declared by the Source, so it stays out of the working amount until the Source declares again (the service
- *   may under-collect, never over-collect);
+ *   confirmed_unreconciled_minor; then acknowledged money this Payment holds undeclared (its share of the
+ *   Receivable's acknowledged_undeclared_minor: acknowledged after the Source last declared the balance), which
+ *   leaves both the share and the Receivable's figure; the rest was acknowledged and has since been declared by the
+ *   Source, so it stays out of the working amount until the Source declares again (the service may under-collect,
+ *   never over-collect). Another Payment's undeclared money never stands in for this one's declared money;
  * - a Receivable amount that moves gets a new revision and its `receivable.updated` event.
  *
  * Unacknowledged allocated money still held is `allocated - matched - takenBackAllocated` (never below zero):
  * since unacknowledged money is taken back first, any acknowledged money taken back means none is left. A
  * reconciliation caps what it matches by the same figure (reconciliations/service.ts), under the same Payment row
  * lock, so a refund and a reconciliation of one Payment never both count one amount.
+ *
+ * A Payment's share counts only while the Receivable's `declarations` count is the one it was written at
+ * (`undeclaredShareMinor`): a declaration clears every share of its Receivable by counting one more (migration 0023).
  *
  * Locks, in this order: the Payment row, then the Receivable's identity and row (the order of reconciliations and
  * confirmations too). The caller checked that `amountMinor` fits (refunds and reversals together never exceed the
@@ -42,6 +47,27 @@ export interface TakeBackSplit {
 const min = (a: bigint, b: bigint) => (a < b ? a : b)
 const atLeastZero = (a: bigint) => (a > 0n ? a : 0n)
 
+/**
+ * A Payment's share of its Receivable's acknowledged-undeclared money: its figure while it was written at the
+ * Receivable's current count of declarations, zero once the Source declared the balance again.
+ */
+export function undeclaredShareMinor(
+  payment: Pick<PaymentRow, 'acknowledged_undeclared_minor' | 'undeclared_as_of'>,
+  receivableDeclarations: bigint,
+): bigint {
+  return BigInt(payment.undeclared_as_of) === receivableDeclarations ? BigInt(payment.acknowledged_undeclared_minor) : 0n
+}
+
+/**
+ * Allocated money of a Payment that it still holds and no matched receipt line acknowledged: its allocation net of
+ * allocated money taken back, less what was matched, never below zero (since unacknowledged money is taken back
+ * first, acknowledged money taken back means none is left). What a reconciliation may still match, what a
+ * `matching_evidence` resolution requires to be zero, and the `unmatchedAmount` every view reports.
+ */
+export function unacknowledgedMinor(p: { allocatedMinor: bigint; takenBackAllocatedMinor: bigint; matchedMinor: bigint }): bigint {
+  return atLeastZero(p.allocatedMinor - p.takenBackAllocatedMinor - p.matchedMinor)
+}
+
 /** Where `amountMinor` taken back from a Payment comes from (pure: the rule above). */
 export function takeBackSplit(
   amountMinor: bigint,
@@ -51,17 +77,18 @@ export function takeBackSplit(
     takenBackUnappliedMinor: bigint
     takenBackAllocatedMinor: bigint
     matchedMinor: bigint
+    /** This Payment's undeclared share (`undeclaredShareMinor`). */
+    acknowledgedUndeclaredMinor: bigint
   },
-  receivableAcknowledgedUndeclaredMinor: bigint,
 ): TakeBackSplit {
   const unappliedMinor = min(amountMinor, atLeastZero(p.unappliedMinor - p.takenBackUnappliedMinor))
   const fromAllocated = amountMinor - unappliedMinor
-  const unacknowledgedMinor = min(fromAllocated, atLeastZero(p.allocatedMinor - p.matchedMinor - p.takenBackAllocatedMinor))
-  const acknowledged = fromAllocated - unacknowledgedMinor
-  const acknowledgedUndeclaredMinor = min(acknowledged, atLeastZero(receivableAcknowledgedUndeclaredMinor))
+  const unacknowledged = min(fromAllocated, unacknowledgedMinor(p))
+  const acknowledged = fromAllocated - unacknowledged
+  const acknowledgedUndeclaredMinor = min(acknowledged, atLeastZero(p.acknowledgedUndeclaredMinor))
   return {
     unappliedMinor,
-    unacknowledgedMinor,
+    unacknowledgedMinor: unacknowledged,
     acknowledgedUndeclaredMinor,
     acknowledgedDeclaredMinor: acknowledged - acknowledgedUndeclaredMinor,
   }
@@ -84,19 +111,23 @@ export async function takeBack(
   await lockIdentity(tx, clientCode, 'receivable', receivableId)
   const receivable = await lockTakeBackReceivable(tx, clientCode, receivableId)
   if (!receivable) throw new Error(`Receivable ${receivableId} of Payment request ${requestId} is missing`)
-  const split = takeBackSplit(
-    amountMinor,
-    {
-      unappliedMinor: BigInt(payment.unapplied_minor),
-      allocatedMinor: BigInt(payment.allocated_minor),
-      takenBackUnappliedMinor: BigInt(payment.taken_back_unapplied_minor),
-      takenBackAllocatedMinor: BigInt(payment.taken_back_allocated_minor),
-      matchedMinor: await matchedMinor(tx, clientCode, requestId),
-    },
-    BigInt(receivable.acknowledged_undeclared_minor),
-  )
+  const declarations = BigInt(receivable.declarations)
+  const share = undeclaredShareMinor(payment, declarations)
+  const split = takeBackSplit(amountMinor, {
+    unappliedMinor: BigInt(payment.unapplied_minor),
+    allocatedMinor: BigInt(payment.allocated_minor),
+    takenBackUnappliedMinor: BigInt(payment.taken_back_unapplied_minor),
+    takenBackAllocatedMinor: BigInt(payment.taken_back_allocated_minor),
+    matchedMinor: await matchedMinor(tx, clientCode, requestId),
+    acknowledgedUndeclaredMinor: share,
+  })
   const allocatedMinor = amountMinor - split.unappliedMinor
-  const updated = await recordTakenBack(tx, clientCode, requestId, { kind, unappliedMinor: split.unappliedMinor, allocatedMinor })
+  const updated = await recordTakenBack(tx, clientCode, requestId, {
+    kind,
+    unappliedMinor: split.unappliedMinor,
+    allocatedMinor,
+    undeclared: { minor: share - split.acknowledgedUndeclaredMinor, asOf: declarations },
+  })
   if (kind === 'refund' && refundId === undefined) throw new Error(`A refund of Payment request ${requestId} was taken back without its id`)
   // What this one take-back was, for its receipt (the Payment keeps only running totals).
   await insertTakeBack(tx, {

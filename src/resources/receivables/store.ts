@@ -176,7 +176,8 @@ export async function insertReceivablesIfNew(
 
 /**
  * `replaceReceivable` for many Receivables in one statement (distinct identities): new representations and
- * source amounts (acknowledged-undeclared money cleared: each is a declaration), the responsible Customers follow
+ * source amounts (acknowledged-undeclared money cleared, every Payment's share with it by one more declaration
+ * counted: each is a declaration; payments/take-back.ts), the responsible Customers follow
  * each body, held omissions released. Returns the new revisions.
  */
 export async function replaceReceivables(
@@ -203,7 +204,8 @@ export async function replaceReceivables(
        UPDATE book_omissions o SET released_at = $9 FROM input i
         WHERE o.client_code = $1 AND o.external_receivable_id = i.id AND o.released_at IS NULL)
      UPDATE receivables r SET representation = i.representation::jsonb, source_revision = i.source_revision,
-            source_amount_minor = i.amount, acknowledged_undeclared_minor = 0, revision = r.revision + 1, updated_at = $9
+            source_amount_minor = i.amount, acknowledged_undeclared_minor = 0, declarations = r.declarations + 1,
+            revision = r.revision + 1, updated_at = $9
        FROM input i WHERE r.client_code = $1 AND r.external_receivable_id = i.id
      RETURNING r.external_receivable_id, r.revision`,
     [
@@ -224,7 +226,8 @@ export async function replaceReceivables(
 
 /**
  * A Source replace, in one statement: new representation, the declared balance becomes the source amount (a
- * declaration: it includes every receipt acknowledged before, so acknowledged-undeclared money returns to zero),
+ * declaration: it includes every receipt acknowledged before, so acknowledged-undeclared money returns to zero, and
+ * every Payment's share of it with one more declaration counted: payments/take-back.ts),
  * the responsible Customers follow the body (those no longer listed removed, the others upserted) and every
  * held complete-book omission of the Receivable is released (the Source wrote it again).
  */
@@ -232,7 +235,7 @@ export async function replaceReceivable(tx: Tx, clientCode: string, id: string, 
   await tx.query(
     `WITH u AS (
        UPDATE receivables SET representation = $3, source_revision = $4, source_amount_minor = $5,
-              acknowledged_undeclared_minor = 0, revision = revision + 1, updated_at = $6
+              acknowledged_undeclared_minor = 0, declarations = declarations + 1, revision = revision + 1, updated_at = $6
         WHERE client_code = $1 AND external_receivable_id = $2),
      gone AS (
        DELETE FROM receivable_customers

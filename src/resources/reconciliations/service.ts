@@ -8,6 +8,7 @@ import type { Queryable } from '../../store/store.ts'
 import type { RestrictionRules } from '../holds/restrictions.ts'
 import { defineOperation, type OperationContext, type RouteDeps } from '../operations.ts'
 import { matchedMinor, matchedMinorOf } from '../payments/store.ts'
+import { unacknowledgedMinor } from '../payments/take-back.ts'
 import type { ReceivableStore } from '../receivables/store.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import { type LineState, type ReconciliationListQuery, ReconciliationResponse, ReconciliationWrite, ResolutionWrite } from './schema.ts'
@@ -64,7 +65,12 @@ export function createReconciliationService(deps: ReconciliationServiceDeps) {
   function viewOf(row: ReconciliationRow, payment: ReconciledPaymentRow, lines: ReceiptLineRow[], matched: bigint): ReconciliationResponse {
     const allocated = BigInt(payment.allocated_minor)
     const currency = payment.currency
-    const unmatched = allocated - matched
+    // Allocated money a refund or reversal took back is not there to acknowledge: it is not unmatched.
+    const unmatched = unacknowledgedMinor({
+      allocatedMinor: allocated,
+      takenBackAllocatedMinor: BigInt(payment.taken_back_allocated_minor),
+      matchedMinor: matched,
+    })
     return {
       externalReconciliationId: row.external_reconciliation_id,
       externalPaymentRequestId: row.external_payment_request_id,
@@ -193,7 +199,7 @@ export function createReconciliationService(deps: ReconciliationServiceDeps) {
     await insertReconciliation(tx, clientCode, id, { requestId, status: held ? 'held' : 'matched', body, lines, now })
     const acknowledged = matched - matchedBefore
     if (acknowledged > 0n) {
-      const revision = await acknowledgeReceipt(tx, clientCode, target, acknowledged, now)
+      const revision = await acknowledgeReceipt(tx, clientCode, target, requestId, acknowledged, now)
       uow.appendChange(clientCode, {
         type: 'receivable.updated',
         resourceType: 'receivable',
@@ -244,15 +250,21 @@ export function createReconciliationService(deps: ReconciliationServiceDeps) {
     const payment = (await findReconciledPayment(tx, clientCode, requestId, { forUpdate: true })) as ReconciledPaymentRow
     const holding = await heldReceivables(tx, clientCode, id)
     if (resolution.basis === 'matching_evidence') {
+      // Matched lines must account for the allocation net of allocated money refunds and reversals took back (read
+      // under the Payment row lock that take-back holds too): that money is no longer there to acknowledge. The
+      // Payment allocates to one Receivable; another Receivable a differing line named has no allocation from it,
+      // so nothing can be missing there. The figures are the view's: allocatedAmount what the Payment allocated,
+      // unmatchedAmount what of it is still held and unacknowledged.
       const allocated = BigInt(payment.allocated_minor)
+      const takenBack = BigInt(payment.taken_back_allocated_minor)
       const matched = await matchedMinor(tx, clientCode, requestId)
-      // The Payment allocates to one Receivable; another Receivable a differing line named has no allocation
-      // from it, so nothing can be missing there.
-      if (holding.includes(payment.external_receivable_id) && matched !== allocated) {
+      const unmatched = unacknowledgedMinor({ allocatedMinor: allocated, takenBackAllocatedMinor: takenBack, matchedMinor: matched })
+      if (holding.includes(payment.external_receivable_id) && unmatched > 0n) {
         const c = payment.currency
+        const since = takenBack > 0n ? ` (${describeMoney(takenBack, c)} of it since taken back)` : ''
         throw new Problem(
           'matching_evidence_incomplete',
-          `Matched receipt lines do not yet account for the full allocation: Receivable ${payment.external_receivable_id} has ${describeMoney(allocated, c)} allocated, ${describeMoney(matched, c)} matched, ${describeMoney(allocated - matched, c)} unmatched.`,
+          `Matched receipt lines do not yet account for the full allocation: Receivable ${payment.external_receivable_id} has ${describeMoney(allocated, c)} allocated${since}, ${describeMoney(matched, c)} matched, ${describeMoney(unmatched, c)} unmatched.`,
           {
             extensions: {
               unmatched: [
@@ -260,7 +272,7 @@ export function createReconciliationService(deps: ReconciliationServiceDeps) {
                   externalReceivableId: payment.external_receivable_id,
                   allocatedAmount: money(allocated, c),
                   matchedAmount: money(matched, c),
-                  unmatchedAmount: money(allocated - matched, c),
+                  unmatchedAmount: money(unmatched, c),
                 },
               ],
             },

@@ -201,25 +201,37 @@ export async function insertReconciliation(
 /**
  * Matched lines acknowledge money: the amount moves from confirmed-unreconciled to acknowledged-undeclared (until
  * the Source's next declaration of the balance clears it), receipt-acknowledged counts it cumulatively, and the
- * working amount does not change; with a new Receivable revision. Returns that revision.
+ * working amount does not change; with a new Receivable revision. The Payment's own share of the
+ * acknowledged-undeclared money grows alike (payments/take-back.ts): its figure, zero if the Source declared the
+ * balance since it was written, plus this amount, as of the Receivable's count of declarations. One statement; the
+ * caller holds the Payment row lock. Returns the Receivable's new revision.
  */
 export async function acknowledgeReceipt(
   tx: Tx,
   clientCode: string,
   receivableId: string,
+  requestId: string,
   amountMinor: bigint,
   now: string,
 ): Promise<number> {
   const rows = await tx.query<{ revision: string }>(
-    `UPDATE receivables
-        SET confirmed_unreconciled_minor = confirmed_unreconciled_minor - $3,
-            receipt_acknowledged_minor = receipt_acknowledged_minor + $3,
-            acknowledged_undeclared_minor = acknowledged_undeclared_minor + $3,
-            revision = revision + 1, updated_at = $4
-      WHERE client_code = $1 AND external_receivable_id = $2
-      RETURNING revision`,
-    [clientCode, receivableId, amountMinor.toString(), now],
+    `WITH r AS (
+       UPDATE receivables
+          SET confirmed_unreconciled_minor = confirmed_unreconciled_minor - $4,
+              receipt_acknowledged_minor = receipt_acknowledged_minor + $4,
+              acknowledged_undeclared_minor = acknowledged_undeclared_minor + $4,
+              revision = revision + 1, updated_at = $5
+        WHERE client_code = $1 AND external_receivable_id = $2
+        RETURNING revision, declarations)
+     UPDATE payments p
+        SET acknowledged_undeclared_minor = CASE WHEN p.undeclared_as_of = r.declarations THEN p.acknowledged_undeclared_minor ELSE 0 END + $4,
+            undeclared_as_of = r.declarations
+       FROM r
+      WHERE p.client_code = $1 AND p.external_payment_request_id = $3 AND p.external_receivable_id = $2
+      RETURNING r.revision`,
+    [clientCode, receivableId, requestId, amountMinor.toString(), now],
   )
+  if (rows.length !== 1) throw new Error(`Payment ${requestId} of Receivable ${receivableId} is missing`)
   return Number(rows[0]?.revision)
 }
 

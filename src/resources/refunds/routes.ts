@@ -27,7 +27,7 @@ export function refundRoutes(deps: RouteDeps, refunds: RefundService): RouteDef[
       operationId: 'getRefund',
       summary: 'Read a refund',
       description:
-        "Reads one refund of a payment request's Payment: its amount, reason and `status` (`pending` until the provider decides, then `succeeded` or `failed`).",
+        "The refund as it stands: pending until the provider decides, then succeeded or failed (final, with decidedAt). Only a succeeded refund has moved balances; the Payment request shows the Payment's refundedAmount. The service's own refund of money a confirmation could not allocate is `unapplied-funds` (reason unapplied_funds).",
       tags: ['Refunds'],
       auth: { kind: 'api_key', scopes: ['payment_requests:read'] },
       params: RefundParams,
@@ -45,7 +45,7 @@ export function refundRoutes(deps: RouteDeps, refunds: RefundService): RouteDef[
       operationId: 'listRefunds',
       summary: 'List the refunds of a Payment request',
       description:
-        'Lists the refunds of one payment request a page at a time, automatic refunds of unapplied funds included; follow `nextCursor` until it is null.',
+        "Every refund of the Payment request, pending, succeeded or failed, including the service's own `unapplied-funds` refund, in identifier order, paged with the common cursor (limit, cursor; nextCursor is null on the last page). A request with no confirmed Payment lists none.",
       tags: ['Refunds'],
       auth: { kind: 'api_key', scopes: ['payment_requests:read'] },
       params: RefundListParams,

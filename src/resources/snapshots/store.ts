@@ -39,7 +39,8 @@ export async function lockReceivablesForSnapshot(tx: Tx, clientCode: string, ids
 /**
  * Applies the balances in one statement; returns each Receivable's new revision. An applied entry is a declaration
  * of the balance: it includes every receipt the Source acknowledged before, so acknowledged-undeclared money
- * returns to zero (design.md section 5).
+ * returns to zero (design.md section 5), every Payment's share of it with one more declaration counted
+ * (payments/take-back.ts).
  */
 export async function applyBalances(
   tx: Tx,
@@ -49,7 +50,7 @@ export async function applyBalances(
 ) {
   return tx.query<{ external_receivable_id: string; revision: string }>(
     `UPDATE receivables r SET source_amount_minor = a.amount, source_revision = a.source_revision, acknowledged_undeclared_minor = 0,
-            revision = r.revision + 1, updated_at = $5
+            declarations = r.declarations + 1, revision = r.revision + 1, updated_at = $5
        FROM unnest($2::text[], $3::bigint[], $4::bigint[]) AS a(id, amount, source_revision)
       WHERE r.client_code = $1 AND r.external_receivable_id = a.id
       RETURNING r.external_receivable_id, r.revision`,

@@ -312,6 +312,19 @@ describe(`cancel (${engineName})`, () => {
     }
     const notJson = await cancel('wa-cancel3-1', undefined, { rawBody: '[1]', contentType: 'application/json' })
     assert.equal(notJson.status, 422, notJson.body)
+    assert.deepEqual(
+      notJson.json.errors.map((e: { pointer: string; code: string }) => [e.pointer, e.code]),
+      [['', 'invalid_type']],
+    )
+    for (const id of ['bad.id', 'x'.repeat(129)]) {
+      const res = await cancel(id, { reason: 'x' })
+      assert.equal(res.status, 422, res.body)
+      assert.deepEqual(
+        res.json.errors.map((e: { pointer: string; code: string }) => [e.pointer, e.code]),
+        [['/path/externalPaymentRequestId', 'invalid_format']],
+      )
+    }
+    assert.equal((await get('wa-cancel3-1')).json.status, 'open')
     const exact = await ok(cancel('wa-cancel3-1', { reason: 'x'.repeat(200) }), 200)
     assert.equal(exact.json.cancellationNote, 'x'.repeat(200))
     assert.deepEqual(await eventsOf('wa-cancel3-1'), ['payment_request.created 1', 'payment_request.canceled 2'])

@@ -75,6 +75,34 @@ test('bad refund bodies: 422 at the exact pointer, nothing changed', async () =>
   assert.deepEqual(await state(), before)
 })
 
+test('bodies of the wrong shape and bad identifiers in the path: 422 at the exact pointer, nothing changed', async () => {
+  const before = await state()
+  const base = `/v1/clients/${tenant.clientCode}/payment-requests`
+  const pointers = (res: Response) => {
+    assert.equal(res.status, 422, res.body)
+    assert.equal(problemCode(res), 'validation_error')
+    return res.json.errors.map((e: { pointer: string; code: string }) => `${e.code} ${e.pointer}`)
+  }
+  const raw = (rawBody: string) =>
+    t.call('PUT', `${base}/pr-1/refunds/rf-raw`, { key: tenant.apiKey, rawBody, contentType: 'application/json' })
+  assert.deepEqual(pointers(await raw('[1]')), ['invalid_type '])
+  assert.deepEqual(pointers(await raw('null')), ['invalid_type '])
+  assert.deepEqual(pointers(await raw('"40.00"')), ['invalid_type '])
+  assert.deepEqual(pointers(await c.refund('pr-1', 'rf-bad', { ...good, amount: 5 })), ['invalid_type /amount'])
+  assert.deepEqual(pointers(await c.refund('pr-1', 'rf-bad', { ...good, amount: { amount: '5.00' } })), ['invalid_type /amount/currency'])
+  assert.deepEqual(pointers(await c.refund('pr-1', 'rf-bad', { ...good, amount: { amount: 5, currency: 'USD' } })), [
+    'invalid_type /amount/amount',
+  ])
+  // Identifiers in the path: 1 to 128 characters of A-Z, a-z, 0-9, _ and -.
+  for (const id of ['bad.id', 'x'.repeat(129)]) {
+    assert.deepEqual(pointers(await c.refund('pr-1', id, good)), ['invalid_format /path/externalRefundId'])
+    assert.deepEqual(pointers(await c.refund(id, 'rf-ok', good)), ['invalid_format /path/externalPaymentRequestId'])
+    assert.deepEqual(pointers(await c.getRefund('pr-1', id)), ['invalid_format /path/externalRefundId'])
+    assert.deepEqual(pointers(await c.listRefunds(id)), ['invalid_format /path/externalPaymentRequestId'])
+  }
+  assert.deepEqual(await state(), before)
+})
+
 test('a currency other than the Payment’s: 422 at /amount/currency; above what remains: 422 at /amount/amount with both figures', async () => {
   const before = await state()
   assertFieldProblem(await c.refund('pr-1', 'rf-eur', { amount: { amount: '5.00', currency: 'EUR' }, reason: 'other' }), '/amount/currency')
@@ -145,6 +173,9 @@ test('bad reversals: each refused at its pointer or with its problem, nothing ch
   await field({ outcome: 'reversed', amount: usd('0.00') }, '/amount/amount')
   await field({ outcome: 'confirmed', amount: usd('1.00') }, '/amount')
   await field({ outcome: 'reversed', amount: { amount: '1.00', currency: 'EUR' } }, '/amount/currency')
+  await field({ outcome: 'reversed', amount: 5 }, '/amount')
+  await field({ outcome: 'refunded' }, '/outcome')
+  await field({ outcome: 'reversed', amount: usd('1.00'), extra: true }, '/extra')
   const over = await field({ outcome: 'reversed', amount: usd('50.01') }, '/amount/amount')
   assert.equal(
     over.json.errors[0].detail,

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
 import { recordOutcome } from '../../../src/resources/payment-requests/payment-rules.ts'
 import { inUnitOfWork } from '../../../src/resources/unit-of-work.ts'
-import { startTestApp, type Tenant, type TestApp } from '../../helpers/app.ts'
+import { problemCode, startTestApp, type Tenant, type TestApp } from '../../helpers/app.ts'
 import { payableReceivable } from '../../helpers/payments.ts'
 import { confirmedPayment, expectStatus, moneyBack, refundCalls, usd } from './helpers.ts'
 
@@ -148,6 +148,105 @@ test('acknowledged money taken back leaves acknowledged-undeclared; money the So
   assert.deepEqual(await c.payment('pr-1'), ['60.00', '60.00', '0.00', '60.00', '0.00'])
   assert.deepEqual(await c.position('R'), ['70.00', '70.00', '0.00', '30.00'])
   assert.equal(await c.revision('R'), revision)
+})
+
+test('matching_evidence after money was taken back: matched lines need account only for the allocation still held', async () => {
+  const tenant = await client()
+  const c = refundCalls(t, tenant)
+  await confirmedPayment(t, tenant, 'R', 'pr-1')
+  // 20.00 of the 60.00 matches; a line of 50.00 no longer fits and holds the reconciliation.
+  const held = await c.put('rec-1', {
+    externalPaymentRequestId: 'pr-1',
+    lines: [
+      { externalReceiptLineId: 'l1', externalReceivableId: 'R', amount: usd('20.00') },
+      { externalReceiptLineId: 'l2', externalReceivableId: 'R', amount: usd('50.00') },
+    ],
+  })
+  assert.equal(expectStatus(held, 201).json.status, 'held')
+  const evidence = { basis: 'matching_evidence', reference: 'ledger/receipts/1' }
+  const incomplete = async (detail: string, unmatched: string) => {
+    const before = expectStatus(await c.get('rec-1'), 200).json
+    const receivable = expectStatus(await c.receivable('R'), 200).json
+    const res = expectStatus(await c.resolve('rec-1', evidence), 409)
+    assert.equal(problemCode(res), 'matching_evidence_incomplete')
+    assert.equal(res.json.detail, detail)
+    assert.deepEqual(res.json.unmatched, [
+      { externalReceivableId: 'R', allocatedAmount: usd('60.00'), matchedAmount: usd('20.00'), unmatchedAmount: usd(unmatched) },
+    ])
+    assert.deepEqual(before.allocations[0].unmatchedAmount, usd(unmatched))
+    // Nothing changed: the reconciliation and the Receivable read as before.
+    assert.deepEqual(expectStatus(await c.get('rec-1'), 200).json, before)
+    assert.deepEqual(expectStatus(await c.receivable('R'), 200).json, receivable)
+  }
+  await incomplete(
+    'Matched receipt lines do not yet account for the full allocation: Receivable R has 60.00 USD allocated, 20.00 USD matched, 40.00 USD unmatched.',
+    '40.00',
+  )
+  // A refund of 30.00 takes unacknowledged money first: 10.00 of the allocation is still held and unmatched.
+  expectStatus(await c.refund('pr-1', 'rf-1', { amount: usd('30.00'), reason: 'requested_by_customer' }), 201)
+  await runWorker()
+  assert.deepEqual(await c.position('R'), ['100.00', '70.00', '10.00', '20.00'])
+  await incomplete(
+    'Matched receipt lines do not yet account for the full allocation: Receivable R has 60.00 USD allocated (30.00 USD of it since taken back), 20.00 USD matched, 10.00 USD unmatched.',
+    '10.00',
+  )
+  const delivery = expectStatus(
+    await t.call('GET', `/v1/clients/${tenant.clientCode}/payment-requests/pr-1/receipt-delivery`, { key: tenant.apiKey }),
+    200,
+  )
+  assert.deepEqual(delivery.json.acknowledgement, {
+    status: 'held',
+    allocatedAmount: usd('60.00'),
+    matchedAmount: usd('20.00'),
+    unmatchedAmount: usd('10.00'),
+  })
+  // A reversal of the last 10.00 unacknowledged: what is still allocated is all matched, and the evidence resolves it
+  // (matched = allocated would never hold again: 20.00 matched of 60.00 allocated).
+  expectStatus(await c.reverse('pr-1', '10.00'), 200)
+  assert.deepEqual(await c.position('R'), ['100.00', '80.00', '0.00', '20.00'])
+  assert.deepEqual(expectStatus(await c.get('rec-1'), 200).json.allocations, [
+    { externalReceivableId: 'R', allocatedAmount: usd('60.00'), matchedAmount: usd('20.00'), unmatchedAmount: usd('0.00') },
+  ])
+  const resolved = expectStatus(await c.resolve('rec-1', evidence), 200)
+  assert.equal(resolved.json.status, 'resolved')
+  assert.equal(resolved.json.revision, 2)
+  assert.equal(resolved.json.unmatchedAmount.amount, '0.00')
+  const after = expectStatus(
+    await t.call('GET', `/v1/clients/${tenant.clientCode}/payment-requests/pr-1/receipt-delivery`, { key: tenant.apiKey }),
+    200,
+  )
+  assert.deepEqual(after.json.acknowledgement, {
+    status: 'acknowledged',
+    allocatedAmount: usd('60.00'),
+    matchedAmount: usd('20.00'),
+    unmatchedAmount: usd('0.00'),
+  })
+})
+
+test('matching_evidence when acknowledged money was taken back: more matched than is still allocated resolves', async () => {
+  const tenant = await client()
+  const c = refundCalls(t, tenant)
+  await confirmedPayment(t, tenant, 'R', 'pr-1')
+  await payableReceivable(t, tenant, 'O', { amount: '50.00' })
+  // All 60.00 matched; a line naming O differs and holds the reconciliation (R and O).
+  const held = await c.put('rec-1', {
+    externalPaymentRequestId: 'pr-1',
+    lines: [
+      { externalReceiptLineId: 'l1', externalReceivableId: 'R', amount: usd('45.00') },
+      { externalReceiptLineId: 'l2', externalReceivableId: 'O', amount: usd('5.00') },
+    ],
+  })
+  assert.equal(expectStatus(held, 201).json.status, 'held')
+  // 15.00 unacknowledged, then 10.00 of the acknowledged (undeclared) money back: 35.00 still allocated, all matched.
+  expectStatus(await c.refund('pr-1', 'rf-1', { amount: usd('25.00'), reason: 'requested_by_customer' }), 201)
+  await runWorker()
+  assert.deepEqual(await c.position('R'), ['100.00', '65.00', '0.00', '45.00'])
+  assert.deepEqual(expectStatus(await c.get('rec-1'), 200).json.allocations, [
+    { externalReceivableId: 'R', allocatedAmount: usd('60.00'), matchedAmount: usd('45.00'), unmatchedAmount: usd('0.00') },
+  ])
+  const resolved = expectStatus(await c.resolve('rec-1', { basis: 'matching_evidence', reference: 'ledger/receipts/1' }), 200)
+  assert.equal(resolved.json.status, 'resolved')
+  assert.deepEqual(expectStatus(await c.receivable('R'), 200).json.recovery.holds.includes('reconciliation_hold'), false)
 })
 
 test('a reversal takes money back at once: default what remains, event payment.reversed, the Receivable revised', async () => {

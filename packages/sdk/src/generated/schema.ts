@@ -407,7 +407,7 @@ export interface paths {
         };
         /**
          * Read a Payment request with its Payment, if the provider has decided
-         * @description Reads one payment request: its `status` (`open`, `confirmed`, `failed`, `expired`, `canceled`), its `hostedUrl`, and once the provider has decided, its Payment with the refunded and reversed amounts. Poll it, or listen for its change-feed events.
+         * @description The request as it stands: open, confirmed, failed, expired (recorded by this read once expiresAt has passed) or canceled with its cancelReason. payment is null until the provider decides; a confirmed Payment shows what it allocated to the Receivable, what it could not (refunded automatically), and what refunds and reversals took back.
          *
          *     Concepts: [Payment requests, the hosted page, refunds](/docs/guide/payment-requests) in the guide.
          */
@@ -479,7 +479,7 @@ export interface paths {
         };
         /**
          * Read who delivers the receipt of a confirmed Payment, and its accounting acknowledgement
-         * @description deliveryOwner is the connection's receiptDeliveryOwner. No delivery route is verified today, so capability is disabled (no_verified_route) and no delivery attempt is made. The acknowledgement is derived from receipt lines matched by payment reconciliations.
+         * @description deliveryOwner is the connection's receiptDeliveryOwner. With owner `service` and a verified receipt route, capability is enabled and deliveryAttempts lists every signed receipt attempt; otherwise capability says why nothing is delivered (owner partner, no_verified_route, an unverified route with its missing proof, or a disabled route). A delivery never acknowledges: the acknowledgement is derived only from receipt lines matched by payment reconciliations.
          *
          *     Concepts: [Payment requests, the hosted page, refunds](/docs/guide/payment-requests) in the guide.
          */
@@ -501,7 +501,7 @@ export interface paths {
         };
         /**
          * Read a refund
-         * @description Reads one refund of a payment request's Payment: its amount, reason and `status` (`pending` until the provider decides, then `succeeded` or `failed`).
+         * @description The refund as it stands: pending until the provider decides, then succeeded or failed (final, with decidedAt). Only a succeeded refund has moved balances; the Payment request shows the Payment's refundedAmount. The service's own refund of money a confirmation could not allocate is `unapplied-funds` (reason unapplied_funds).
          *
          *     Concepts: [Payment requests, the hosted page, refunds](/docs/guide/payment-requests) in the guide.
          */
@@ -529,7 +529,7 @@ export interface paths {
         };
         /**
          * List the refunds of a Payment request
-         * @description Lists the refunds of one payment request a page at a time, automatic refunds of unapplied funds included; follow `nextCursor` until it is null.
+         * @description Every refund of the Payment request, pending, succeeded or failed, including the service's own `unapplied-funds` refund, in identifier order, paged with the common cursor (limit, cursor; nextCursor is null on the last page). A request with no confirmed Payment lists none.
          *
          *     Concepts: [Payment requests, the hosted page, refunds](/docs/guide/payment-requests) in the guide.
          */
