@@ -19,11 +19,14 @@ import {
   type AttemptOutcome,
   claimDeliveries,
   completeAttempts,
+  countPending,
   deriveDeliveries,
   dueEndpoints,
+  type EnabledEndpoint,
   lockEnabledEndpoints,
   notePendingDeliveries,
   releaseDeliveries,
+  setLagging,
   skipDeliveries,
 } from '../resources/webhooks/delivery-store.ts'
 import { signatureHeader } from '../resources/webhooks/secrets.ts'
@@ -79,6 +82,8 @@ export interface WebhookDispatcherOptions {
   connectionsPerDestination?: number
   /** The least time between the start of a run and a run a wake-up brings (default 1 s). */
   wakeGapMs?: number
+  /** Pending notifications per endpoint past which it stops taking feed events and lags (WEBHOOK_BACKLOG_LIMIT). */
+  backlogLimit?: number
   onError?: (err: unknown) => void
 }
 
@@ -113,6 +118,25 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions): Worker 
   }
 
   const nowIso = () => isoNow(clock)
+  const backlogLimit = opts.backlogLimit ?? 10_000
+  /**
+   * An endpoint that used its budget with notifications still due is served again when its window ends (one timer
+   * for the earliest such end), not only at the next scheduled run.
+   */
+  let wakeTimer: NodeJS.Timeout | null = null
+  let wakeTimerAt = Number.POSITIVE_INFINITY
+  function wakeAt(inMs: number): void {
+    const at = performance.now() + Math.max(0, inMs) + 5
+    if (stopping || at >= wakeTimerAt) return
+    if (wakeTimer) clearTimeout(wakeTimer)
+    wakeTimerAt = at
+    wakeTimer = setTimeout(() => {
+      wakeTimer = null
+      wakeTimerAt = Number.POSITIVE_INFINITY
+      worker.wake()
+    }, Math.max(0, inMs) + 5)
+    wakeTimer.unref()
+  }
   /** Real time: leases and signature timestamps. */
   const real = opts.sandbox?.base ?? clock
   type Within = <T>(clientCode: string, fn: () => T) => T
@@ -139,17 +163,56 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions): Worker 
           if (endpoint) await disableIn(tx, endpoint, 'grant_revoked', now)
           continue
         }
-        await deriveDeliveries(tx, {
-          clientCode: e.client_code,
-          integrationId: e.integration_id,
-          afterSeq: e.scanned_seq,
-          types: readableTypes(new Set(e.scopes ?? [])),
-          limit: 1000,
-          now,
-        })
+        await deriveEndpoint(tx, e, now)
       }
       const last = chunk.at(-1)
       return last ? { clientCode: last.client_code, integrationId: last.integration_id } : null
+    })
+  }
+
+  /**
+   * One endpoint's share of a run's derivation: nothing when it has scanned the whole feed (and it stops lagging if
+   * it was); otherwise the next events, at most as many as its backlog has room for. A backlog at the limit leaves
+   * the events in the feed (scanned later, as the backlog drains) and marks the endpoint lagging, audited once.
+   */
+  async function deriveEndpoint(tx: Tx, e: EnabledEndpoint, now: string): Promise<void> {
+    const atHead = BigInt(e.scanned_seq) >= BigInt(e.feed_head)
+    if (atHead) {
+      if (e.lagging_since !== null) await markLagging(tx, e, null, now)
+      return
+    }
+    const pending = await countPending(tx, e.client_code, e.integration_id, backlogLimit)
+    const room = backlogLimit - pending
+    if (room <= 0) {
+      if (e.lagging_since === null) await markLagging(tx, e, now, now)
+      return
+    }
+    const limit = Math.min(1000, room)
+    const derived = await deriveDeliveries(tx, {
+      clientCode: e.client_code,
+      integrationId: e.integration_id,
+      afterSeq: e.scanned_seq,
+      types: readableTypes(new Set(e.scopes ?? [])),
+      limit,
+      now,
+      leaseNow: isoNow(real),
+    })
+    if (e.lagging_since !== null && derived.lastSeq !== null && BigInt(derived.lastSeq) >= BigInt(e.feed_head)) {
+      await markLagging(tx, e, null, now)
+    }
+  }
+
+  /** Marks the endpoint lagging (`since`) or caught up (null), with its audit event. */
+  async function markLagging(tx: Tx, e: EnabledEndpoint, since: string | null, now: string): Promise<void> {
+    if (!(await setLagging(tx, e.client_code, e.integration_id, since))) return
+    await auditEndpoint(tx, {
+      clientCode: e.client_code,
+      integrationId: e.integration_id,
+      actor: 'service',
+      action: since === null ? 'webhook_endpoint.caught_up' : 'webhook_endpoint.lagging',
+      details: { integrationId: e.integration_id, lagging: since !== null, backlogLimit, scannedSeq: e.scanned_seq, feedHead: e.feed_head },
+      change: { lagging: since !== null, since },
+      now,
     })
   }
 
@@ -199,7 +262,8 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions): Worker 
     const started = performance.now()
     const n = d.round_attempts + 1
     const failed = (errorClass: NonNullable<AttemptOutcome['errorClass']>, httpStatus: number | null): AttemptOutcome => {
-      const abandon = n > retryScheduleMs.length
+      // A ping is attempted once: its failure is what the integrator asked to see.
+      const abandon = n > retryScheduleMs.length || d.type === 'ping'
       return {
         deliveryId: d.delivery_id,
         status: abandon ? 'abandoned' : 'pending',
@@ -270,7 +334,7 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions): Worker 
     const token = randomUUID()
     const now = clock.now()
     const realNow = real.now()
-    const claimed = await claimDeliveries(store, {
+    const claim = await claimDeliveries(store, {
       clientCode,
       integrationId,
       token,
@@ -279,7 +343,11 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions): Worker 
       leaseUntil: new Date(realNow.getTime() + leaseMs).toISOString(),
       limit: perEndpoint,
       holder,
+      budget: perEndpoint,
+      windowMs: opts.intervalMs,
     })
+    if (claim.exhaustedUntil !== null) wakeAt(Date.parse(claim.exhaustedUntil) - realNow.getTime())
+    const claimed = claim.deliveries
     if (claimed.length === 0) return 0
     const ids = claimed.map((d) => d.delivery_id)
     const endpoint = await findEndpoint(store, clientCode, integrationId)
@@ -353,7 +421,12 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions): Worker 
     const within: Within = sandbox && clocks ? (clientCode, fn) => sandbox.atInstant(clocks.get(clientCode) ?? null, fn) : onClockTime
     await derive(within)
     if (stopping) return false
-    const endpoints = await dueEndpoints(store, nowIso(), 10_000, { leaseNow: isoNow(real), clocked: clocks !== undefined })
+    const endpoints = await dueEndpoints(store, nowIso(), 10_000, {
+      leaseNow: isoNow(real),
+      clocked: clocks !== undefined,
+      windowMs: opts.intervalMs,
+      budget: perEndpoint,
+    })
     // Stopping: the endpoints being served finish (their deliveries sent and recorded), no other is claimed.
     const attempts = await serveInLanes(
       endpoints,
@@ -364,7 +437,7 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions): Worker 
     return attempts > 0
   }
 
-  return createWorker({
+  const worker = createWorker({
     name: 'webhook-dispatcher',
     // Runs at start, then every intervalMs measured from the start of each run; never back to back, whatever a run
     // sent (the per-run budget of `perEndpoint` notifications per endpoint).
@@ -380,11 +453,15 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions): Worker 
       stopping = true
     },
     afterStop: async () => {
+      if (wakeTimer) clearTimeout(wakeTimer)
+      wakeTimer = null
+      wakeTimerAt = Number.POSITIVE_INFINITY
       await Promise.all([...agents.values()].map((a) => a.close().catch(() => {})))
       agents.clear()
     },
     onError: (err) => opts.onError?.(err),
   })
+  return worker
 }
 
 export type WebhookDispatcher = Worker
