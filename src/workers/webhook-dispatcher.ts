@@ -197,8 +197,12 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions): Worker 
       now,
       leaseNow: isoNow(real),
     })
-    if (e.lagging_since !== null && derived.lastSeq !== null && BigInt(derived.lastSeq) >= BigInt(e.feed_head)) {
-      await markLagging(tx, e, null, now)
+    const caughtUp = derived.lastSeq === null || BigInt(derived.lastSeq) >= BigInt(e.feed_head)
+    if (caughtUp) {
+      if (e.lagging_since !== null) await markLagging(tx, e, null, now)
+    } else if (e.lagging_since === null && (await countPending(tx, e.client_code, e.integration_id, backlogLimit)) >= backlogLimit) {
+      // Events are left in the feed and the backlog is full: they wait for it to drain.
+      await markLagging(tx, e, now, now)
     }
   }
 
@@ -363,7 +367,9 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions): Worker 
       return 0
     }
     const readable = new Set<string>(readableTypes(grant.scopes))
-    const unreadable = claimed.filter((d) => !readable.has(d.resource_type))
+    // A ping carries nothing of any resource: every grant may receive it.
+    const mayRead = (d: DeliveryRow) => d.type === 'ping' || readable.has(d.resource_type)
+    const unreadable = claimed.filter((d) => !mayRead(d))
     await skipDeliveries(
       store,
       clientCode,
@@ -372,7 +378,7 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions): Worker 
       unreadable.map((d) => d.delivery_id),
       nowIso(),
     )
-    const toSend = claimed.filter((d) => readable.has(d.resource_type))
+    const toSend = claimed.filter(mayRead)
     if (toSend.length === 0) return 0
     let dest: Destination
     try {

@@ -168,8 +168,8 @@ export interface Claim {
  * notifications per window of `windowMs` (real time), counted in the endpoint's row, so every instance shares
  * it. The endpoint row is locked first (the budget is read and written under it), then the deliveries are picked
  * with FOR UPDATE SKIP LOCKED, so two instances never claim the same row. Pings first, then by due time. A
- * picked delivery that a newer pending one of its resource supersedes (a lease that expired while a newer
- * revision was queued) is marked `superseded` instead, and costs no budget. A dead worker's lease is taken again
+ * picked delivery of a resource with a newer delivery pending or delivered (a lease that expired, or an attempt
+ * that was under way, while a newer revision was queued) is marked `superseded` instead, and costs no budget. A dead worker's lease is taken again
  * at once when its holder's lock is gone (src/store/lease-holder.ts), else when it expires (at least once).
  */
 export async function claimDeliveries(
@@ -222,7 +222,7 @@ export async function claimDeliveries(
        picked AS (
          SELECT d.delivery_id,
                 (SELECT n.delivery_id FROM webhook_deliveries n
-                  WHERE n.client_code = $1 AND n.integration_id = $2 AND n.status = 'pending' AND n.type <> 'ping'
+                  WHERE n.client_code = $1 AND n.integration_id = $2 AND n.status IN ('pending', 'delivered') AND n.type <> 'ping'
                     AND d.type <> 'ping' AND n.resource_type = d.resource_type AND n.resource_id = d.resource_id AND n.seq > d.seq
                   ORDER BY n.seq DESC LIMIT 1) AS newer
            FROM webhook_deliveries d
@@ -303,14 +303,18 @@ export interface AttemptOutcome {
   errorClass: string | null
 }
 
-/** A pending delivery of the same resource as `d` (the row being updated), queued later: it supersedes `d`. */
-const NEWER_PENDING_WHERE = `n.client_code = d.client_code AND n.integration_id = d.integration_id AND n.status = 'pending'
+/**
+ * A delivery of the same resource as `d` (the row being updated) of a later feed event, pending or delivered
+ * already: it supersedes `d` (a retry of `d` would tell the receiver nothing newer than what it has or will have).
+ */
+const NEWER_PENDING_WHERE = `n.client_code = d.client_code AND n.integration_id = d.integration_id AND n.status IN ('pending', 'delivered')
   AND n.type <> 'ping' AND d.type <> 'ping' AND n.resource_type = d.resource_type AND n.resource_id = d.resource_id AND n.seq > d.seq`
 const NEWER_PENDING = `SELECT 1 FROM webhook_deliveries n WHERE ${NEWER_PENDING_WHERE}`
 
 /**
  * Records the outcomes of one endpoint's attempts in one statement. A failed attempt (`pending`: to be retried)
- * whose resource got a newer pending delivery meanwhile is `superseded` by it instead (only the newest is sent). The claim token guards it: a worker
+ * whose resource got a newer delivery meanwhile (pending, or delivered already) is `superseded` by it instead: only
+ * the newest is sent. The claim token guards it: a worker
  * whose lease expired (and whose deliveries another instance took) changes nothing.
  */
 export async function completeAttempts(
