@@ -46,9 +46,14 @@ import { createWorker, serveInLanes, type Worker } from './worker.ts'
  *   taken changes nothing. A lease names its holder (src/store/lease-holder.ts): a worker killed mid-delivery
  *   (or whose lock connection was lost) leaves a lease any instance takes at once, and a lease whose holder
  *   still looks alive but no longer renews expires; another instance then sends again: at least once, never lost.
- * - At most `perEndpoint` (10) notifications per endpoint per run; a run every `intervalMs`, and one within a
- *   second (`wakeGapMs`) of a commit in this process that appended feed events (`wake()`): wake-ups are coalesced,
- *   and no woken run starts sooner than `wakeGapMs` after the previous run started.
+ * - At most `perEndpoint` (10) notifications per endpoint per window of `intervalMs`, counted in the endpoint's row
+ *   (the claim's transaction, under the endpoint's lock), so every instance shares the budget. A run every
+ *   `intervalMs`, and one within a second (`wakeGapMs`) of a commit in this process that appended feed events, or
+ *   queued a retry or a ping (`wake()`): wake-ups are coalesced, no woken run starts sooner than `wakeGapMs` after
+ *   the previous run started, and an endpoint whose budget is used is served again when its window ends.
+ * - Coalescing (docs/decisions.md, "Webhook coalescing, backlog and ping"): one pending notification per resource,
+ *   the newest; older ones are folded into it before an attempt, or `superseded` after one. A backlog of
+ *   `backlogLimit` pending notifications stops derivation for the endpoint (it lags, audited) until it drains.
  * - Before every attempt: the grant is re-read (revoked: the endpoint is disabled `grant_revoked`, nothing
  *   sent; a resource type it may no longer read: that delivery is `skipped`), the URL is checked again and
  *   its name resolved again (a non-public address: disabled `destination_unsafe`, nothing sent), and the
@@ -338,18 +343,20 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions): Worker 
     const token = randomUUID()
     const now = clock.now()
     const realNow = real.now()
-    const claim = await claimDeliveries(store, {
-      clientCode,
-      integrationId,
-      token,
-      now: now.toISOString(),
-      leaseNow: realNow.toISOString(),
-      leaseUntil: new Date(realNow.getTime() + leaseMs).toISOString(),
-      limit: perEndpoint,
-      holder,
-      budget: perEndpoint,
-      windowMs: opts.intervalMs,
-    })
+    const claim = await inUnitOfWork(store, ({ tx }) =>
+      claimDeliveries(tx, {
+        clientCode,
+        integrationId,
+        token,
+        now: now.toISOString(),
+        leaseNow: realNow.toISOString(),
+        leaseUntil: new Date(realNow.getTime() + leaseMs).toISOString(),
+        limit: perEndpoint,
+        holder,
+        budget: perEndpoint,
+        windowMs: opts.intervalMs,
+      }),
+    )
     if (claim.exhaustedUntil !== null) wakeAt(Date.parse(claim.exhaustedUntil) - realNow.getTime())
     const claimed = claim.deliveries
     if (claimed.length === 0) return 0

@@ -103,7 +103,9 @@ describe(`lease holders (${engineName})`, () => {
     assert.deepEqual(await dueEndpoints(db.store, now, 10), [{ client_code: 'lh', integration_id: 'int-lh' }])
     const key = live(db.store)
     const claim = (token: string) =>
-      claimDeliveries(db.store, { clientCode: 'lh', integrationId: 'int-lh', token, now, leaseUntil, limit: 10, holder: key })
+      db.store.transaction((tx) =>
+        claimDeliveries(tx, { clientCode: 'lh', integrationId: 'int-lh', token, now, leaseUntil, limit: 10, holder: key }),
+      )
     assert.deepEqual(
       (await claim('00000000-0000-4000-8000-000000000021')).deliveries.map((d) => d.delivery_id),
       ['dlv_1'],

@@ -1,5 +1,5 @@
 import { leaseHolderGone } from '../../store/lease-holder.ts'
-import type { Queryable, Store, Tx } from '../../store/store.ts'
+import type { Queryable, Tx } from '../../store/store.ts'
 import { DELIVERY_COLUMNS, type DeliveryRow, supersedeStale } from './store.ts'
 
 /**
@@ -166,14 +166,14 @@ export interface Claim {
 /**
  * Claims up to `limit` due deliveries of one endpoint as a lease, within the endpoint's budget: at most `budget`
  * notifications per window of `windowMs` (real time), counted in the endpoint's row, so every instance shares
- * it. The endpoint row is locked first (the budget is read and written under it), then the deliveries are picked
+ * it (call it in a transaction of its own). The endpoint row is locked first (the budget is read and written under it), then the deliveries are picked
  * with FOR UPDATE SKIP LOCKED, so two instances never claim the same row. Pings first, then by due time. A
  * picked delivery of a resource with a newer delivery pending or delivered (a lease that expired, or an attempt
  * that was under way, while a newer revision was queued) is marked `superseded` instead, and costs no budget. A dead worker's lease is taken again
  * at once when its holder's lock is gone (src/store/lease-holder.ts), else when it expires (at least once).
  */
 export async function claimDeliveries(
-  store: Store,
+  tx: Tx,
   /**
    * `now`: the client's time (due deliveries); `leaseNow`: real time (expired leases, the budget window), `now`
    * when omitted; `holder`: this instance's lease key (null: none, the lease only expires).
@@ -195,7 +195,7 @@ export async function claimDeliveries(
   const leaseNow = c.leaseNow ?? c.now
   const budget = c.budget ?? Number.POSITIVE_INFINITY
   const windowMs = c.windowMs ?? 60_000
-  return store.transaction(async (tx) => {
+  {
     const [ep] = await tx.query<{ budget_window_start: string | null; budget_used: number }>(
       `SELECT budget_window_start, budget_used FROM webhook_endpoints WHERE client_code = $1 AND integration_id = $2 FOR UPDATE`,
       [c.clientCode, c.integrationId],
@@ -256,7 +256,7 @@ export async function claimDeliveries(
       superseded: rows.length - deliveries.length,
       exhaustedUntil: usedNow >= budget ? windowEnd : null,
     }
-  })
+  }
 }
 
 /** Hands claimed deliveries back untouched (no attempt was made). */

@@ -297,8 +297,9 @@ export async function replayDeliveries(
 
 /**
  * For each of `resources`, every pending delivery but the newest (by feed sequence) is marked `superseded`, naming
- * the newest, when its lease is free (none, expired at `leaseNow`, or its holder gone); one being attempted is
- * left to its attempt (completeAttempts supersedes it if the attempt fails).
+ * the newest, unless it is leased by a live holder: one being attempted (even past its lease's expiry: a slow
+ * store) is left to its attempt, which records its outcome (completeAttempts supersedes it if the attempt fails);
+ * a lease that merely expired is superseded by the claim that takes it (claimDeliveries).
  */
 export async function supersedeStale(
   db: Queryable,
@@ -322,7 +323,7 @@ export async function supersedeStale(
        FROM newest
       WHERE d.client_code = $1 AND d.integration_id = $2 AND d.status = 'pending' AND d.type <> 'ping'
         AND d.resource_type = newest.resource_type AND d.resource_id = newest.resource_id AND d.seq < newest.seq
-        AND (d.lease_token IS NULL OR d.lease_expires_at <= $6 OR ${leaseHolderGone('d.lease_holder')})`,
-    [clientCode, integrationId, resources.map((r) => r.resource_type), resources.map((r) => r.resource_id), now, leaseNow],
+        AND (d.lease_token IS NULL OR ${leaseHolderGone('d.lease_holder')})`,
+    [clientCode, integrationId, resources.map((r) => r.resource_type), resources.map((r) => r.resource_id), now],
   )
 }
