@@ -124,7 +124,7 @@ export async function deriveDeliveries(
     [e.clientCode, e.integrationId, e.afterSeq, e.types, e.limit, e.now],
   )
   const winners = rows.filter((r) => r.delivery_id !== null) as { resource_type: string; resource_id: string }[]
-  await supersedeStale(tx, e.clientCode, e.integrationId, winners, e.now, e.leaseNow)
+  await supersedeStale(tx, e.clientCode, e.integrationId, winners, e.now)
   return { queued: winners.length, lastSeq: rows[0]?.last ?? null }
 }
 

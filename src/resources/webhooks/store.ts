@@ -290,7 +290,7 @@ export async function replayDeliveries(
     [clientCode, integrationId, q.afterSeq, q.throughSeq, q.types, q.now, q.limit],
   )
   const resources = rows.filter((r) => r.resource_type !== null) as { resource_type: string; resource_id: string }[]
-  await supersedeStale(db, clientCode, integrationId, resources, q.now, q.now)
+  await supersedeStale(db, clientCode, integrationId, resources, q.now)
   const row = rows[0]
   return { queued: resources.length, lastSeq: row?.last ?? null, events: Number(row?.n ?? 0) }
 }
@@ -307,7 +307,6 @@ export async function supersedeStale(
   integrationId: string,
   resources: readonly { resource_type: string; resource_id: string }[],
   now: string,
-  leaseNow: string,
 ): Promise<void> {
   if (resources.length === 0) return
   await db.query(
