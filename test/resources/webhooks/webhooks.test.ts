@@ -60,12 +60,21 @@ describe(`webhook endpoint routes (${engineName})`, () => {
         status: 'enabled',
         disabledReason: null,
         secretVersion: 1,
+        lagging: false,
+        laggingSince: null,
         signingSecret: 'x',
       },
     )
     const again = await t.call('PUT', path(), { key: a.apiKey, body: { url: URL_A } })
     assert.equal(again.status, 200)
-    assert.deepEqual(again.json, { url: URL_A, status: 'enabled', disabledReason: null, secretVersion: 1 })
+    assert.deepEqual(again.json, {
+      url: URL_A,
+      status: 'enabled',
+      disabledReason: null,
+      secretVersion: 1,
+      lagging: false,
+      laggingSince: null,
+    })
     const moved = await t.call('PUT', path(), { key: a.apiKey, body: { url: 'https://other.acme.com/x?y=1' } })
     assert.equal(moved.status, 200)
     assert.deepEqual((await t.call('GET', path(), { key: a.apiKey })).json, {
@@ -73,6 +82,8 @@ describe(`webhook endpoint routes (${engineName})`, () => {
       status: 'enabled',
       disabledReason: null,
       secretVersion: 1,
+      lagging: false,
+      laggingSince: null,
     })
     await t.call('PUT', path(), { key: a.apiKey, body: { url: URL_A } })
   })
@@ -216,13 +227,22 @@ describe(`webhook endpoint routes (${engineName})`, () => {
       status: 'disabled',
       disabledReason: 'grant_revoked',
       secretVersion: 1,
+      lagging: false,
+      laggingSince: null,
     })
     const audit = await t.store.query<{ actor: string; action: string }>(
       `SELECT actor, action FROM audit_events WHERE target_type = 'webhook_endpoint' AND client_code = 'wh-rev' ORDER BY seq`,
     )
     assert.deepEqual(audit.at(-1), { actor: 'service', action: 'webhook_endpoint.disabled' })
     const put = await t.call('PUT', path('wh-rev'), { key: r.apiKey, body: { url: URL_A } })
-    assert.deepEqual(put.json, { url: URL_A, status: 'enabled', disabledReason: null, secretVersion: 1 })
+    assert.deepEqual(put.json, {
+      url: URL_A,
+      status: 'enabled',
+      disabledReason: null,
+      secretVersion: 1,
+      lagging: false,
+      laggingSince: null,
+    })
   })
 
   test('delivery log and its 4xx: bad cursor, bad eventId, unknown delivery, disabled endpoint', async () => {
