@@ -264,8 +264,9 @@ describe(`webhook coalescing (${engineName})`, () => {
       log.filter((d) => d.status !== 'delivered' && d.status !== 'superseded'),
       [],
     )
-    // Each delivered notification of the log was received once; superseded ones were never attempted again.
-    assert.equal(log.filter((d) => d.status === 'delivered').length, got.length)
+    // Each delivery the log says delivered was received. (More may have been received: on a loaded machine an
+    // attempt can outlive its 5 s timeout or its lease, and is then superseded rather than recorded delivered.)
+    for (const d of log.filter((x) => x.status === 'delivered')) assert.ok(got.includes(`${d.resource.id}@${d.revision}`), d.deliveryId)
     // Nothing silently dropped: every feed event is a delivery or one a delivery says it supersedes.
     assert.equal(
       log.reduce((n, d) => n + 1 + (d.supersedes?.notifications ?? 0), 0),

@@ -248,7 +248,7 @@ describe(`webhook endpoint routes (${engineName})`, () => {
   test('delivery log and its 4xx: bad cursor, bad eventId, unknown delivery, disabled endpoint', async () => {
     const list = await t.call('GET', `${path()}/deliveries?limit=5`, { key: a.apiKey })
     assert.equal(list.status, 200)
-    assert.deepEqual(list.json, { data: [], nextCursor: null })
+    assert.deepEqual(list.json, { data: [], nextCursor: null, lagging: null })
     for (const q of ['cursor=not-a-cursor!', 'cursor=abc', 'limit=0', 'limit=201', 'eventId=nope', 'other=1']) {
       const res = await t.call('GET', `${path()}/deliveries?${q}`, { key: a.apiKey })
       assert.equal(res.status, 422, q)
@@ -317,11 +317,23 @@ describe('configuration', () => {
       (err) => err instanceof ConfigError && !err.message.includes('secret-value-zzz') && /64 hexadecimal/.test(err.message),
     )
   })
+  test('WEBHOOK_BACKLOG_LIMIT: a whole number from 100 to 10,000,000; anything else is refused, naming the variable', () => {
+    assert.equal(loadConfig({ WEBHOOK_BACKLOG_LIMIT: '100' }).webhooks.backlogLimit, 100)
+    assert.equal(loadConfig({ WEBHOOK_BACKLOG_LIMIT: '10000000' }).webhooks.backlogLimit, 10_000_000)
+    for (const bad of ['99', '0', '-5', '1.5', 'abc', '10000001', '']) {
+      assert.throws(
+        () => loadConfig({ WEBHOOK_BACKLOG_LIMIT: bad }),
+        (err) => err instanceof ConfigError && err.problems.map((p) => p.variable).join() === 'WEBHOOK_BACKLOG_LIMIT',
+        bad,
+      )
+    }
+  })
   test('defaults: every minute, 1m,5m,30m,2h,6h,12h,24h, loopback off; sandbox generates a key when none is set', async () => {
     const c = loadConfig({})
     assert.deepEqual(c.webhooks, {
       intervalMs: 60_000,
       retryScheduleMs: [60_000, 300_000, 1_800_000, 7_200_000, 21_600_000, 43_200_000, 86_400_000],
+      backlogLimit: 10_000,
       allowLoopback: false,
       secretKeyHex: undefined,
       previousSecretKeysHex: [],
