@@ -136,6 +136,9 @@ export function createApp({
     resolver,
     allowLoopback: config.webhooks.allowLoopback,
     keyRing,
+    backlogLimit: config.webhooks.backlogLimit,
+    // A retry or a ping committed: the dispatcher takes a turn within a second (inside the endpoint's budget).
+    onQueued: () => webhookDispatcher.wake(),
   })
   // The client's receipt-posting route (src/resources/receipts); its dispatcher sends the receipts.
   const receipts = createReceiptService({
@@ -374,6 +377,7 @@ export function createApp({
     keyRing,
     intervalMs: config.webhooks.intervalMs,
     retryScheduleMs: config.webhooks.retryScheduleMs,
+    backlogLimit: config.webhooks.backlogLimit,
     ...(sandbox ? { sandbox } : {}),
     onError: (err) => app.log.error({ errMessage: (err as Error).message, stack: (err as Error).stack }, 'webhook dispatcher error'),
   })

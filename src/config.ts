@@ -94,6 +94,7 @@ export const ConfigSchema = z
     CONCURRENCY_PER_KEY: z.coerce.number().int().min(1).default(1),
     PAY_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(30),
     WEBHOOK_INTERVAL_MS: z.coerce.number().int().min(100).default(60_000),
+    WEBHOOK_BACKLOG_LIMIT: z.coerce.number().int().min(100).max(10_000_000).default(10_000),
     WEBHOOK_RETRY_SCHEDULE: DurationList.default(['1m', '5m', '30m', '2h', '6h', '12h', '24h'].map(parseDuration)),
     WEBHOOK_DEV_ALLOW_LOOPBACK: Flag.default(false),
     WEBHOOK_SECRET_KEY: z
@@ -159,6 +160,7 @@ export const ConfigSchema = z
       webhooks: {
         intervalMs: c.WEBHOOK_INTERVAL_MS,
         retryScheduleMs: c.WEBHOOK_RETRY_SCHEDULE,
+        backlogLimit: c.WEBHOOK_BACKLOG_LIMIT,
         allowLoopback: c.WEBHOOK_DEV_ALLOW_LOOPBACK,
         secretKeyHex: c.WEBHOOK_SECRET_KEY,
         previousSecretKeysHex: c.WEBHOOK_SECRET_KEY_PREVIOUS,
@@ -201,6 +203,8 @@ const FIXES: Record<string, string> = {
   PAY_RATE_LIMIT_PER_MINUTE: 'set PAY_RATE_LIMIT_PER_MINUTE to a whole number of at least 1, or unset it for 30',
   CONCURRENCY_PER_KEY: 'set CONCURRENCY_PER_KEY to a whole number of at least 1, or unset it for 1',
   WEBHOOK_INTERVAL_MS: 'set WEBHOOK_INTERVAL_MS to a whole number of milliseconds of at least 100, or unset it for 60000',
+  WEBHOOK_BACKLOG_LIMIT:
+    'set WEBHOOK_BACKLOG_LIMIT to a whole number of pending notifications per endpoint between 100 and 10000000, or unset it for 10000',
   WEBHOOK_RETRY_SCHEDULE: 'set WEBHOOK_RETRY_SCHEDULE to comma-separated durations such as 1m,5m,30m,2h (units s, m, h, d), or unset it',
   WEBHOOK_DEV_ALLOW_LOOPBACK: 'set WEBHOOK_DEV_ALLOW_LOOPBACK to 0 or 1, and to 1 only outside SERVICE_ENVIRONMENT=production',
   WEBHOOK_SECRET_KEY:

@@ -23,7 +23,7 @@ import { assertOperatorToken } from './admission.ts'
 
 /** Which limit refused a request, as src/http/admission.ts records it, and the label value each is exported as. */
 const LIMIT_LABEL = { rate: 'per_minute', concurrency: 'concurrency' } as const
-const DELIVERY_STATUSES = ['pending', 'delivered', 'abandoned', 'skipped'] as const
+const DELIVERY_STATUSES = ['pending', 'delivered', 'abandoned', 'skipped', 'superseded'] as const
 const UNMATCHED_ROUTE = 'unmatched'
 
 /** Seconds; from well under a millisecond (a read on PGlite) to the 10 s a checkout may wait for PostgreSQL. */
@@ -142,8 +142,13 @@ export function createMetrics(store: Pick<Store, 'kind' | 'query' | 'poolStats'>
   })
   const deliveries = new Gauge({
     name: 'irs_webhook_deliveries',
-    help: 'Webhook deliveries kept (30 days), by status (pending, delivered, abandoned, skipped); database state, the same on every instance.',
+    help: 'Webhook deliveries kept (30 days), by status (pending, delivered, abandoned, skipped, superseded); database state, the same on every instance.',
     labelNames: ['status'] as const,
+    registers: storeRegisters,
+  })
+  const lagging = new Gauge({
+    name: 'irs_webhook_endpoints_lagging',
+    help: 'Webhook endpoints whose pending backlog reached WEBHOOK_BACKLOG_LIMIT and that have not caught up with the change feed since; database state, the same on every instance.',
     registers: storeRegisters,
   })
 
@@ -155,6 +160,7 @@ export function createMetrics(store: Pick<Store, 'kind' | 'query' | 'poolStats'>
     queueBatches.labels('running').set(Number(row.batches_running))
     queueRecords.set(Number(row.records_pending))
     for (const status of DELIVERY_STATUSES) deliveries.labels(status).set(Number(row.deliveries?.[status] ?? 0))
+    lagging.set(Number(row.endpoints_lagging))
   }
 
   return {

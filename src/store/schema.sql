@@ -729,14 +729,20 @@ CREATE TABLE webhook_deliveries (
   created_at timestamp with time zone NOT NULL,
   completed_at timestamp with time zone,
   lease_holder bigint,
+  superseded_by text,
+  folded_count integer NOT NULL DEFAULT 0,
+  folded_from_seq bigint,
+  folded_from_revision bigint,
   CONSTRAINT webhook_deliveries_client_code_integration_id_fkey FOREIGN KEY (client_code, integration_id) REFERENCES webhook_endpoints(client_code, integration_id),
-  CONSTRAINT webhook_deliveries_client_code_integration_id_seq_key UNIQUE (client_code, integration_id, seq),
   CONSTRAINT webhook_deliveries_pkey PRIMARY KEY (client_code, integration_id, delivery_id),
-  CONSTRAINT webhook_deliveries_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'delivered'::text, 'abandoned'::text, 'skipped'::text])))
+  CONSTRAINT webhook_deliveries_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'delivered'::text, 'abandoned'::text, 'skipped'::text, 'superseded'::text])))
 );
 CREATE INDEX webhook_deliveries_created ON public.webhook_deliveries USING btree (created_at);
 CREATE INDEX webhook_deliveries_due ON public.webhook_deliveries USING btree (client_code, integration_id, next_attempt_at) WHERE (status = 'pending'::text);
 CREATE INDEX webhook_deliveries_event ON public.webhook_deliveries USING btree (client_code, integration_id, event_id);
+CREATE UNIQUE INDEX webhook_deliveries_event_seq ON public.webhook_deliveries USING btree (client_code, integration_id, seq) WHERE (type <> 'ping'::text);
+CREATE INDEX webhook_deliveries_log ON public.webhook_deliveries USING btree (client_code, integration_id, seq, delivery_id);
+CREATE INDEX webhook_deliveries_pending_resource ON public.webhook_deliveries USING btree (client_code, integration_id, resource_type, resource_id, seq) WHERE (status = 'pending'::text);
 
 CREATE TABLE webhook_endpoints (
   client_code text NOT NULL,
@@ -752,6 +758,9 @@ CREATE TABLE webhook_endpoints (
   scanned_seq bigint NOT NULL,
   created_at timestamp with time zone NOT NULL,
   updated_at timestamp with time zone NOT NULL,
+  budget_window_start timestamp with time zone,
+  budget_used integer NOT NULL DEFAULT 0,
+  lagging_since timestamp with time zone,
   CONSTRAINT webhook_endpoints_client_code_fkey FOREIGN KEY (client_code) REFERENCES clients(client_code),
   CONSTRAINT webhook_endpoints_client_code_integration_id_fkey FOREIGN KEY (client_code, integration_id) REFERENCES grants(client_code, integration_id),
   CONSTRAINT webhook_endpoints_disabled_reason_check CHECK ((disabled_reason = ANY (ARRAY['grant_revoked'::text, 'destination_unsafe'::text, 'signing_secret_unreadable'::text]))),

@@ -7,6 +7,7 @@ export interface SharedStateRow {
   batches_running: string
   records_pending: string
   deliveries: Record<string, string | number> | null
+  endpoints_lagging: string
 }
 
 /**
@@ -23,7 +24,8 @@ SELECT
   (SELECT count(*) FROM batches b JOIN batch_records r
       ON r.client_code = b.client_code AND r.external_batch_id = b.external_batch_id
     WHERE b.status IN ('queued', 'running') AND r.status = 'pending')::text AS records_pending,
-  (SELECT json_object_agg(status, n) FROM (SELECT status, count(*) AS n FROM webhook_deliveries GROUP BY status) d) AS deliveries`
+  (SELECT json_object_agg(status, n) FROM (SELECT status, count(*) AS n FROM webhook_deliveries GROUP BY status) d) AS deliveries,
+  (SELECT count(*) FROM webhook_endpoints WHERE lagging_since IS NOT NULL)::text AS endpoints_lagging`
 
 export async function readSharedState(db: Pick<Queryable, 'query'>): Promise<SharedStateRow | undefined> {
   const [row] = await db.query<SharedStateRow>(STORE_STATE_SQL)

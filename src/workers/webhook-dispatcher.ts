@@ -19,11 +19,14 @@ import {
   type AttemptOutcome,
   claimDeliveries,
   completeAttempts,
+  countPending,
   deriveDeliveries,
   dueEndpoints,
+  type EnabledEndpoint,
   lockEnabledEndpoints,
   notePendingDeliveries,
   releaseDeliveries,
+  setLagging,
   skipDeliveries,
 } from '../resources/webhooks/delivery-store.ts'
 import { signatureHeader } from '../resources/webhooks/secrets.ts'
@@ -43,9 +46,14 @@ import { createWorker, serveInLanes, type Worker } from './worker.ts'
  *   taken changes nothing. A lease names its holder (src/store/lease-holder.ts): a worker killed mid-delivery
  *   (or whose lock connection was lost) leaves a lease any instance takes at once, and a lease whose holder
  *   still looks alive but no longer renews expires; another instance then sends again: at least once, never lost.
- * - At most `perEndpoint` (10) notifications per endpoint per run; a run every `intervalMs`, and one within a
- *   second (`wakeGapMs`) of a commit in this process that appended feed events (`wake()`): wake-ups are coalesced,
- *   and no woken run starts sooner than `wakeGapMs` after the previous run started.
+ * - At most `perEndpoint` (10) notifications per endpoint per window of `intervalMs`, counted in the endpoint's row
+ *   (the claim's transaction, under the endpoint's lock), so every instance shares the budget. A run every
+ *   `intervalMs`, and one within a second (`wakeGapMs`) of a commit in this process that appended feed events, or
+ *   queued a retry or a ping (`wake()`): wake-ups are coalesced, no woken run starts sooner than `wakeGapMs` after
+ *   the previous run started, and an endpoint whose budget is used is served again when its window ends.
+ * - Coalescing (docs/decisions.md, "Webhook coalescing, backlog and ping"): one pending notification per resource,
+ *   the newest; older ones are folded into it before an attempt, or `superseded` after one. A backlog of
+ *   `backlogLimit` pending notifications stops derivation for the endpoint (it lags, audited) until it drains.
  * - Before every attempt: the grant is re-read (revoked: the endpoint is disabled `grant_revoked`, nothing
  *   sent; a resource type it may no longer read: that delivery is `skipped`), the URL is checked again and
  *   its name resolved again (a non-public address: disabled `destination_unsafe`, nothing sent), and the
@@ -79,6 +87,8 @@ export interface WebhookDispatcherOptions {
   connectionsPerDestination?: number
   /** The least time between the start of a run and a run a wake-up brings (default 1 s). */
   wakeGapMs?: number
+  /** Pending notifications per endpoint past which it stops taking feed events and lags (WEBHOOK_BACKLOG_LIMIT). */
+  backlogLimit?: number
   onError?: (err: unknown) => void
 }
 
@@ -113,6 +123,25 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions): Worker 
   }
 
   const nowIso = () => isoNow(clock)
+  const backlogLimit = opts.backlogLimit ?? 10_000
+  /**
+   * An endpoint that used its budget with notifications still due is served again when its window ends (one timer
+   * for the earliest such end), not only at the next scheduled run.
+   */
+  let wakeTimer: NodeJS.Timeout | null = null
+  let wakeTimerAt = Number.POSITIVE_INFINITY
+  function wakeAt(inMs: number): void {
+    const at = performance.now() + Math.max(0, inMs) + 5
+    if (stopping || at >= wakeTimerAt) return
+    if (wakeTimer) clearTimeout(wakeTimer)
+    wakeTimerAt = at
+    wakeTimer = setTimeout(() => {
+      wakeTimer = null
+      wakeTimerAt = Number.POSITIVE_INFINITY
+      worker.wake()
+    }, Math.max(0, inMs) + 5)
+    wakeTimer.unref()
+  }
   /** Real time: leases and signature timestamps. */
   const real = opts.sandbox?.base ?? clock
   type Within = <T>(clientCode: string, fn: () => T) => T
@@ -139,17 +168,60 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions): Worker 
           if (endpoint) await disableIn(tx, endpoint, 'grant_revoked', now)
           continue
         }
-        await deriveDeliveries(tx, {
-          clientCode: e.client_code,
-          integrationId: e.integration_id,
-          afterSeq: e.scanned_seq,
-          types: readableTypes(new Set(e.scopes ?? [])),
-          limit: 1000,
-          now,
-        })
+        await deriveEndpoint(tx, e, now)
       }
       const last = chunk.at(-1)
       return last ? { clientCode: last.client_code, integrationId: last.integration_id } : null
+    })
+  }
+
+  /**
+   * One endpoint's share of a run's derivation: nothing when it has scanned the whole feed (and it stops lagging if
+   * it was); otherwise the next events, at most as many as its backlog has room for. A backlog at the limit leaves
+   * the events in the feed (scanned later, as the backlog drains) and marks the endpoint lagging, audited once.
+   */
+  async function deriveEndpoint(tx: Tx, e: EnabledEndpoint, now: string): Promise<void> {
+    const atHead = BigInt(e.scanned_seq) >= BigInt(e.feed_head)
+    if (atHead) {
+      if (e.lagging_since !== null) await markLagging(tx, e, null, now)
+      return
+    }
+    const pending = await countPending(tx, e.client_code, e.integration_id, backlogLimit)
+    const room = backlogLimit - pending
+    if (room <= 0) {
+      if (e.lagging_since === null) await markLagging(tx, e, now, now)
+      return
+    }
+    const limit = Math.min(1000, room)
+    const derived = await deriveDeliveries(tx, {
+      clientCode: e.client_code,
+      integrationId: e.integration_id,
+      afterSeq: e.scanned_seq,
+      types: readableTypes(new Set(e.scopes ?? [])),
+      limit,
+      now,
+      leaseNow: isoNow(real),
+    })
+    const caughtUp = derived.lastSeq === null || BigInt(derived.lastSeq) >= BigInt(e.feed_head)
+    if (caughtUp) {
+      if (e.lagging_since !== null) await markLagging(tx, e, null, now)
+    } else if (e.lagging_since === null && (await countPending(tx, e.client_code, e.integration_id, backlogLimit)) >= backlogLimit) {
+      // Events are left in the feed and the backlog is full: they wait for it to drain.
+      await markLagging(tx, e, now, now)
+    }
+  }
+
+  /** Marks the endpoint lagging (`since`) or caught up (null), with its audit event. */
+  async function markLagging(tx: Tx, e: EnabledEndpoint, since: string | null, now: string): Promise<void> {
+    if (!(await setLagging(tx, e.client_code, e.integration_id, since))) return
+    await auditEndpoint(tx, {
+      clientCode: e.client_code,
+      integrationId: e.integration_id,
+      actor: 'service',
+      action: since === null ? 'webhook_endpoint.caught_up' : 'webhook_endpoint.lagging',
+      details: { integrationId: e.integration_id, lagging: since !== null, backlogLimit, scannedSeq: e.scanned_seq, feedHead: e.feed_head },
+      change: { lagging: since !== null, since },
+      now,
     })
   }
 
@@ -199,7 +271,8 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions): Worker 
     const started = performance.now()
     const n = d.round_attempts + 1
     const failed = (errorClass: NonNullable<AttemptOutcome['errorClass']>, httpStatus: number | null): AttemptOutcome => {
-      const abandon = n > retryScheduleMs.length
+      // A ping is attempted once: its failure is what the integrator asked to see.
+      const abandon = n > retryScheduleMs.length || d.type === 'ping'
       return {
         deliveryId: d.delivery_id,
         status: abandon ? 'abandoned' : 'pending',
@@ -270,16 +343,22 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions): Worker 
     const token = randomUUID()
     const now = clock.now()
     const realNow = real.now()
-    const claimed = await claimDeliveries(store, {
-      clientCode,
-      integrationId,
-      token,
-      now: now.toISOString(),
-      leaseNow: realNow.toISOString(),
-      leaseUntil: new Date(realNow.getTime() + leaseMs).toISOString(),
-      limit: perEndpoint,
-      holder,
-    })
+    const claim = await inUnitOfWork(store, ({ tx }) =>
+      claimDeliveries(tx, {
+        clientCode,
+        integrationId,
+        token,
+        now: now.toISOString(),
+        leaseNow: realNow.toISOString(),
+        leaseUntil: new Date(realNow.getTime() + leaseMs).toISOString(),
+        limit: perEndpoint,
+        holder,
+        budget: perEndpoint,
+        windowMs: opts.intervalMs,
+      }),
+    )
+    if (claim.exhaustedUntil !== null) wakeAt(Date.parse(claim.exhaustedUntil) - realNow.getTime())
+    const claimed = claim.deliveries
     if (claimed.length === 0) return 0
     const ids = claimed.map((d) => d.delivery_id)
     const endpoint = await findEndpoint(store, clientCode, integrationId)
@@ -295,7 +374,9 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions): Worker 
       return 0
     }
     const readable = new Set<string>(readableTypes(grant.scopes))
-    const unreadable = claimed.filter((d) => !readable.has(d.resource_type))
+    // A ping carries nothing of any resource: every grant may receive it.
+    const mayRead = (d: DeliveryRow) => d.type === 'ping' || readable.has(d.resource_type)
+    const unreadable = claimed.filter((d) => !mayRead(d))
     await skipDeliveries(
       store,
       clientCode,
@@ -304,7 +385,7 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions): Worker 
       unreadable.map((d) => d.delivery_id),
       nowIso(),
     )
-    const toSend = claimed.filter((d) => readable.has(d.resource_type))
+    const toSend = claimed.filter(mayRead)
     if (toSend.length === 0) return 0
     let dest: Destination
     try {
@@ -353,7 +434,12 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions): Worker 
     const within: Within = sandbox && clocks ? (clientCode, fn) => sandbox.atInstant(clocks.get(clientCode) ?? null, fn) : onClockTime
     await derive(within)
     if (stopping) return false
-    const endpoints = await dueEndpoints(store, nowIso(), 10_000, { leaseNow: isoNow(real), clocked: clocks !== undefined })
+    const endpoints = await dueEndpoints(store, nowIso(), 10_000, {
+      leaseNow: isoNow(real),
+      clocked: clocks !== undefined,
+      windowMs: opts.intervalMs,
+      budget: perEndpoint,
+    })
     // Stopping: the endpoints being served finish (their deliveries sent and recorded), no other is claimed.
     const attempts = await serveInLanes(
       endpoints,
@@ -364,7 +450,7 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions): Worker 
     return attempts > 0
   }
 
-  return createWorker({
+  const worker = createWorker({
     name: 'webhook-dispatcher',
     // Runs at start, then every intervalMs measured from the start of each run; never back to back, whatever a run
     // sent (the per-run budget of `perEndpoint` notifications per endpoint).
@@ -380,11 +466,15 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions): Worker 
       stopping = true
     },
     afterStop: async () => {
+      if (wakeTimer) clearTimeout(wakeTimer)
+      wakeTimer = null
+      wakeTimerAt = Number.POSITIVE_INFINITY
       await Promise.all([...agents.values()].map((a) => a.close().catch(() => {})))
       agents.clear()
     },
     onError: (err) => opts.onError?.(err),
   })
+  return worker
 }
 
 export type WebhookDispatcher = Worker

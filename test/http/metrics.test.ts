@@ -200,6 +200,7 @@ const OWN_FAMILIES: Record<string, { type: string; labels: string[] }> = {
   irs_batch_queue_records: { type: 'gauge', labels: [] },
   irs_change_feed_head_sequence: { type: 'gauge', labels: [] },
   irs_webhook_deliveries: { type: 'gauge', labels: ['status'] },
+  irs_webhook_endpoints_lagging: { type: 'gauge', labels: [] },
   irs_store_up: { type: 'gauge', labels: [] },
   irs_store_info: { type: 'gauge', labels: ['engine'] },
   irs_store_pool_connections: { type: 'gauge', labels: ['state'] },
@@ -499,7 +500,7 @@ describe(`GET /metrics: batches, the change-feed head, webhook deliveries, no te
     const inStore: Record<string, number> = Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]))
     assert.deepEqual({ ...inStore }, { delivered: 2 })
     assert.equal(rx.received.length, 2)
-    for (const status of ['pending', 'delivered', 'abandoned', 'skipped']) {
+    for (const status of ['pending', 'delivered', 'abandoned', 'skipped', 'superseded']) {
       assert.equal(delivered.value('irs_webhook_deliveries', { status }), inStore[status] ?? 0, status)
     }
     // Before the dispatcher ran, the two were not delivered yet (pending, or not yet derived from the feed).
@@ -639,6 +640,7 @@ describe(`GET /metrics: when the store cannot be read (${engineName})`, () => {
         'irs_batch_queue_batches',
         'irs_batch_queue_records',
         'irs_webhook_deliveries',
+        'irs_webhook_endpoints_lagging',
       ]) {
         assert.equal(s.families.has(name), false, `${name} is left out`)
       }

@@ -103,13 +103,15 @@ describe(`lease holders (${engineName})`, () => {
     assert.deepEqual(await dueEndpoints(db.store, now, 10), [{ client_code: 'lh', integration_id: 'int-lh' }])
     const key = live(db.store)
     const claim = (token: string) =>
-      claimDeliveries(db.store, { clientCode: 'lh', integrationId: 'int-lh', token, now, leaseUntil, limit: 10, holder: key })
+      db.store.transaction((tx) =>
+        claimDeliveries(tx, { clientCode: 'lh', integrationId: 'int-lh', token, now, leaseUntil, limit: 10, holder: key }),
+      )
     assert.deepEqual(
-      (await claim('00000000-0000-4000-8000-000000000021')).map((d) => d.delivery_id),
+      (await claim('00000000-0000-4000-8000-000000000021')).deliveries.map((d) => d.delivery_id),
       ['dlv_1'],
     )
     assert.deepEqual(await dueEndpoints(db.store, now, 10), [])
-    assert.deepEqual(await claim('00000000-0000-4000-8000-000000000022'), [])
+    assert.deepEqual((await claim('00000000-0000-4000-8000-000000000022')).deliveries, [])
   })
 
   test('PostgreSQL: the holder connection never keeps a process alive by itself, and closing the store waits for it', {

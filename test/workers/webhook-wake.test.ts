@@ -38,3 +38,25 @@ test('a committed write wakes the dispatcher: its notification arrives long befo
   assert.equal(rx.received.length, 1)
   assert.equal(rx.received[0]?.json?.type, 'customer.created')
 })
+
+test('a retry from the delivery log and a test ping are attempted within seconds, not at the next scheduled run', async () => {
+  const tenant = await t.tenant('wake-2')
+  const put = await t.call('PUT', '/v1/clients/wake-2/webhook-endpoint', { key: tenant.apiKey, body: { url: `${rx.url}/wake-2` } })
+  assert.equal(put.status, 201, put.body)
+  t.app.webhookDispatcher.start()
+  const mine = () => rx.received.filter((r) => r.json?.clientCode === 'wake-2')
+  const waitFor = async (n: number) => {
+    const deadline = Date.now() + 5_000
+    while (mine().length < n && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+    assert.equal(mine().length, n)
+  }
+  const ping = await t.call('POST', '/v1/clients/wake-2/webhook-endpoint/test', { key: tenant.apiKey })
+  assert.equal(ping.status, 202, ping.body)
+  await waitFor(1)
+  assert.equal(mine()[0]?.json?.type, 'ping')
+  assert.equal(mine()[0]?.json?.eventId, ping.json.eventId)
+  const retry = await t.call('POST', `/v1/clients/wake-2/webhook-endpoint/deliveries/${ping.json.deliveryId}/retry`, { key: tenant.apiKey })
+  assert.equal(retry.status, 202, retry.body)
+  await waitFor(2)
+  assert.equal(mine()[1]?.json?.eventId, ping.json.eventId)
+})

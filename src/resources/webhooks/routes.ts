@@ -87,7 +87,7 @@ export function webhookRoutes(deps: RouteDeps, webhooks: WebhookService): RouteD
       operationId: 'listWebhookDeliveries',
       summary: 'The delivery log (our extension)',
       description:
-        'Each delivery with its attempts (time, HTTP status or error class, duration; never the URL, secret or signature), newest event first. Kept 30 days.',
+        'Each delivery with its attempts (time, HTTP status or error class, duration; never the URL, secret or signature), newest event first. Kept 30 days. Notifications are coalesced per resource: a delivery shows the earlier revisions it superseded before they were attempted (`supersedes`), and one that a newer revision superseded after an attempt is `superseded`. `lagging` says when the backlog reached its limit.',
       tags,
       auth,
       params: WebhookEndpointParams,
@@ -103,12 +103,27 @@ export function webhookRoutes(deps: RouteDeps, webhooks: WebhookService): RouteD
       idParam: 'deliveryId',
       operationId: 'retryWebhookDelivery',
       summary: 'Send one delivery again now (our extension)',
-      description: 'Queues the delivery, due now, with a new round of the retry schedule. The worker sends it on its next run.',
+      description:
+        "Queues the delivery, due now, with a new round of the retry schedule; it is attempted within seconds, inside the endpoint's budget of 10 notifications per minute. A superseded delivery can be retried too: it is then sent as it is (receivers ignore a revision not newer than the one they hold).",
       tags,
       params: DeliveryParams,
       noBody: true,
       answers: { 202: 'Queued' },
       problems: ['webhook_endpoint_not_found', 'webhook_delivery_not_found', 'webhook_endpoint_disabled'],
+    }),
+    writeRoute(deps, operations.test, {
+      method: 'POST',
+      path: `${path}/test`,
+      idParam: 'clientCode',
+      operationId: 'testWebhookEndpoint',
+      summary: 'Send a signed ping to the endpoint (our extension)',
+      description:
+        'Queues a `ping` notification, signed like every other and sent within seconds, so you can check your receiver without changing any data: `type` `ping`, `resource` `{type: "webhook_endpoint", id: <clientCode>}`, `revision` 0, a fresh `eventId`. It is attempted once, ahead of other due notifications and within the same budget of 10 per endpoint per minute; a failure is not retried (the delivery log shows the attempt; ask again). Asked again while a ping still waits, the same ping is answered.',
+      tags,
+      params: WebhookEndpointParams,
+      noBody: true,
+      answers: { 202: 'The ping, queued (its delivery, as the delivery log shows it)' },
+      problems: ['webhook_endpoint_not_found', 'webhook_endpoint_disabled'],
     }),
     defineRoute({
       method: 'POST',

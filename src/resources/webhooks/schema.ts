@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { Timestamp } from '../../domain/time.ts'
-import { ClientParams, ListQuery, listResponse } from '../../http/common-schemas.ts'
+import { ClientParams, ListQuery } from '../../http/common-schemas.ts'
 import { CHANGE_TYPES, RESOURCE_TYPES } from '../feed/store.ts'
 
 export const WebhookEndpointParams = ClientParams
@@ -21,6 +21,12 @@ const endpointFields = {
       "Why the service disabled the endpoint; null while enabled, and after `POST .../disable`. `signing_secret_unreadable`: the stored signing secret can no longer be decrypted (the service's encryption key changed without the old key being kept), so nothing can be signed; `rotate-secret` or a PUT issues a new secret, and a PUT re-enables the endpoint.",
     ),
   secretVersion: z.number().int().min(1).describe('1 for the first secret, +1 on each rotation.'),
+  lagging: z
+    .boolean()
+    .describe(
+      'True while the endpoint is lagging (our extension): its pending backlog reached WEBHOOK_BACKLOG_LIMIT notifications, so changes committed since are not queued for it yet (they are, oldest first, as the backlog drains; nothing is dropped while the change feed keeps them, 30 days). Read the change feed (`GET /changes`) from your cursor to catch up now.',
+    ),
+  laggingSince: Timestamp.nullable().describe('When the endpoint started lagging; null when it is not.'),
 }
 
 const endpointExample = {
@@ -28,6 +34,8 @@ const endpointExample = {
   status: 'enabled',
   disabledReason: null,
   secretVersion: 1,
+  lagging: false,
+  laggingSince: null,
 } as const
 
 export const WebhookEndpoint = z.object(endpointFields).meta({ id: 'WebhookEndpoint', examples: [endpointExample] })
@@ -83,6 +91,8 @@ const deliveryExample = {
   revision: 2,
   occurredAt: '2026-01-31T09:30:00.112Z',
   status: 'delivered',
+  supersededBy: null,
+  supersedes: { notifications: 3, fromRevision: 1 },
   attemptCount: 2,
   nextAttemptAt: null,
   lastError: null,
@@ -98,13 +108,27 @@ export const WebhookDelivery = z
   .object({
     deliveryId: z.string(),
     eventId: z.string().uuid(),
-    type: z.enum(CHANGE_TYPES),
-    resource: z.object({ type: z.enum(RESOURCE_TYPES), id: z.string() }),
-    revision: z.number().int(),
+    type: z.enum([...CHANGE_TYPES, 'ping']).describe('The change-feed event type; `ping` for a test notification (POST .../test).'),
+    resource: z
+      .object({ type: z.enum([...RESOURCE_TYPES, 'webhook_endpoint']), id: z.string() })
+      .describe('A ping names the endpoint: type `webhook_endpoint`, id the client code.'),
+    revision: z.number().int().describe('The revision notified; 0 for a ping.'),
     occurredAt: Timestamp,
     status: z
-      .enum(['pending', 'delivered', 'abandoned', 'skipped'])
-      .describe('`skipped`: the grant could no longer read the resource type, so nothing was sent.'),
+      .enum(['pending', 'delivered', 'abandoned', 'skipped', 'superseded'])
+      .describe(
+        '`skipped`: the grant could no longer read the resource type, so nothing was sent. `superseded`: a newer revision of the same resource was queued before this one was delivered (while it waited for a retry, or was being attempted); only the newer one is sent (`supersededBy`).',
+      ),
+    supersededBy: z.string().nullable().describe('The delivery of the newer revision that superseded this one; null unless `superseded`.'),
+    supersedes: z
+      .object({
+        notifications: z.number().int().min(1).describe('Earlier notifications of this resource folded into this one.'),
+        fromRevision: z.number().int().describe('The revision of the first of them.'),
+      })
+      .nullable()
+      .describe(
+        'Notifications of earlier revisions of this resource that were still waiting, never attempted, when a newer revision was queued: not sent on their own, this delivery carries the newest revision instead. Null when none.',
+      ),
     attemptCount: z.number().int().min(0),
     nextAttemptAt: Timestamp.nullable(),
     lastError: z
@@ -120,7 +144,20 @@ export const WebhookDelivery = z
   .meta({ id: 'WebhookDelivery', examples: [deliveryExample] })
 export type WebhookDelivery = z.output<typeof WebhookDelivery>
 
-export const WebhookDeliveryPage = listResponse(WebhookDelivery, 'WebhookDeliveryPage')
+const Lagging = z
+  .object({
+    since: Timestamp,
+    backlogLimit: z.number().int().min(1),
+    detail: z.string(),
+  })
+  .nullable()
+  .describe(
+    'Non-null while the endpoint is lagging: its pending backlog reached `backlogLimit`, and changes committed since are queued only as it drains. Read the change feed to catch up.',
+  )
+
+export const WebhookDeliveryPage = z
+  .object({ data: z.array(WebhookDelivery), nextCursor: z.string().nullable(), lagging: Lagging })
+  .meta({ id: 'WebhookDeliveryPage', examples: [{ data: [deliveryExample], nextCursor: null, lagging: null }] })
 
 export const ReplayBody = z
   .strictObject({

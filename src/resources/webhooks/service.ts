@@ -1,3 +1,4 @@
+import { z } from 'zod'
 import type { Grant } from '../../access/grants.ts'
 import { encodeCursor, readCursor, seqCursor } from '../../domain/cursor.ts'
 import { type KeyRing, UnreadableSecretError } from '../../domain/key-ring.ts'
@@ -31,7 +32,9 @@ import {
   feedHead,
   findDelivery,
   findEndpoint,
+  findPendingPing,
   insertEndpoint,
+  insertPing,
   listDeliveries,
   reconfigureEndpoint,
   replayDeliveries,
@@ -50,7 +53,11 @@ export const REPLAY_CHUNK_SIZE = 500
 const MANAGE = ['webhooks:manage'] as const
 
 /** A write's answer, rendered already (the operations here render inside their run). */
-const answer = (status: OperationResult['status'], body: unknown): OperationResult => ({ status, body: async () => body })
+const answer = (status: OperationResult['status'], body: unknown, afterCommit?: () => void): OperationResult => ({
+  status,
+  body: async () => body,
+  ...(afterCommit ? { afterCommit } : {}),
+})
 
 /** A replay's progress across its chunks (one request): `throughSeq` fixed by the first, `last` set by the last. */
 interface ReplayState {
@@ -86,7 +93,7 @@ const notFound = () =>
   new Problem('webhook_endpoint_not_found', 'This Integration has no webhook endpoint for this client; configure one with PUT.')
 
 /** The delivery log's cursor (a delivery's sequence number, from 1); replay takes a change-feed cursor (from 0). */
-const DeliveryCursor = seqCursor(1n)
+const DeliveryCursor = seqCursor(0n).extend({ d: z.string().regex(/^dlv_[0-9a-f]{32}$/) })
 const FeedCursor = seqCursor(0n)
 
 export interface WebhookServiceDeps {
@@ -96,15 +103,42 @@ export interface WebhookServiceDeps {
   allowLoopback: boolean
   /** The key ring that encrypts signing secrets at rest (src/store/secret-keys.ts). */
   keyRing: () => Promise<KeyRing>
+  /** Pending notifications per endpoint past which it lags (WEBHOOK_BACKLOG_LIMIT). */
+  backlogLimit?: number
+  /** Told after a commit that queued a delivery due now (a retry, a ping): the dispatcher takes a turn soon. */
+  onQueued?: () => void
 }
 
-export function createWebhookService({ store, clock, resolver, allowLoopback, keyRing }: WebhookServiceDeps) {
-  const view = (e: Pick<EndpointRow, 'url' | 'status' | 'disabled_reason' | 'secret_version'>) => ({
+/** WEBHOOK_BACKLOG_LIMIT's default. */
+export const DEFAULT_BACKLOG_LIMIT = 10_000
+
+export function createWebhookService({
+  store,
+  clock,
+  resolver,
+  allowLoopback,
+  keyRing,
+  backlogLimit = DEFAULT_BACKLOG_LIMIT,
+  onQueued,
+}: WebhookServiceDeps) {
+  const view = (e: Pick<EndpointRow, 'url' | 'status' | 'disabled_reason' | 'secret_version'> & { lagging_since?: string | null }) => ({
     url: e.url,
     status: e.status,
     disabledReason: e.disabled_reason,
     secretVersion: e.secret_version,
+    lagging: (e.lagging_since ?? null) !== null,
+    laggingSince: e.lagging_since ?? null,
   })
+
+  /** The delivery log's word on a lagging endpoint. */
+  const laggingView = (since: string | null) =>
+    since === null
+      ? null
+      : {
+          since,
+          backlogLimit,
+          detail: `The endpoint's pending backlog reached ${backlogLimit} notifications: changes committed since are queued only as it drains (nothing is dropped while the change feed keeps them). Read the change feed (GET /v1/clients/{clientCode}/changes) from your cursor to catch up now.`,
+        }
 
   async function existing(db: Queryable, grant: Grant, forUpdate = false): Promise<EndpointRow> {
     const row = await findEndpoint(db, grant.clientCode, grant.integrationId, forUpdate)
@@ -138,6 +172,8 @@ export function createWebhookService({ store, clock, resolver, allowLoopback, ke
       revision: Number(r.revision),
       occurredAt: r.occurred_at,
       status: r.status,
+      supersededBy: r.status === 'superseded' ? r.superseded_by : null,
+      supersedes: r.folded_count > 0 ? { notifications: r.folded_count, fromRevision: Number(r.folded_from_revision ?? r.revision) } : null,
       attemptCount: r.attempt_count,
       nextAttemptAt: r.status === 'pending' ? r.next_attempt_at : null,
       lastError: r.last_error,
@@ -238,6 +274,7 @@ export function createWebhookService({ store, clock, resolver, allowLoopback, ke
         status: 'enabled' as const,
         disabled_reason: null,
         secret_version: row.secret_version + (replaced ? 1 : 0),
+        lagging_since: reenable ? null : row.lagging_since,
       }
       if (replaced) await audit(tx, grant, 'webhook_endpoint.secret_rotated', { ...after, status: row.status }, now)
       if (reenable || row.url !== url)
@@ -303,7 +340,31 @@ export function createWebhookService({ store, clock, resolver, allowLoopback, ke
       await requeueDelivery(tx, grant.clientCode, grant.integrationId, deliveryId, now)
       const after = (await findDelivery(tx, grant.clientCode, grant.integrationId, deliveryId)) as DeliveryRow
       const [delivery] = await deliveryViews(tx, grant, [after])
-      return answer(202, delivery)
+      return answer(202, delivery, onQueued)
+    },
+  })
+
+  /**
+   * A signed `ping` to the endpoint, due now (docs/decisions.md, "Webhook coalescing, backlog and ping"): no feed
+   * event, `type` ping, `resource` the endpoint (`webhook_endpoint`, the client code), revision 0. Attempted once
+   * (a failure is not retried: the log says why; ask again), ahead of other due notifications and inside the same
+   * budget. One at a time: asked again while one waits, the same ping is answered. 202 with its delivery.
+   */
+  const testOperation = defineOperation({
+    kind: 'webhook_endpoint_test',
+    scopes: MANAGE,
+    body: NoBody,
+    response: WebhookDelivery,
+    source: false,
+    async run({ tx }, ctx) {
+      const grant = grantOf(ctx)
+      await lockIdentity(tx, grant.clientCode, 'webhook-endpoint', grant.integrationId)
+      const endpoint = await enabledEndpoint(tx, grant)
+      const row =
+        (await findPendingPing(tx, grant.clientCode, grant.integrationId)) ??
+        (await insertPing(tx, grant.clientCode, grant.integrationId, endpoint.scanned_seq, isoNow(clock)))
+      const [delivery] = await deliveryViews(tx, grant, [row])
+      return answer(202, delivery, onQueued)
     },
   })
 
@@ -337,7 +398,7 @@ export function createWebhookService({ store, clock, resolver, allowLoopback, ke
           now: state.now,
           limit: REPLAY_CHUNK_SIZE,
         })
-        state.last = c.lastSeq === null || c.queued < REPLAY_CHUNK_SIZE
+        state.last = c.lastSeq === null || c.events < REPLAY_CHUNK_SIZE
         return answer(200, { queued: c.queued, lastSeq: c.lastSeq })
       },
     })
@@ -349,17 +410,20 @@ export function createWebhookService({ store, clock, resolver, allowLoopback, ke
       rotateSecret: rotateSecretOperation,
       disable: disableOperation,
       retry: retryOperation,
+      test: testOperation,
     },
 
     async get(grant: Grant) {
       return view(await existing(store, grant))
     },
 
+    backlogLimit,
+
     async deliveries(grant: Grant, q: { cursor?: string | undefined; limit: number; eventId?: string | undefined }) {
-      await existing(store, grant)
       const cursor = readCursor(q.cursor, DeliveryCursor, '/query/cursor', 'is not a cursor this list returned')
+      const endpoint = await existing(store, grant)
       const rows = await listDeliveries(store, grant.clientCode, grant.integrationId, {
-        beforeSeq: cursor?.s ?? null,
+        before: cursor ? { seq: cursor.s, deliveryId: cursor.d } : null,
         eventId: q.eventId ?? null,
         limit: q.limit + 1,
       })
@@ -367,7 +431,8 @@ export function createWebhookService({ store, clock, resolver, allowLoopback, ke
       const last = shown.at(-1)
       return {
         data: await deliveryViews(store, grant, shown),
-        nextCursor: rows.length > q.limit && last ? encodeCursor({ s: last.seq }) : null,
+        nextCursor: rows.length > q.limit && last ? encodeCursor({ s: last.seq, d: last.delivery_id }) : null,
+        lagging: laggingView(endpoint.lagging_since),
       }
     },
 

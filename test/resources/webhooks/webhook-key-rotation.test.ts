@@ -161,6 +161,8 @@ describe(`changing the key that encrypts stored secrets (${engineName})`, () => 
       status: 'disabled',
       disabledReason: 'signing_secret_unreadable',
       secretVersion: 1,
+      lagging: false,
+      laggingSince: null,
     })
     const [pending] = await deliveries('kr-sbx')
     assert.deepEqual(pending, { ...pending, status: 'pending', attemptCount: 0, lastError: 'signing_secret_unreadable' })
@@ -190,13 +192,24 @@ describe(`changing the key that encrypts stored secrets (${engineName})`, () => 
     assert.match(rotated.json.signingSecret, /^whsec_/)
     assert.deepEqual(
       { ...rotated.json, signingSecret: 'x' },
-      { url: `${rx.url}/kr-sbx`, status: 'disabled', disabledReason: 'signing_secret_unreadable', secretVersion: 2, signingSecret: 'x' },
+      {
+        url: `${rx.url}/kr-sbx`,
+        status: 'disabled',
+        disabledReason: 'signing_secret_unreadable',
+        secretVersion: 2,
+        lagging: false,
+        laggingSince: null,
+        signingSecret: 'x',
+      },
     )
     const row = await stored('kr-sbx')
     assert.ok(row.secret_ciphertext.startsWith(`v2.${idOf(K3)}.`))
     assert.equal(row.previous_secret_ciphertext, null)
     const put = await app().call('PUT', endpoint('kr-sbx'), { key: tenant.apiKey, body: { url: `${rx.url}/kr-sbx` } })
-    assert.deepEqual([put.status, put.json], [200, { url: `${rx.url}/kr-sbx`, status: 'enabled', disabledReason: null, secretVersion: 2 }])
+    assert.deepEqual(
+      [put.status, put.json],
+      [200, { url: `${rx.url}/kr-sbx`, status: 'enabled', disabledReason: null, secretVersion: 2, lagging: false, laggingSince: null }],
+    )
     await app().app.webhookDispatcher.runOnce()
     assert.equal(receivedBy('kr-sbx').length, 3)
     // The new secret alone: the old one could not be opened, so there is no overlap signature.
@@ -215,12 +228,27 @@ describe(`changing the key that encrypts stored secrets (${engineName})`, () => 
     assert.notEqual(put.json.signingSecret, secrets['kr-put'])
     assert.deepEqual(
       { ...put.json, signingSecret: 'x' },
-      { url: `${rx.url}/kr-put`, status: 'enabled', disabledReason: null, secretVersion: 2, signingSecret: 'x' },
+      {
+        url: `${rx.url}/kr-put`,
+        status: 'enabled',
+        disabledReason: null,
+        secretVersion: 2,
+        lagging: false,
+        laggingSince: null,
+        signingSecret: 'x',
+      },
     )
     assert.ok((await stored('kr-put')).secret_ciphertext.startsWith(`v2.${idOf(K3)}.`))
     // Readable now: a later PUT shows no secret.
     const again = await app().call('PUT', endpoint('kr-put'), { key: tenant.apiKey, body: { url: `${rx.url}/kr-put` } })
-    assert.deepEqual(again.json, { url: `${rx.url}/kr-put`, status: 'enabled', disabledReason: null, secretVersion: 2 })
+    assert.deepEqual(again.json, {
+      url: `${rx.url}/kr-put`,
+      status: 'enabled',
+      disabledReason: null,
+      secretVersion: 2,
+      lagging: false,
+      laggingSince: null,
+    })
     await change('kr-put')
     await app().app.webhookDispatcher.runOnce()
     assert.equal(receivedBy('kr-put').length, 1)

@@ -50,6 +50,7 @@ describe(`action routes without a body (${engineName})`, () => {
       'POST /v1/clients/:clientCode/webhook-endpoint/deliveries/:deliveryId/retry',
       'POST /v1/clients/:clientCode/webhook-endpoint/disable',
       'POST /v1/clients/:clientCode/webhook-endpoint/rotate-secret',
+      'POST /v1/clients/:clientCode/webhook-endpoint/test',
     ])
     for (const route of t.app.routes.filter((r) => r.public && r.method !== 'GET')) {
       const op = doc.paths[route.path.replace(/:([A-Za-z]+)/g, '{$1}')][route.method.toLowerCase()]

@@ -60,12 +60,21 @@ describe(`webhook endpoint routes (${engineName})`, () => {
         status: 'enabled',
         disabledReason: null,
         secretVersion: 1,
+        lagging: false,
+        laggingSince: null,
         signingSecret: 'x',
       },
     )
     const again = await t.call('PUT', path(), { key: a.apiKey, body: { url: URL_A } })
     assert.equal(again.status, 200)
-    assert.deepEqual(again.json, { url: URL_A, status: 'enabled', disabledReason: null, secretVersion: 1 })
+    assert.deepEqual(again.json, {
+      url: URL_A,
+      status: 'enabled',
+      disabledReason: null,
+      secretVersion: 1,
+      lagging: false,
+      laggingSince: null,
+    })
     const moved = await t.call('PUT', path(), { key: a.apiKey, body: { url: 'https://other.acme.com/x?y=1' } })
     assert.equal(moved.status, 200)
     assert.deepEqual((await t.call('GET', path(), { key: a.apiKey })).json, {
@@ -73,6 +82,8 @@ describe(`webhook endpoint routes (${engineName})`, () => {
       status: 'enabled',
       disabledReason: null,
       secretVersion: 1,
+      lagging: false,
+      laggingSince: null,
     })
     await t.call('PUT', path(), { key: a.apiKey, body: { url: URL_A } })
   })
@@ -216,19 +227,28 @@ describe(`webhook endpoint routes (${engineName})`, () => {
       status: 'disabled',
       disabledReason: 'grant_revoked',
       secretVersion: 1,
+      lagging: false,
+      laggingSince: null,
     })
     const audit = await t.store.query<{ actor: string; action: string }>(
       `SELECT actor, action FROM audit_events WHERE target_type = 'webhook_endpoint' AND client_code = 'wh-rev' ORDER BY seq`,
     )
     assert.deepEqual(audit.at(-1), { actor: 'service', action: 'webhook_endpoint.disabled' })
     const put = await t.call('PUT', path('wh-rev'), { key: r.apiKey, body: { url: URL_A } })
-    assert.deepEqual(put.json, { url: URL_A, status: 'enabled', disabledReason: null, secretVersion: 1 })
+    assert.deepEqual(put.json, {
+      url: URL_A,
+      status: 'enabled',
+      disabledReason: null,
+      secretVersion: 1,
+      lagging: false,
+      laggingSince: null,
+    })
   })
 
   test('delivery log and its 4xx: bad cursor, bad eventId, unknown delivery, disabled endpoint', async () => {
     const list = await t.call('GET', `${path()}/deliveries?limit=5`, { key: a.apiKey })
     assert.equal(list.status, 200)
-    assert.deepEqual(list.json, { data: [], nextCursor: null })
+    assert.deepEqual(list.json, { data: [], nextCursor: null, lagging: null })
     for (const q of ['cursor=not-a-cursor!', 'cursor=abc', 'limit=0', 'limit=201', 'eventId=nope', 'other=1']) {
       const res = await t.call('GET', `${path()}/deliveries?${q}`, { key: a.apiKey })
       assert.equal(res.status, 422, q)
@@ -297,11 +317,23 @@ describe('configuration', () => {
       (err) => err instanceof ConfigError && !err.message.includes('secret-value-zzz') && /64 hexadecimal/.test(err.message),
     )
   })
+  test('WEBHOOK_BACKLOG_LIMIT: a whole number from 100 to 10,000,000; anything else is refused, naming the variable', () => {
+    assert.equal(loadConfig({ WEBHOOK_BACKLOG_LIMIT: '100' }).webhooks.backlogLimit, 100)
+    assert.equal(loadConfig({ WEBHOOK_BACKLOG_LIMIT: '10000000' }).webhooks.backlogLimit, 10_000_000)
+    for (const bad of ['99', '0', '-5', '1.5', 'abc', '10000001', '']) {
+      assert.throws(
+        () => loadConfig({ WEBHOOK_BACKLOG_LIMIT: bad }),
+        (err) => err instanceof ConfigError && err.problems.map((p) => p.variable).join() === 'WEBHOOK_BACKLOG_LIMIT',
+        bad,
+      )
+    }
+  })
   test('defaults: every minute, 1m,5m,30m,2h,6h,12h,24h, loopback off; sandbox generates a key when none is set', async () => {
     const c = loadConfig({})
     assert.deepEqual(c.webhooks, {
       intervalMs: 60_000,
       retryScheduleMs: [60_000, 300_000, 1_800_000, 7_200_000, 21_600_000, 43_200_000, 86_400_000],
+      backlogLimit: 10_000,
       allowLoopback: false,
       secretKeyHex: undefined,
       previousSecretKeysHex: [],

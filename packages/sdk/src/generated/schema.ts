@@ -917,7 +917,7 @@ export interface paths {
         };
         /**
          * The delivery log (our extension)
-         * @description Each delivery with its attempts (time, HTTP status or error class, duration; never the URL, secret or signature), newest event first. Kept 30 days.
+         * @description Each delivery with its attempts (time, HTTP status or error class, duration; never the URL, secret or signature), newest event first. Kept 30 days. Notifications are coalesced per resource: a delivery shows the earlier revisions it superseded before they were attempted (`supersedes`), and one that a newer revision superseded after an attempt is `superseded`. `lagging` says when the backlog reached its limit.
          *
          *     Concepts: [The change feed and webhooks](/docs/guide/change-feed-and-webhooks) in the guide.
          */
@@ -941,11 +941,33 @@ export interface paths {
         put?: never;
         /**
          * Send one delivery again now (our extension)
-         * @description Queues the delivery, due now, with a new round of the retry schedule. The worker sends it on its next run.
+         * @description Queues the delivery, due now, with a new round of the retry schedule; it is attempted within seconds, inside the endpoint's budget of 10 notifications per minute. A superseded delivery can be retried too: it is then sent as it is (receivers ignore a revision not newer than the one they hold).
          *
          *     Concepts: [The change feed and webhooks](/docs/guide/change-feed-and-webhooks) in the guide.
          */
         post: operations["retryWebhookDelivery"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/clients/{clientCode}/webhook-endpoint/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a signed ping to the endpoint (our extension)
+         * @description Queues a `ping` notification, signed like every other and sent within seconds, so you can check your receiver without changing any data: `type` `ping`, `resource` `{type: "webhook_endpoint", id: <clientCode>}`, `revision` 0, a fresh `eventId`. It is attempted once, ahead of other due notifications and within the same budget of 10 per endpoint per minute; a failure is not retried (the delivery log shows the attempt; ask again). Asked again while a ping still waits, the same ping is answered.
+         *
+         *     Concepts: [The change feed and webhooks](/docs/guide/change-feed-and-webhooks) in the guide.
+         */
+        post: operations["testWebhookEndpoint"];
         delete?: never;
         options?: never;
         head?: never;
@@ -3350,6 +3372,11 @@ export interface components {
          *       "revision": 2,
          *       "occurredAt": "2026-01-31T09:30:00.112Z",
          *       "status": "delivered",
+         *       "supersededBy": null,
+         *       "supersedes": {
+         *         "notifications": 3,
+         *         "fromRevision": 1
+         *       },
          *       "attemptCount": 2,
          *       "nextAttemptAt": null,
          *       "lastError": null,
@@ -3377,20 +3404,34 @@ export interface components {
             deliveryId: string;
             /** Format: uuid */
             eventId: string;
-            /** @enum {string} */
-            type: "customer.created" | "customer.updated" | "receivable.created" | "receivable.updated" | "payment_observation.created" | "payment_request.created" | "payment_request.confirmed" | "payment_request.failed" | "payment_request.expired" | "payment_request.canceled" | "payment.confirmed" | "payment.failed" | "payment.reversed" | "refund.created" | "refund.succeeded" | "refund.failed" | "payment_reconciliation.matched" | "payment_reconciliation.held" | "payment_reconciliation.resolved";
+            /**
+             * @description The change-feed event type; `ping` for a test notification (POST .../test).
+             * @enum {string}
+             */
+            type: "customer.created" | "customer.updated" | "receivable.created" | "receivable.updated" | "payment_observation.created" | "payment_request.created" | "payment_request.confirmed" | "payment_request.failed" | "payment_request.expired" | "payment_request.canceled" | "payment.confirmed" | "payment.failed" | "payment.reversed" | "refund.created" | "refund.succeeded" | "refund.failed" | "payment_reconciliation.matched" | "payment_reconciliation.held" | "payment_reconciliation.resolved" | "ping";
+            /** @description A ping names the endpoint: type `webhook_endpoint`, id the client code. */
             resource: {
                 /** @enum {string} */
-                type: "customer" | "receivable" | "payment_observation" | "payment_request" | "payment" | "payment_reconciliation" | "refund";
+                type: "customer" | "receivable" | "payment_observation" | "payment_request" | "payment" | "payment_reconciliation" | "refund" | "webhook_endpoint";
                 id: string;
             };
+            /** @description The revision notified; 0 for a ping. */
             revision: number;
             occurredAt: components["schemas"]["Timestamp"];
             /**
-             * @description `skipped`: the grant could no longer read the resource type, so nothing was sent.
+             * @description `skipped`: the grant could no longer read the resource type, so nothing was sent. `superseded`: a newer revision of the same resource was queued before this one was delivered (while it waited for a retry, or was being attempted); only the newer one is sent (`supersededBy`).
              * @enum {string}
              */
-            status: "pending" | "delivered" | "abandoned" | "skipped";
+            status: "pending" | "delivered" | "abandoned" | "skipped" | "superseded";
+            /** @description The delivery of the newer revision that superseded this one; null unless `superseded`. */
+            supersededBy: string | null;
+            /** @description Notifications of earlier revisions of this resource that were still waiting, never attempted, when a newer revision was queued: not sent on their own, this delivery carries the newest revision instead. Null when none. */
+            supersedes: {
+                /** @description Earlier notifications of this resource folded into this one. */
+                notifications: number;
+                /** @description The revision of the first of them. */
+                fromRevision: number;
+            } | null;
             attemptCount: number;
             nextAttemptAt: components["schemas"]["Timestamp"] | null;
             /** @description Why the last attempt failed (the error class, with the HTTP status when one came), or why a pending delivery is not being sent: `signing_secret_unreadable` (the endpoint was disabled because its signing secret can no longer be decrypted). */
@@ -3413,6 +3454,11 @@ export interface components {
          *           "revision": 2,
          *           "occurredAt": "2026-01-31T09:30:00.112Z",
          *           "status": "delivered",
+         *           "supersededBy": null,
+         *           "supersedes": {
+         *             "notifications": 3,
+         *             "fromRevision": 1
+         *           },
          *           "attemptCount": 2,
          *           "nextAttemptAt": null,
          *           "lastError": null,
@@ -3436,19 +3482,28 @@ export interface components {
          *           ]
          *         }
          *       ],
-         *       "nextCursor": null
+         *       "nextCursor": null,
+         *       "lagging": null
          *     }
          */
         WebhookDeliveryPage: {
             data: components["schemas"]["WebhookDelivery"][];
             nextCursor: string | null;
+            /** @description Non-null while the endpoint is lagging: its pending backlog reached `backlogLimit`, and changes committed since are queued only as it drains. Read the change feed to catch up. */
+            lagging: {
+                since: components["schemas"]["Timestamp"];
+                backlogLimit: number;
+                detail: string;
+            } | null;
         };
         /**
          * @example {
          *       "url": "https://hooks.acme-lending.com/irs",
          *       "status": "enabled",
          *       "disabledReason": null,
-         *       "secretVersion": 1
+         *       "secretVersion": 1,
+         *       "lagging": false,
+         *       "laggingSince": null
          *     }
          */
         WebhookEndpoint: {
@@ -3459,6 +3514,10 @@ export interface components {
             disabledReason: ("grant_revoked" | "destination_unsafe" | "signing_secret_unreadable") | null;
             /** @description 1 for the first secret, +1 on each rotation. */
             secretVersion: number;
+            /** @description True while the endpoint is lagging (our extension): its pending backlog reached WEBHOOK_BACKLOG_LIMIT notifications, so changes committed since are not queued for it yet (they are, oldest first, as the backlog drains; nothing is dropped while the change feed keeps them, 30 days). Read the change feed (`GET /changes`) from your cursor to catch up now. */
+            lagging: boolean;
+            /** @description When the endpoint started lagging; null when it is not. */
+            laggingSince: components["schemas"]["Timestamp"] | null;
         };
         /**
          * @example {
@@ -3474,7 +3533,9 @@ export interface components {
          *       "url": "https://hooks.acme-lending.com/irs",
          *       "status": "enabled",
          *       "disabledReason": null,
-         *       "secretVersion": 1
+         *       "secretVersion": 1,
+         *       "lagging": false,
+         *       "laggingSince": null
          *     }
          */
         WebhookEndpointReconfigured: {
@@ -3485,6 +3546,10 @@ export interface components {
             disabledReason: ("grant_revoked" | "destination_unsafe" | "signing_secret_unreadable") | null;
             /** @description 1 for the first secret, +1 on each rotation. */
             secretVersion: number;
+            /** @description True while the endpoint is lagging (our extension): its pending backlog reached WEBHOOK_BACKLOG_LIMIT notifications, so changes committed since are not queued for it yet (they are, oldest first, as the backlog drains; nothing is dropped while the change feed keeps them, 30 days). Read the change feed (`GET /changes`) from your cursor to catch up now. */
+            lagging: boolean;
+            /** @description When the endpoint started lagging; null when it is not. */
+            laggingSince: components["schemas"]["Timestamp"] | null;
             /** @description Present only when this PUT issued a new secret (shown once) because the stored one could not be decrypted any more (`disabledReason` `signing_secret_unreadable`). */
             signingSecret?: string;
         };
@@ -3494,6 +3559,8 @@ export interface components {
          *       "status": "enabled",
          *       "disabledReason": null,
          *       "secretVersion": 1,
+         *       "lagging": false,
+         *       "laggingSince": null,
          *       "signingSecret": "whsec_3q2-7wAbCdEfGhIjKlMnOpQrStUvWxYz0123456789A"
          *     }
          */
@@ -3505,6 +3572,10 @@ export interface components {
             disabledReason: ("grant_revoked" | "destination_unsafe" | "signing_secret_unreadable") | null;
             /** @description 1 for the first secret, +1 on each rotation. */
             secretVersion: number;
+            /** @description True while the endpoint is lagging (our extension): its pending backlog reached WEBHOOK_BACKLOG_LIMIT notifications, so changes committed since are not queued for it yet (they are, oldest first, as the backlog drains; nothing is dropped while the change feed keeps them, 30 days). Read the change feed (`GET /changes`) from your cursor to catch up now. */
+            lagging: boolean;
+            /** @description When the endpoint started lagging; null when it is not. */
+            laggingSince: components["schemas"]["Timestamp"] | null;
             /** @description Shown once: store it now. Sign-checks use the whole string as the HMAC key. */
             signingSecret: string;
         };
@@ -8807,6 +8878,121 @@ export interface operations {
                 };
             };
             /** @description `webhook_endpoint_not_found`: Webhook endpoint not found; `webhook_delivery_not_found`: Webhook delivery not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `webhook_endpoint_disabled`: Webhook endpoint disabled */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `request_too_large`: Request too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: Unsupported media type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: Rate limit exceeded */
+            429: {
+                headers: {
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `projection_unavailable`: Projection unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    testWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
+                clientCode: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The ping, queued (its delivery, as the delivery log shows it) */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDelivery"];
+                };
+            };
+            /** @description `malformed_json`: Malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invalid_api_key`: Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `client_scope_denied`: Client scope denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `webhook_endpoint_not_found`: Webhook endpoint not found */
             404: {
                 headers: {
                     [name: string]: unknown;
