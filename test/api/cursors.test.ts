@@ -96,7 +96,7 @@ const LISTS: CursorRoute[] = [
     route: 'GET /v1/clients/:clientCode/webhook-endpoint/deliveries',
     url: (c) => `/v1/clients/${C}/webhook-endpoint/deliveries?cursor=${c}`,
     pointer: '/query/cursor',
-    boundary: encodeCursor({ s: BIGINT_MAX }),
+    boundary: encodeCursor({ s: BIGINT_MAX, d: `dlv_${'f'.repeat(32)}` }),
   },
   {
     route: 'GET /admin/v1/clients',
@@ -200,9 +200,15 @@ describe(`crafted cursors are 422 validation_error, never 503 (${engineName})`, 
     }
   })
 
-  test('the delivery log: from 1 (a delivery sequence number) to the largest bigint', async () => {
-    const zero = await t.call('GET', `/v1/clients/${C}/webhook-endpoint/deliveries?cursor=${encodeCursor({ s: '0' })}`, { key: k.apiKey })
-    assertCursorRefused(zero, '/query/cursor', 's 0')
+  test('the delivery log: a cursor is a sequence number with the delivery id it was taken at', async () => {
+    const log = (cursor: unknown) =>
+      t.call('GET', `/v1/clients/${C}/webhook-endpoint/deliveries?cursor=${encodeCursor(cursor)}`, { key: k.apiKey })
+    assertCursorRefused(await log({ s: '5' }), '/query/cursor', 'no delivery id')
+    assertCursorRefused(await log({ s: '5', d: 'dlv_xyz' }), '/query/cursor', 'a malformed delivery id')
+    assertCursorRefused(await log({ s: '-1', d: `dlv_${'0'.repeat(32)}` }), '/query/cursor', 's -1')
+    const first = await log({ s: '0', d: `dlv_${'0'.repeat(32)}` })
+    assert.equal(first.status, 200, first.body)
+    assert.deepEqual(first.json.data, [])
   })
 
   test('POST /webhook-endpoint/replay {after}: crafted cursors are 422 at /after and queue nothing', async () => {

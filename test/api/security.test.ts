@@ -343,7 +343,11 @@ describe('every API-key route', () => {
         assert.ok(own.json.data.length > 0, `A's list shows A's data: ${own.body}`)
         const res = await request(route, paramValues(route, B, 'existing'), { key: b.apiKey })
         assert.equal(res.status, 200, res.body)
-        assert.deepEqual(res.json, { data: [], nextCursor: null }, `B's list under its own client`)
+        // The delivery log adds its endpoint's `lagging` (null: not lagging) beside the page.
+        const empty = route.path.endsWith('/webhook-endpoint/deliveries')
+          ? { data: [], nextCursor: null, lagging: null }
+          : { data: [], nextCursor: null }
+        assert.deepEqual(res.json, empty, `B's list under its own client`)
       }
       walked.api.add(key)
     })
