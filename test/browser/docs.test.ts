@@ -1,24 +1,16 @@
 import assert from 'node:assert/strict'
-import { existsSync } from 'node:fs'
 import { after, before, test } from 'node:test'
-import { type Browser, chromium, type Locator } from 'playwright-core'
+import { type Browser, chromium } from 'playwright-core'
 import { problemDocs } from '../../src/http/problem-docs.ts'
 import { startTestApp, type TestApp } from '../helpers/app.ts'
+import { chromiumPath, seen, skipWithoutChromium } from '../helpers/browser.ts'
 
 /**
  * The documentation in a real browser: Debian's chromium driven by playwright-core (no browser download).
  * Skipped, with the reason, where no chromium binary is installed (Debian: `apt-get install chromium`).
  */
-// CHROMIUM_PATH, when set, is the only place looked at (so a run can also be made to skip on purpose).
-const CANDIDATES = process.env.CHROMIUM_PATH ? [process.env.CHROMIUM_PATH] : ['/usr/bin/chromium', '/usr/bin/chromium-browser']
-const executablePath = CANDIDATES.find((p) => existsSync(p))
-const skip = executablePath
-  ? false
-  : `no chromium binary found (looked at ${CANDIDATES.join(', ')}); install it with apt-get install chromium`
-
-/** The text as rendered, after CSS: what a reader of the page sees is the point of a browser test. */
-// biome-ignore lint/performance/useDomNodeTextContent: playwright's innerText is the rendered text, wanted here
-const seen = (locator: Locator) => locator.innerText()
+const executablePath = chromiumPath
+const skip = skipWithoutChromium
 
 let t: TestApp
 let browser: Browser

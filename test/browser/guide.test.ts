@@ -1,23 +1,17 @@
 import assert from 'node:assert/strict'
-import { existsSync } from 'node:fs'
 import { after, before, test } from 'node:test'
-import { type Browser, chromium, type Locator } from 'playwright-core'
+import { type Browser, chromium } from 'playwright-core'
 import { GUIDE_PAGES, guidePath } from '../../src/http/guide.ts'
 import { startTestApp, type TestApp } from '../helpers/app.ts'
+import { chromiumPath, seen, skipWithoutChromium } from '../helpers/browser.ts'
 
 /**
  * The guide in a real browser (Debian's chromium through playwright-core, as test/browser/docs.test.ts): every page
  * renders under its CSP (the style applies, no violation, no script), and every link on every page is followed:
  * an internal one must answer 200, and nothing is fetched from anywhere but the service.
  */
-const CANDIDATES = process.env.CHROMIUM_PATH ? [process.env.CHROMIUM_PATH] : ['/usr/bin/chromium', '/usr/bin/chromium-browser']
-const executablePath = CANDIDATES.find((p) => existsSync(p))
-const skip = executablePath
-  ? false
-  : `no chromium binary found (looked at ${CANDIDATES.join(', ')}); install it with apt-get install chromium`
-
-// biome-ignore lint/performance/useDomNodeTextContent: playwright's innerText is the rendered text, wanted here
-const seen = (locator: Locator) => locator.innerText()
+const executablePath = chromiumPath
+const skip = skipWithoutChromium
 
 let t: TestApp
 let browser: Browser

@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict'
-import { existsSync, mkdirSync } from 'node:fs'
+import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, before, test } from 'node:test'
 import axe from 'axe-core'
-import { type Browser, chromium, type Locator, type Page } from 'playwright-core'
+import { type Browser, chromium, type Page } from 'playwright-core'
 import { startTestApp, type Tenant, type TestApp } from '../helpers/app.ts'
+import { chromiumPath, seen, skipWithoutChromium } from '../helpers/browser.ts'
 import { CREDITOR, PAGE_CSP as CSP, pageRequest } from '../helpers/payments.ts'
 
 /**
@@ -13,12 +14,8 @@ import { CREDITOR, PAGE_CSP as CSP, pageRequest } from '../helpers/payments.ts'
  * expired, held and canceled requests show no form, and a balance changed since the page opened cancels the request; the CSP holds (the stylesheet applies, nothing inline runs or
  * applies, no framing). Skipped, with the reason, where no chromium binary is installed.
  */
-// CHROMIUM_PATH, when set, is the only place looked at (so a run can also be made to skip on purpose).
-const CANDIDATES = process.env.CHROMIUM_PATH ? [process.env.CHROMIUM_PATH] : ['/usr/bin/chromium', '/usr/bin/chromium-browser']
-const executablePath = CANDIDATES.find((p) => existsSync(p))
-const skip = executablePath
-  ? false
-  : `no chromium binary found (looked at ${CANDIDATES.join(', ')}); install it with apt-get install chromium`
+const executablePath = chromiumPath
+const skip = skipWithoutChromium
 
 /** Where the screenshots go, for a person to look at (test-output/ is git-ignored). */
 const SCREENSHOTS = process.env.PAYMENT_PAGE_SCREENSHOTS ?? join(import.meta.dirname, '..', '..', 'test-output', 'payment-page')
@@ -76,9 +73,6 @@ async function assertContact(page: Page): Promise<void> {
   )
   assert.equal(await contact.getByRole('link', { name: '+1 (555) 010-0199' }).getAttribute('href'), 'tel:+15550100199')
 }
-
-// biome-ignore lint/performance/useDomNodeTextContent: playwright's innerText is the rendered text, wanted here
-const seen = (locator: Locator) => locator.innerText()
 
 let now = new Date('2026-11-23T12:00:00.000Z')
 const clock = { now: () => now }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
-import { existsSync } from 'node:fs'
 import { after, before, test } from 'node:test'
-import { type Browser, chromium, type Locator } from 'playwright-core'
+import { type Browser, chromium } from 'playwright-core'
+import { chromiumPath, seen, skipWithoutChromium } from '../helpers/browser.ts'
 import { freePort } from '../helpers/service-process.ts'
 import { eventOf, type StripeTest, startStripeTest, stripePayable, webhookSecretFor } from '../helpers/stripe.ts'
 
@@ -13,12 +13,8 @@ import { eventOf, type StripeTest, startStripeTest, stripePayable, webhookSecret
  * is delivered (signed, to the webhook URL, over HTTP), the page says "Payment received". Skipped where no chromium
  * is installed.
  */
-const CANDIDATES = process.env.CHROMIUM_PATH ? [process.env.CHROMIUM_PATH] : ['/usr/bin/chromium', '/usr/bin/chromium-browser']
-const executablePath = CANDIDATES.find((p) => existsSync(p))
-const skip = executablePath ? false : `no chromium binary found (looked at ${CANDIDATES.join(', ')})`
-
-// biome-ignore lint/performance/useDomNodeTextContent: playwright's innerText is the rendered text, wanted here
-const seen = (locator: Locator) => locator.innerText()
+const executablePath = chromiumPath
+const skip = skipWithoutChromium
 
 let s: StripeTest
 let browser: Browser
