@@ -65,3 +65,48 @@ export async function createTestDatabase(): Promise<TestDatabase> {
     },
   }
 }
+
+/**
+ * An empty database of the engine under test loaded with a SQL dump, NOT migrated: the upgrade tests load a
+ * database an older main wrote (test/fixtures/upgrade-from-20eeacf.sql) and then run `migrate` on it.
+ */
+export async function loadDumpDatabase(dump: string): Promise<TestDatabase> {
+  const base = process.env.DATABASE_URL
+  if (!base) {
+    const store = await openPglite()
+    await store.exec(dump)
+    await store.query(`SELECT pg_catalog.set_config('search_path', 'public', false)`)
+    return {
+      store,
+      open: () => {
+        throw new Error('a second connection needs PostgreSQL')
+      },
+      drop: () => store.close(),
+    }
+  }
+  const name = `irs_t_${randomBytes(6).toString('hex')}`
+  const admin = new pg.Client({ connectionString: base })
+  await admin.connect()
+  await admin.query(`CREATE DATABASE ${name}`)
+  await admin.end()
+  const url = withDatabase(base, name)
+  const loader = new pg.Client({ connectionString: url })
+  await loader.connect()
+  await loader.query(dump)
+  await loader.end()
+  const store = openPostgres(url)
+  return {
+    store,
+    url,
+    open: () => {
+      throw new Error('a loaded dump is read through its one store')
+    },
+    async drop() {
+      await store.close()
+      const c = new pg.Client({ connectionString: base })
+      await c.connect()
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+      await c.end()
+    },
+  }
+}

@@ -1,14 +1,10 @@
 import assert from 'node:assert/strict'
-import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { after, before, test } from 'node:test'
-import pg from 'pg'
 import type { Clock } from '../../src/domain/time.ts'
 import { migrate } from '../../src/store/migrate.ts'
-import { openPglite } from '../../src/store/pglite.ts'
-import { openPostgres } from '../../src/store/postgres.ts'
 import { startTestApp, type TestApp } from '../helpers/app.ts'
-import { engineName, type TestDatabase } from '../helpers/store.ts'
+import { engineName, loadDumpDatabase, type TestDatabase } from '../helpers/store.ts'
 
 /**
  * Issue 21, item 1: a database written through the API by main at 20eeacf (test/fixtures/upgrade-from-20eeacf.sql,
@@ -23,48 +19,7 @@ const clock: Clock = { now: () => new Date('2026-11-20T13:00:00.000Z') }
 const CLIENT = 'upgrade'
 
 /** An empty database of the engine under test, loaded with the dump (not migrated). */
-async function loadDump(): Promise<TestDatabase> {
-  const base = process.env.DATABASE_URL
-  if (!base) {
-    const store = await openPglite()
-    await store.exec(dump)
-    await store.query(`SELECT pg_catalog.set_config('search_path', 'public', false)`)
-    return {
-      store,
-      open: () => {
-        throw new Error('a second connection needs PostgreSQL')
-      },
-      drop: () => store.close(),
-    }
-  }
-  const name = `irs_t_${randomBytes(6).toString('hex')}`
-  const admin = new pg.Client({ connectionString: base })
-  await admin.connect()
-  await admin.query(`CREATE DATABASE ${name}`)
-  await admin.end()
-  const u = new URL(base)
-  u.pathname = `/${name}`
-  const url = u.toString()
-  const loader = new pg.Client({ connectionString: url })
-  await loader.connect()
-  await loader.query(dump)
-  await loader.end()
-  const store = openPostgres(url)
-  return {
-    store,
-    url,
-    open: () => {
-      throw new Error('not needed here')
-    },
-    async drop() {
-      await store.close()
-      const c = new pg.Client({ connectionString: base })
-      await c.connect()
-      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
-      await c.end()
-    },
-  }
-}
+const loadDump = () => loadDumpDatabase(dump)
 
 let db: TestDatabase
 let t: TestApp
