@@ -1,3 +1,4 @@
+import { EXTERNAL_ID_PATTERN } from '../../domain/identifiers.ts'
 import { isProblem } from '../../domain/problems.ts'
 import { type Clock, isoNow } from '../../domain/time.ts'
 import type { Store } from '../../store/store.ts'
@@ -203,8 +204,10 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
       rawBody: Buffer,
       headers: Record<string, string | string[] | undefined>,
     ): Promise<ProviderEventAnswer> {
-      const choice = await deps.registry.forClient(store, clientCode)
-      if (choice.kind !== 'stripe') {
+      // A client code no client can have (NUL, broken UTF-8, other characters, too long) names no configuration:
+      // answered before any statement, which such text could otherwise fail.
+      const choice = EXTERNAL_ID_PATTERN.test(clientCode) ? await deps.registry.forClient(store, clientCode) : null
+      if (choice?.kind !== 'stripe') {
         return { status: 404, body: { received: false, message: 'No Stripe configuration for this client.' } }
       }
       const provider = choice.stripe.provider

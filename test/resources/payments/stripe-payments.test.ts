@@ -247,6 +247,17 @@ describe("Stripe's events", () => {
     await pageRequest(s.t, 'st-noprovider')
     const none = await deliver(s, 'st-noprovider', completed)
     assert.equal(none.status, 404)
+    // A client code no client can have (NUL, too long, other characters): 404 before any lookup.
+    for (const hostile of ['a%00b', 'x'.repeat(129), 'a%20b', '%E2%80%AE']) {
+      const res = await deliver(s, hostile, completed)
+      assert.equal(res.status, 404, `${hostile}: ${res.body}`)
+      assert.deepEqual(res.json, { received: false, message: 'No Stripe configuration for this client.' })
+    }
+    // Broken UTF-8 in the path is refused by the server's path check, as on every route, before routing.
+    const broken = await deliver(s, '%C3%28', completed)
+    assert.equal(broken.status, 422, broken.body)
+    assert.deepEqual(broken.json.errors, [{ code: 'invalid_format', detail: 'is not a valid URL path', pointer: '/path' }])
+    assert.equal(await handledEvents(p.client), 0)
 
     const intentEvent = eventOf(s.stripe.events(), 'payment_intent.succeeded')
     const ignored = await deliver(s, p.client, intentEvent)
