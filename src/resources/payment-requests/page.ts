@@ -347,7 +347,7 @@ export function registerPaymentPage(
       if (limiter) {
         scope.addHook('onRequest', async (request, reply) => {
           if (request.routeOptions.url?.startsWith('/pay/assets/')) return
-          const rate = limiter.hit(request.ip)
+          const rate = limiter.hit(request.ip, request.socket.remoteAddress)
           if (rate.allowed) return
           // Answered after a pause: a client flooding over N connections then sends at most N requests a
           // REFUSAL_DELAY_MS, instead of as many as this process can refuse, which would keep its event loop
