@@ -100,13 +100,40 @@ describe('PAY_RATE_LIMIT_PER_MINUTE: per client address, GET and POST together',
   })
 
   test('issue 33 item 5: a port, brackets, a zone id or a mapped spelling is the same address; what is not an address is no key', () => {
-    for (const spelling of ['198.51.100.9', '198.51.100.9:1000', '198.51.100.9:1007', ' 198.51.100.9 ', '::ffff:198.51.100.9', '[::ffff:c633:6409]:443']) {
+    for (const spelling of [
+      '198.51.100.9',
+      '198.51.100.9:1000',
+      '198.51.100.9:1007',
+      ' 198.51.100.9 ',
+      '::ffff:198.51.100.9',
+      '[::ffff:c633:6409]:443',
+    ]) {
       assert.equal(addressKey(spelling), '198.51.100.9', spelling)
     }
-    for (const spelling of ['2001:db8:1:2::1', '[2001:db8:1:2::1]', '[2001:db8:1:2::1]:8443', '2001:DB8:1:2::1%eth0', '[2001:0db8:0001:0002:0:0:0:9%25en0]:1']) {
+    for (const spelling of [
+      '2001:db8:1:2::1',
+      '[2001:db8:1:2::1]',
+      '[2001:db8:1:2::1]:8443',
+      '2001:DB8:1:2::1%eth0',
+      '[2001:0db8:0001:0002:0:0:0:9%25en0]:1',
+    ]) {
       assert.equal(addressKey(spelling), '2001:db8:1:2::/64', spelling)
     }
-    for (const bad of ['', 'unknown', '198.51.100.9:', '198.51.100.256', '010.0.0.1', '0x7f.0.0.1', '1', '198.51.100.9:123456', '[198.51.100.9', '::1::2', 'fe80::g1', '1.2.3.4.5', '_hidden']) {
+    for (const bad of [
+      '',
+      'unknown',
+      '198.51.100.9:',
+      '198.51.100.256',
+      '010.0.0.1',
+      '0x7f.0.0.1',
+      '1',
+      '198.51.100.9:123456',
+      '[198.51.100.9',
+      '::1::2',
+      'fe80::g1',
+      '1.2.3.4.5',
+      '_hidden',
+    ]) {
       assert.equal(addressKey(bad), null, bad)
     }
   })
@@ -118,7 +145,16 @@ describe('PAY_RATE_LIMIT_PER_MINUTE: per client address, GET and POST together',
       const [w, x, y, z] = a.split('.').map(Number) as [number, number, number, number]
       const hi = ((w << 8) | x).toString(16)
       const lo = ((y << 8) | z).toString(16)
-      return [a, `${a}:${p}`, `::ffff:${a}`, `::FFFF:${a}`, `0:0:0:0:0:ffff:${a}`, `[::ffff:${a}]:${p}`, `::ffff:${hi}:${lo}`, `[::ffff:${hi}:${lo}%1]`]
+      return [
+        a,
+        `${a}:${p}`,
+        `::ffff:${a}`,
+        `::FFFF:${a}`,
+        `0:0:0:0:0:ffff:${a}`,
+        `[::ffff:${a}]:${p}`,
+        `::ffff:${hi}:${lo}`,
+        `[::ffff:${hi}:${lo}%1]`,
+      ]
     }
     fc.assert(
       fc.property(v4, v4, port, (a, b, p) => {
@@ -132,7 +168,16 @@ describe('PAY_RATE_LIMIT_PER_MINUTE: per client address, GET and POST together',
       const full = g.map((n) => n.toString(16)).join(':')
       const padded = g.map((n) => n.toString(16).padStart(4, '0')).join(':')
       const compressed = ipaddr.IPv6.parse(full).toString()
-      return [full, padded, padded.toUpperCase(), compressed, `[${compressed}]`, `[${compressed}]:${p}`, `${compressed}%eth0`, `[${padded}%25en0]:${p}`]
+      return [
+        full,
+        padded,
+        padded.toUpperCase(),
+        compressed,
+        `[${compressed}]`,
+        `[${compressed}]:${p}`,
+        `${compressed}%eth0`,
+        `[${padded}%25en0]:${p}`,
+      ]
     }
     fc.assert(
       fc.property(groups, groups, port, (g, h, p) => {
@@ -174,7 +219,7 @@ describe('PAY_RATE_LIMIT_PER_MINUTE: per client address, GET and POST together',
     }
   })
 
-  test('not an address: counted as the connection\'s address, so texts are not fresh counts', () => {
+  test("not an address: counted as the connection's address, so texts are not fresh counts", () => {
     const limiter = createAddressLimiter({ perMinute: 2, clock: { now: () => new Date('2026-11-23T12:00:00.000Z') } })
     assert.equal(limiter.hit('garbage-1', '10.0.0.1').remaining, 1)
     assert.equal(limiter.hit('garbage-2', '::ffff:10.0.0.1').remaining, 0)
