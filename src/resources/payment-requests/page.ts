@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { UNSAFE_DISPLAY_CHARACTER } from '../../domain/display-text.ts'
+import { replaceUnsafeDisplayCharacters } from '../../domain/display-text.ts'
 import { isProblem } from '../../domain/problems.ts'
 import type { AddressLimiter } from '../../http/limits.ts'
 import { FAVICON, FAVICON_PATH } from './favicon.ts'
@@ -58,8 +58,7 @@ const HTML = 'text/html; charset=utf-8'
  * Escaped for HTML; a character no debtor may be shown (bidirectional and control characters, refused on input
  * since issue 20: src/domain/display-text.ts) becomes U+FFFD, for text stored before that refusal.
  */
-const escapeHtml = (s: string) =>
-  s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`).replace(new RegExp(UNSAFE_DISPLAY_CHARACTER.source, 'g'), '\uFFFD')
+const escapeHtml = (s: string) => replaceUnsafeDisplayCharacters(s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`))
 
 const MONTHS = ['January', 'February', 'March', 'April', 'May', 'June', 'July', 'August', 'September', 'October', 'November', 'December']
 
