@@ -5,7 +5,7 @@ import { refuseUnsafeDisplayText, refuseUnsafeOperatorText } from '../domain/dis
 import { ExternalId, Text200 } from '../domain/identifiers.ts'
 import { SCOPES } from '../domain/scopes.ts'
 import { Timestamp } from '../domain/time.ts'
-import { listResponse } from '../http/common-schemas.ts'
+import { listResponse, PageLimit } from '../http/common-schemas.ts'
 
 /*
  * Schemas of the operator API (docs/operator-api.md). Every request and response schema carries an id so
@@ -262,7 +262,7 @@ export const ApiKeyList = listResponse(ApiKeyView, 'OperatorApiKeyList')
 export const AuditQuery = z.strictObject({
   clientCode: ExternalId.optional(),
   cursor: sequenceNumber(1n, 'must be a cursor returned by a previous page').optional(),
-  limit: z.coerce.number().int().min(1).max(200).default(50),
+  limit: PageLimit,
 })
 
 export const AuditEventView = z

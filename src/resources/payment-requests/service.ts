@@ -266,7 +266,7 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
     source: false,
     async run(uow: UnitOfWork, { clientCode }: OperationContext, q: PaymentRequestListQuery) {
       const { tx } = uow
-      const after = readNewestFirstCursor(q.cursor)
+      const after = readNewestFirstCursor('payment-requests', q.cursor)
       const now = isoNow(clock)
       const nowMs = Date.parse(now)
       const rows = await listPaymentRequests(tx, clientCode, {
@@ -276,7 +276,7 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
         now,
         limit: q.limit + 1,
       })
-      const { page, nextCursor } = newestFirstPage(rows, q.limit, (r) => r.external_payment_request_id)
+      const { page, nextCursor } = newestFirstPage('payment-requests', rows, q.limit, (r) => r.external_payment_request_id)
       const current: PaymentRequestRow[] = []
       for (const row of page) {
         if (row.status !== 'open' || !paymentRequestExpired(row.expires_at, nowMs)) current.push(row)
