@@ -15,12 +15,7 @@ const LIMIT_SPELLING = 'must be a whole number from 1 to 200 in decimal digits, 
 export const PageLimit = z
   .preprocess(
     (v) => (typeof v === 'string' && DECIMAL_DIGITS.test(v) ? Number(v) : v),
-    z
-      .number({ error: LIMIT_SPELLING })
-      .min(1, { abort: true })
-      .max(200, { abort: true })
-      .int(LIMIT_SPELLING)
-      .default(50),
+    z.number({ error: LIMIT_SPELLING }).min(1, { abort: true }).max(200, { abort: true }).int(LIMIT_SPELLING).default(50),
   )
   .describe('Items per page, 1 to 200, in decimal digits.')
 
