@@ -51,7 +51,7 @@ export function keyRingLoader(db: Queryable, c: KeyRingConfig): () => Promise<Ke
  * A table that keeps secrets encrypted with the ring: its key columns (the keyset the rewrap walks), its
  * ciphertext columns (nullable ones are skipped when null), and the additional data each row's secrets are bound
  * to. A family that stores secrets exports one of these from its store.ts; the app lists them all
- * (src/app.ts `encryptedSecrets`), so the rewrap at start and `POST /admin/v1/secrets/rewrap` cover it.
+ * (src/app.ts `encryptedSecrets`), so the check at start, `/readyz` and `POST /admin/v1/secrets/rewrap` cover it.
  * Table and column names are constants of the code, never input.
  */
 export interface EncryptedColumns {
@@ -140,7 +140,7 @@ export async function rewrapTable(store: Store, ring: KeyRing, t: EncryptedColum
   }
 }
 
-/** Every table's ciphertexts under the current key: the rewrap at start and the operator's route. */
+/** Every table's ciphertexts under the current key: the operator's route (never a start: docs/operations.md). */
 export async function rewrapAll(store: Store, ring: KeyRing, tables: readonly EncryptedColumns[], chunk = 100): Promise<RewrapResult> {
   const total: RewrapResult = { rewrapped: 0, undecryptable: 0 }
   for (const t of tables) {
