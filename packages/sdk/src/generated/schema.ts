@@ -4014,7 +4014,7 @@ export interface operations {
             query?: {
                 /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
-                /** @description Items per page, 1 to 200. */
+                /** @description Items per page, 1 to 200, in decimal digits. */
                 limit?: number;
             };
             header?: never;
@@ -4291,7 +4291,7 @@ export interface operations {
             query?: {
                 /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
-                /** @description Items per page, 1 to 200. */
+                /** @description Items per page, 1 to 200, in decimal digits. */
                 limit?: number;
                 status?: "active" | "paused" | "closed";
             };
@@ -5053,7 +5053,7 @@ export interface operations {
             query?: {
                 /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
-                /** @description Items per page, 1 to 200. */
+                /** @description Items per page, 1 to 200, in decimal digits. */
                 limit?: number;
                 /** @description Only the events of this Receivable. */
                 externalReceivableId?: string;
@@ -5332,7 +5332,7 @@ export interface operations {
             query?: {
                 /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
-                /** @description Items per page, 1 to 200. */
+                /** @description Items per page, 1 to 200, in decimal digits. */
                 limit?: number;
                 /** @description Only the events of this Receivable. */
                 externalReceivableId?: string;
@@ -5611,7 +5611,7 @@ export interface operations {
             query?: {
                 /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
-                /** @description Items per page, 1 to 200. */
+                /** @description Items per page, 1 to 200, in decimal digits. */
                 limit?: number;
                 /** @description Only the events of this Receivable. */
                 externalReceivableId?: string;
@@ -5890,7 +5890,7 @@ export interface operations {
             query?: {
                 /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
-                /** @description Items per page, 1 to 200. */
+                /** @description Items per page, 1 to 200, in decimal digits. */
                 limit?: number;
                 /** @description Only the observations of this Customer. */
                 externalCustomerId?: string;
@@ -6290,7 +6290,7 @@ export interface operations {
             query?: {
                 /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
-                /** @description Items per page, 1 to 200. */
+                /** @description Items per page, 1 to 200, in decimal digits. */
                 limit?: number;
                 /** @description Only the Payment requests of this Receivable. */
                 externalReceivableId?: string;
@@ -6674,7 +6674,7 @@ export interface operations {
             query?: {
                 /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
-                /** @description Items per page, 1 to 200. */
+                /** @description Items per page, 1 to 200, in decimal digits. */
                 limit?: number;
             };
             header?: never;
@@ -6759,6 +6759,7 @@ export interface operations {
         parameters: {
             query?: {
                 after?: string;
+                /** @description Items per page, 1 to 200, in decimal digits. */
                 limit?: number;
             };
             header?: never;
@@ -7044,7 +7045,7 @@ export interface operations {
             query?: {
                 /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
-                /** @description Items per page, 1 to 200. */
+                /** @description Items per page, 1 to 200, in decimal digits. */
                 limit?: number;
                 /** @description Only the batches in this status. */
                 status?: "queued" | "running" | "succeeded" | "partially_succeeded" | "failed";
@@ -7797,7 +7798,7 @@ export interface operations {
             query?: {
                 /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
-                /** @description Items per page, 1 to 200. */
+                /** @description Items per page, 1 to 200, in decimal digits. */
                 limit?: number;
                 /** @description Only the instruction governing this Receivable (at most one). */
                 externalReceivableId?: string;
@@ -8197,7 +8198,7 @@ export interface operations {
             query?: {
                 /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
-                /** @description Items per page, 1 to 200. */
+                /** @description Items per page, 1 to 200, in decimal digits. */
                 limit?: number;
                 /** @description Only the reconciliations of this Payment request. */
                 externalPaymentRequestId?: string;
@@ -8747,7 +8748,7 @@ export interface operations {
             query?: {
                 /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
-                /** @description Items per page, 1 to 200. */
+                /** @description Items per page, 1 to 200, in decimal digits. */
                 limit?: number;
                 /** @description Only the delivery of this change-feed event. */
                 eventId?: string;
