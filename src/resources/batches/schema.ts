@@ -109,7 +109,7 @@ export const BatchWrite = z
     id: 'BatchWrite',
     description:
       'At most 100 records, processed in array order; or `retryOf`, a new batch of the failed and blocked records of an earlier one. A batch never declares a complete book.',
-    examples: [batchWriteExample, { retryOf: BATCH_EXAMPLE_ID }],
+    examples: [batchWriteExample],
   })
 export type BatchWrite = z.output<typeof BatchWrite>
 
