@@ -78,18 +78,33 @@ function batchResponseExample(status: 'succeeded' | 'queued', times: { completed
  */
 export const BatchWrite = z
   .strictObject({
-    records: z.array(BatchRecord).min(1).max(MAX_BATCH_RECORDS).optional().describe('The records, in the order they run. Absent on a retry.'),
+    records: z
+      .array(BatchRecord)
+      .min(1)
+      .max(MAX_BATCH_RECORDS)
+      .optional()
+      .describe('The records, in the order they run. Absent on a retry.'),
     retryOf: ExternalId.optional().describe(
       "A retry: the `externalBatchId` of an earlier batch of this client that has finished. The new batch holds exactly that batch's records that ended `failed` or `dependency_failed`, in their order, each with `retriedFrom`; a dependency on a record that succeeded counts as met. Absent on an ordinary batch.",
     ),
   })
   .superRefine((b, ctx) => {
     if (b.records === undefined && b.retryOf === undefined) {
-      ctx.addIssue({ code: 'invalid_type', expected: 'array', input: undefined, path: ['records'], message: 'Invalid input: expected array, received undefined' })
+      ctx.addIssue({
+        code: 'invalid_type',
+        expected: 'array',
+        input: undefined,
+        path: ['records'],
+        message: 'Invalid input: expected array, received undefined',
+      })
       return
     }
     if (b.records !== undefined && b.retryOf !== undefined) {
-      ctx.addIssue({ code: 'custom', path: ['retryOf'], message: 'a retry takes its records from the earlier batch: send either records or retryOf, not both' })
+      ctx.addIssue({
+        code: 'custom',
+        path: ['retryOf'],
+        message: 'a retry takes its records from the earlier batch: send either records or retryOf, not both',
+      })
       return
     }
     const seen = new Map<string, number>()

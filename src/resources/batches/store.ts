@@ -2,7 +2,6 @@ import type { NewestFirstKey } from '../../domain/cursor.ts'
 import { leaseHolderGone } from '../../store/lease-holder.ts'
 import { newestFirst } from '../../store/newest-first.ts'
 import type { Queryable, Tx } from '../../store/store.ts'
-import type { BatchWrite } from './schema.ts'
 
 export interface BatchRow {
   external_batch_id: string

@@ -1,6 +1,6 @@
+import { ClientParams } from '../../http/common-schemas.ts'
 import { defineRoute, type RouteDef } from '../../http/route.ts'
 import { type RouteDeps, writeRoute } from '../operations.ts'
-import { ClientParams } from '../../http/common-schemas.ts'
 import { BookCompletion, BookCompletionParams, BookCompletionPreview, BookCompletionWrite } from './schema.ts'
 import type { BookService } from './service.ts'
 

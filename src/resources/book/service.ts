@@ -42,9 +42,13 @@ async function checkDeclaration(db: Queryable, clientCode: string, body: BookCom
   }
   const lastPosition = await lastDeclaredPosition(db, clientCode)
   if (lastPosition !== null && BigInt(body.sourcePosition) <= BigInt(lastPosition)) {
-    throw new Problem('stale_source_position', `sourcePosition ${body.sourcePosition} must exceed the last declaration's ${lastPosition}.`, {
-      extensions: { lastSourcePosition: Number(lastPosition) },
-    })
+    throw new Problem(
+      'stale_source_position',
+      `sourcePosition ${body.sourcePosition} must exceed the last declaration's ${lastPosition}.`,
+      {
+        extensions: { lastSourcePosition: Number(lastPosition) },
+      },
+    )
   }
 }
 

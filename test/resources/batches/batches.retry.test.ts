@@ -119,10 +119,7 @@ describe('retry only what failed', () => {
     assert.equal(again.json.records[0].problem.errors[0].code, 'unknown_reference')
 
     // The cause fixed: the Customer r2 names now exists. A retry of the retry names the retry's positions.
-    assert.equal(
-      (await t.call('PUT', '/v1/clients/retry-1/customers/cust-late', { key: k.apiKey, body: customer(9) })).status,
-      201,
-    )
+    assert.equal((await t.call('PUT', '/v1/clients/retry-1/customers/cust-late', { key: k.apiKey, body: customer(9) })).status, 201)
     assert.equal((await put(k, 'b1-retry-2', { retryOf: 'b1-retry' })).status, 202)
     await t.app.batchRunner.drain()
     const done = await get(k, 'b1-retry-2')

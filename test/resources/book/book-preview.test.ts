@@ -118,7 +118,10 @@ describe('previewing a complete book', () => {
     const k = await tenant('pv-1')
     const c = client(k)
     for (const id of ['a', 'b', 'c', 'd', 'p', 'x']) await c.receivable(id)
-    assert.equal((await c.call('POST', '/receivables/p/pause', { effectiveAt: '2026-01-01T00:00:00Z', reason: 'hardship_review' })).status, 200)
+    assert.equal(
+      (await c.call('POST', '/receivables/p/pause', { effectiveAt: '2026-01-01T00:00:00Z', reason: 'hardship_review' })).status,
+      200,
+    )
     assert.equal((await c.call('POST', '/receivables/x/close', { effectiveAt: '2026-01-01T00:00:00Z', reason: 'settled' })).status, 200)
     await c.batch('b1', [rec('a'), { ...rec('ghost'), body: batchReceivable('nobody', 1) }])
     await c.batch('b2', [rec('b')])
@@ -243,7 +246,10 @@ describe('previewing a complete book', () => {
     const c = client(k)
     const pad = (n: number) => String(n).padStart(3, '0')
     // r-000..r-101 written by two batches; 48 more batches of one Receivable each; o-000..o-102 written alone.
-    await c.batch('big-0', Array.from({ length: 100 }, (_, i) => rec(`r-${pad(i)}`, 1)))
+    await c.batch(
+      'big-0',
+      Array.from({ length: 100 }, (_, i) => rec(`r-${pad(i)}`, 1)),
+    )
     await c.batch('big-1', [rec('r-100', 1), rec('r-101', 1)])
     const small = Array.from({ length: 48 }, (_, i) => `small-${i + 2}`)
     for (const [i, id] of small.entries()) await c.batch(id, [rec(`s-${pad(i)}`, 1)])
@@ -267,10 +273,7 @@ describe('previewing a complete book', () => {
       Array.from({ length: 100 }, (_, i) => `o-${pad(i)}`),
     )
     assert.ok(res.json.omissions.every((o: { newlyHeld: boolean }) => o.newlyHeld === false))
-    assert.deepEqual(
-      [res.json.releasedReceivableCount, res.json.releasesTruncated, res.json.releases.length],
-      [102, true, 100],
-    )
+    assert.deepEqual([res.json.releasedReceivableCount, res.json.releasesTruncated, res.json.releases.length], [102, true, 100])
     assert.deepEqual(
       ids(res.json.releases),
       Array.from({ length: 100 }, (_, i) => `r-${pad(i)}`),
