@@ -1591,9 +1591,6 @@ export interface components {
          *         }
          *       ]
          *     }
-         * @example {
-         *       "retryOf": "batch-demo-1"
-         *     }
          */
         BatchWrite: {
             /** @description The records, in the order they run. Absent on a retry. */
