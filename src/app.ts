@@ -367,6 +367,7 @@ export function createApp({
       atClientTime: inClientTime,
       onFeedAppended,
       onRefundQueued,
+      log: app.log,
     }),
   )
   const webhookDispatcher = createWebhookDispatcher({

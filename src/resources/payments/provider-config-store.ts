@@ -32,12 +32,14 @@ export interface ProviderSecretsRow {
   secret_key_ciphertext: string
   webhook_secret_ciphertext: string
   updated_at: string
+  /** Set by a forced removal while attempts were open (migration 0029): events only, no new payments. */
+  retired_at: string | null
 }
 
 /** The client's provider with its encrypted secrets, or undefined when none is configured. One primary-key read. */
 export async function findProviderSecrets(db: Queryable, clientCode: string): Promise<ProviderSecretsRow | undefined> {
   const rows = await db.query<ProviderSecretsRow>(
-    `SELECT provider, mode, secret_key_ciphertext, webhook_secret_ciphertext, updated_at
+    `SELECT provider, mode, secret_key_ciphertext, webhook_secret_ciphertext, updated_at, retired_at
        FROM client_payment_providers WHERE client_code = $1`,
     [clientCode],
   )

@@ -42,6 +42,8 @@ export interface ProviderOutcome {
 /** A refund the service asks the provider to make, of a Payment the provider made (its `providerPaymentId`). */
 export interface RefundRequest {
   clientCode: string
+  /** The refund's reason, as the Integration gave it (`unapplied_funds`: the service's own); passed on to the provider. */
+  reason: 'requested_by_customer' | 'duplicate' | 'fraudulent' | 'other' | 'unapplied_funds'
   externalPaymentRequestId: string
   externalRefundId: string
   provider: string
@@ -119,18 +121,34 @@ export type ProviderFact =
       status: 'succeeded' | 'failed'
       failureReason?: string
     }
+  /**
+   * A refund made at the provider that the service did not ask for (the Stripe Dashboard, another tool), succeeded:
+   * recorded as a refund of the Payment with origin `provider`, once per `providerRefundId`.
+   */
+  | {
+      kind: 'provider_refund'
+      providerRefundId: string
+      providerPaymentId: string
+      amountMinor: bigint
+      currency: string
+      reason: 'requested_by_customer' | 'duplicate' | 'fraudulent' | 'other'
+    }
   /** Money the provider took back (a dispute lost, funds withdrawn): once per `reversalId`. */
   | { kind: 'reversal'; reversalId: string; providerPaymentId: string; amountMinor: bigint; currency: string }
   /** Nothing to record: not ours, not decided yet, or a state the service does not act on. */
   | { kind: 'none'; why: string }
 
-/** A verified delivery: which event it is, and whether it is of a type the service acts on. */
+/**
+ * A verified delivery: which event it is, and whether the service acts on it. `ignored` says why not (a type the
+ * service does not act on, an event without an object, a body that is not an event): answered 200, never 5xx, since
+ * sending it again would not change it.
+ */
 export interface ProviderEvent {
   id: string
   type: string
-  handled: boolean
   /** The id of the object the event is about (a session, a refund, a dispute). */
   objectId: string
+  ignored: string | null
 }
 
 export interface CheckoutProvider {

@@ -63,12 +63,17 @@ export function createProviderRegistry({ store, keyRing, environment, stripeApiB
     environment === 'sandbox' ? { kind: 'sandbox', provider: sandboxProvider } : { kind: 'unconfigured', reason: 'none' }
 
   return {
-    async forClient(db: Queryable, clientCode: string): Promise<ProviderChoice> {
+    /**
+     * `forEvents`: the provider's events (and the sweep, and refunds of its Payments) still go through a configuration
+     * retired by a forced removal; new payments do not (`none`, as if removed).
+     */
+    async forClient(db: Queryable, clientCode: string, opts: { forEvents?: boolean } = {}): Promise<ProviderChoice> {
       const row = await store.findProviderSecrets(db, clientCode)
       if (!row) {
         cache.delete(clientCode)
         return none
       }
+      if (row.retired_at !== null && opts.forEvents !== true) return none
       if (row.mode !== MODE_OF[environment]) return { kind: 'unconfigured', reason: 'mode_mismatch' }
       const version = `${row.updated_at}|${row.secret_key_ciphertext}|${row.webhook_secret_ciphertext}`
       const cached = cache.get(clientCode)
@@ -113,7 +118,7 @@ export function refundsThroughProviders(registry: ProviderRegistry, db: Queryabl
     ...fallback,
     async refund(request) {
       if (request.provider !== 'stripe') return fallback.refund(request)
-      const choice = await registry.forClient(db, request.clientCode)
+      const choice = await registry.forClient(db, request.clientCode, { forEvents: true })
       if (choice.kind !== 'stripe') {
         throw new Error(
           `client ${request.clientCode} has no usable Stripe configuration (${choice.kind === 'unconfigured' ? choice.reason : 'none'})`,

@@ -251,7 +251,7 @@ describe("Stripe's events", () => {
     for (const hostile of ['a%00b', 'x'.repeat(129), 'a%20b', '%E2%80%AE']) {
       const res = await deliver(s, hostile, completed)
       assert.equal(res.status, 404, `${hostile}: ${res.body}`)
-      assert.deepEqual(res.json, { received: false, message: 'No Stripe configuration for this client.' })
+      assert.deepEqual(res.json, { received: false, message: 'No such payment provider configuration for this client.' })
     }
     // Broken UTF-8 in the path is refused by the server's path check, as on every route, before routing.
     const broken = await deliver(s, '%C3%28', completed)
@@ -262,7 +262,7 @@ describe("Stripe's events", () => {
     const intentEvent = eventOf(s.stripe.events(), 'payment_intent.succeeded')
     const ignored = await deliver(s, p.client, intentEvent)
     assert.equal(ignored.status, 200)
-    assert.equal(ignored.json.effect, 'ignored: event type not acted on')
+    assert.deepEqual(ignored.json, { received: true, eventId: intentEvent.id, ignored: 'event type not acted on' })
     assert.equal(await handledEvents(p.client), 0)
     // The genuine delivery still works.
     assert.equal((await deliver(s, p.client, completed)).json.effect, 'confirmed')
@@ -359,10 +359,10 @@ describe("Stripe's events", () => {
     assert.equal(await payments(p), 0)
     assert.equal((await readRequest(s, p)).status, 'canceled')
     assert.equal((await deliver(s, p.client, completed)).json.effect, 'duplicate')
-    // The refund's own events are not a refund the service asked for: ignored.
+    // The refund's own events are the service's own return: ignored.
     assert.equal(
-      (await deliver(s, p.client, eventOf(s.stripe.events(), 'refund.created'))).json.effect,
-      'ignored: not a refund the service asked for',
+      (await deliver(s, p.client, eventOf(s.stripe.events(), 'refund.created'))).json.ignored,
+      'money the service returned',
     )
   })
 
@@ -372,7 +372,7 @@ describe("Stripe's events", () => {
     const sessionId = await startCheckout(s, theirs)
     const completed = eventOf(s.stripe.completeSession(sessionId, { outcome: 'paid' }), 'checkout.session.completed')
     const res = await deliver(s, mine.client, completed)
-    assert.equal(res.json.effect, 'ignored: not a session of this client made by the service')
+    assert.equal(res.json.ignored, 'not a session of this client made by the service')
     assert.equal(await payments(theirs), 0)
     assert.equal((await deliver(s, theirs.client, completed)).json.effect, 'confirmed')
   })
@@ -390,7 +390,7 @@ describe("Stripe's events", () => {
     const ghost = structuredClone(completed)
     ghost.id = `${completed.id}ghost`
     ;(ghost.data.object as { id: string }).id = 'cs_test_nosuchsession'
-    assert.equal((await deliver(s, p.client, ghost)).json.effect, 'ignored: cs_test_nosuchsession not found at Stripe')
+    assert.equal((await deliver(s, p.client, ghost)).json.ignored, 'cs_test_nosuchsession not found at Stripe')
     assert.equal(await payments(p), 1)
   })
 

@@ -74,6 +74,8 @@ export interface RefundInput {
   paymentIntentId: string
   amountMinor: bigint
   metadata: Record<string, string>
+  /** Stripe's reason, when the refund has one Stripe knows (`other` and `unapplied_funds` have none there). */
+  reason?: Stripe.RefundCreateParams.Reason
 }
 
 export interface StripeGateway {
@@ -86,7 +88,11 @@ export interface StripeGateway {
   retrieveRefund(id: string): Promise<Stripe.Refund>
   retrieveDispute(id: string): Promise<Stripe.Dispute>
   retrievePaymentIntent(id: string): Promise<Stripe.PaymentIntent>
-  /** Verifies the raw body against the `Stripe-Signature` header; throws StripeSignatureError (answer 400). */
+  /**
+   * Verifies the raw body against the `Stripe-Signature` header; throws StripeSignatureError (answer 400), or
+   * StripeUnparsableEventError for a signed body that is not JSON. What it returns is the parsed body: the signature
+   * proves the sender, not the shape (adapter.ts eventOf checks it).
+   */
   verifyEvent(rawBody: string | Buffer, signatureHeader: string | undefined | null, webhookSecret: string): Stripe.Event
 }
 
@@ -133,7 +139,12 @@ export class StripeRejectedError extends StripeGatewayError {
 
 /** A webhook whose signature is missing, wrong or too old, or whose body is not an event: answer 400. */
 export class StripeSignatureError extends Error {
-  override readonly name = 'StripeSignatureError'
+  override readonly name: string = 'StripeSignatureError'
+}
+
+/** A validly signed body that is not JSON: Stripe sent it, and nothing can be made of it (answered 200, ignored). */
+export class StripeUnparsableEventError extends StripeSignatureError {
+  override readonly name = 'StripeUnparsableEventError'
 }
 
 /** The SDK's `protocol`/`host`/`port` options for an apiBase such as `http://127.0.0.1:4010`. */
@@ -265,6 +276,7 @@ export function createStripeGateway(options: StripeGatewayOptions): StripeGatewa
         payment_intent: input.paymentIntentId,
         amount: toStripeAmount(input.amountMinor),
         metadata: input.metadata,
+        ...(input.reason ? { reason: input.reason } : {}),
       }
       return call(() => stripe.refunds.create(params, { idempotencyKey }))
     },
@@ -293,7 +305,9 @@ export function createStripeGateway(options: StripeGatewayOptions): StripeGatewa
           now().getTime(),
         )
       } catch (error) {
-        // Signature mismatch, a timestamp beyond the tolerance, a malformed header, or a body that is not JSON.
+        // A validly signed body that is not JSON (constructEvent verifies first, then parses): Stripe's, but unusable.
+        if (error instanceof SyntaxError) throw new StripeUnparsableEventError(error.message, { cause: error })
+        // Signature mismatch, a timestamp beyond the tolerance, a malformed header.
         throw new StripeSignatureError(error instanceof Error ? error.message : 'Invalid Stripe webhook', { cause: error })
       }
     },
