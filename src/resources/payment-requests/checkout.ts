@@ -65,6 +65,8 @@ export interface CheckoutDeps {
   >
   atClientTime: <T>(clientCode: string, fn: () => Promise<T>) => Promise<T>
   onFeedAppended?: () => void
+  /** One line when this instance cannot open the client's provider secrets. */
+  log?: { warn(fields: Record<string, unknown>, message: string): void }
 }
 
 type Planned = { kind: 'page' } | { kind: 'redirect'; url: string } | { kind: 'ask'; attempt: number; expiresAt: string }
@@ -137,6 +139,16 @@ export function createCheckout(deps: CheckoutDeps) {
       const clientCode = row.client_code
       const page = `${publicBaseUrl}/pay/${token}`
       const choice = await registry.forClient(store, clientCode)
+      if (choice.kind === 'unconfigured' && choice.reason === 'secret_unreadable') {
+        // Another instance's key (a rotation not rolled out here yet): retry, never "no provider", never the sandbox.
+        deps.log?.warn(
+          { clientCode },
+          "payment refused for now: this instance holds no key that opens the client's stored provider secrets (set WEBHOOK_SECRET_KEY_PREVIOUS; docs/operations.md)",
+        )
+        throw new Problem('payment_provider_unavailable', 'The payment provider cannot be reached right now. Nothing was charged; try again in a minute.', {
+          headers: { 'retry-after': '30' },
+        })
+      }
       if (choice.kind !== 'stripe') throw new Problem('route_not_found', 'No payment provider is configured for this client.')
       const provider = choice.stripe.provider
       let planned: Planned

@@ -242,7 +242,10 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
   async function handle(provider: CheckoutProvider, clientCode: string, event: ProviderEvent): Promise<HandledEvent> {
     if (event.ignored !== null) return { ignored: event.ignored }
     if (await providerEventHandled(store, clientCode, provider.name, event.id)) return { effect: 'duplicate', applied: false }
-    const fact = await provider.factOf(event)
+    return applyFact(provider, clientCode, event, await provider.factOf(event))
+  }
+
+  async function applyFact(provider: CheckoutProvider, clientCode: string, event: ProviderEvent, fact: ProviderFact): Promise<HandledEvent> {
     const after: (() => void)[] = []
     let effect: string
     try {
@@ -258,8 +261,22 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
     return { effect, applied: effect !== 'duplicate' }
   }
 
+  /**
+   * A checkout attempt read back from the provider (the page, the sweep): settled from what it says now, exactly as
+   * its event would have. Recorded once per session and state (`read-back/<session>/<state>`); the event, when it
+   * comes, finds the Payment already recorded. A session still open records nothing.
+   */
+  async function readBack(provider: CheckoutProvider, clientCode: string, sessionId: string): Promise<HandledEvent> {
+    const fact = await provider.readCheckout(sessionId)
+    if (fact.kind === 'none') return { ignored: fact.why }
+    const event: ProviderEvent = { id: `read-back/${sessionId}/${fact.kind}`, type: 'read_back', objectId: sessionId, ignored: null }
+    if (await providerEventHandled(store, clientCode, provider.name, event.id)) return { effect: 'duplicate', applied: false }
+    return applyFact(provider, clientCode, event, fact)
+  }
+
   return {
     handle,
+    readBack,
 
     async receive(
       providerName: string,

@@ -46,5 +46,14 @@ export async function findProviderSecrets(db: Queryable, clientCode: string): Pr
   return rows[0]
 }
 
-export const providerConfigStore = { findProviderSecrets }
+/** Whether the client has a provider for new payments (not retired): production refuses payment requests without. */
+export async function hasActiveProvider(db: Queryable, clientCode: string): Promise<boolean> {
+  const rows = await db.query<{ found: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM client_payment_providers WHERE client_code = $1 AND retired_at IS NULL) AS found`,
+    [clientCode],
+  )
+  return rows[0]?.found === true
+}
+
+export const providerConfigStore = { findProviderSecrets, hasActiveProvider }
 export type ProviderConfigStore = typeof providerConfigStore

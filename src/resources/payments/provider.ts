@@ -164,6 +164,21 @@ export interface CheckoutProvider {
    * another session): idempotent per provider payment.
    */
   returnPayment(fact: Extract<ProviderFact, { kind: 'paid' }>, clientCode: string): Promise<void>
+  /** A checkout session as it stands now (the page's read-back, the sweep's look at an attempt past its expiry). */
+  readCheckout(sessionId: string): Promise<ProviderFact>
+  /** Ends an open session so the debtor can no longer pay it; one no longer open is left as it is. */
+  closeCheckout(sessionId: string): Promise<void>
+  /**
+   * The provider's events after `cursor` (or, without one, since `since`), oldest first, a page at a time, only the
+   * types the service acts on. Each page's `cursor` is its newest event: the sweep stores it once the page is handled.
+   */
+  eventPages(cursor: ProviderCursor | null, since: Date): AsyncIterable<{ events: ProviderEvent[]; cursor: ProviderCursor }>
+}
+
+/** Where the catch-up sweep stopped: the last event it handled, and when the provider created it (Unix seconds). */
+export interface ProviderCursor {
+  eventId: string
+  created: number
 }
 
 /** A delivery whose signature is missing, wrong or too old: 400, nothing recorded. */

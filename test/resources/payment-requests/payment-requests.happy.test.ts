@@ -255,7 +255,7 @@ describe('the sandbox provider confirms, and the Payment allocates', () => {
     assert.equal(more.status, 422, more.body)
     assert.deepEqual(more.json.errors, [
       {
-        code: 'custom',
+        code: 'amount_exceeds_reservable',
         detail:
           "must not exceed the Receivable's working amount (0.00 USD) less what its other open requests already reserve (0.00 USD): at most 0.00 USD",
         pointer: '/amount/amount',

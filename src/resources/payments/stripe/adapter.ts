@@ -42,6 +42,10 @@ export const STRIPE_WEBHOOK_EVENTS = [
 /** The events the service acts on: those, and the older name of a refund's update, should an endpoint send it. */
 export const STRIPE_EVENT_TYPES: ReadonlySet<string> = new Set<string>([...STRIPE_WEBHOOK_EVENTS, 'charge.refund.updated'])
 
+/** Events per page of the catch-up sweep (Stripe's most), and the pages a first sweep reads at most. */
+const EVENT_PAGE = 100
+const EVENT_PAGES_FIRST_SWEEP = 20
+
 /** Metadata keys the service sets on what it creates at Stripe. */
 const META = { client: 'clientCode', request: 'paymentRequestId', refund: 'refundId', reason: 'reason' } as const
 
@@ -279,6 +283,69 @@ export function createStripeProvider(opts: { clientCode: string; gateway: Stripe
         // gives the same answer.
         if (err instanceof StripeRejectedError) return { kind: 'none', why: `Stripe refused to read ${event.objectId}` }
         throw err
+      }
+    },
+
+    async readCheckout(sessionId) {
+      try {
+        return sessionFact(await gateway.retrieveCheckoutSession(sessionId), clientCode)
+      } catch (err) {
+        if (err instanceof StripeRejectedError) return { kind: 'none', why: `Stripe refused to read ${sessionId}` }
+        throw err
+      }
+    },
+
+    async closeCheckout(sessionId) {
+      try {
+        await gateway.expireCheckoutSession(sessionId)
+      } catch (err) {
+        // Not open any more (paid, expired): nothing to end; what it became is read back and recorded.
+        if (err instanceof StripeRejectedError) return
+        throw err
+      }
+    },
+
+    async *eventPages(cursor, since) {
+      let after = cursor
+      const types = [...STRIPE_EVENT_TYPES]
+      if (after === null) {
+        // No cursor yet: every event since the configuration, read newest first to the end, then handled oldest first.
+        const all: Stripe.Event[] = []
+        let startingAfter: string | undefined
+        for (let page = 0; page < EVENT_PAGES_FIRST_SWEEP; page++) {
+          const list = await gateway.listEvents({
+            limit: EVENT_PAGE,
+            types,
+            created: { gte: Math.floor(since.getTime() / 1000) },
+            ...(startingAfter ? { starting_after: startingAfter } : {}),
+          })
+          all.push(...list.data)
+          const last = list.data[list.data.length - 1]
+          if (!list.has_more || !last) break
+          startingAfter = last.id
+        }
+        const oldestFirst = all.reverse()
+        const newest = oldestFirst[oldestFirst.length - 1]
+        if (!newest) return
+        yield { events: oldestFirst.map(eventOf), cursor: { eventId: newest.id, created: newest.created } }
+        after = { eventId: newest.id, created: newest.created }
+      }
+      for (;;) {
+        let list: Stripe.ApiList<Stripe.Event>
+        try {
+          list = await gateway.listEvents({ limit: EVENT_PAGE, types, ending_before: after.eventId })
+        } catch (err) {
+          // The cursor's event is gone (Stripe keeps 30 days): resume from its creation time instead.
+          if (!(err instanceof StripeRejectedError && err.code === 'resource_missing')) throw err
+          yield* this.eventPages(null, new Date(after.created * 1000))
+          return
+        }
+        const oldestFirst = [...list.data].reverse()
+        const newest = oldestFirst[oldestFirst.length - 1]
+        if (!newest) return
+        after = { eventId: newest.id, created: newest.created }
+        yield { events: oldestFirst.map(eventOf), cursor: after }
+        if (!list.has_more) return
       }
     },
 

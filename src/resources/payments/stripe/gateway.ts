@@ -26,6 +26,7 @@ import Stripe from 'stripe'
  *   - PaymentIntents:    Read    retrievePaymentIntent, and `expand: ['payment_intent']` on a session
  *   - Refunds:           Write   createRefund, retrieveRefund
  *   - Disputes:          Read    retrieveDispute
+ *   - Events:            Read    listEvents (the catch-up sweep)
  * Nothing else: webhook signatures are checked with the endpoint's signing secret (`whsec_`), not the API key.
  */
 
@@ -87,6 +88,10 @@ export interface StripeGateway {
   createRefund(input: RefundInput, idempotencyKey: string): Promise<Stripe.Refund>
   retrieveRefund(id: string): Promise<Stripe.Refund>
   retrieveDispute(id: string): Promise<Stripe.Dispute>
+  /** `POST /v1/checkout/sessions/{id}/expire`: the debtor can no longer pay it (Stripe refuses one not open). */
+  expireCheckoutSession(id: string): Promise<Stripe.Checkout.Session>
+  /** `GET /v1/events`, newest first: `ending_before` reads the events after that one, `starting_after` those before. */
+  listEvents(params: Stripe.EventListParams): Promise<Stripe.ApiList<Stripe.Event>>
   retrievePaymentIntent(id: string): Promise<Stripe.PaymentIntent>
   /**
    * Verifies the raw body against the `Stripe-Signature` header; throws StripeSignatureError (answer 400), or
@@ -287,6 +292,14 @@ export function createStripeGateway(options: StripeGatewayOptions): StripeGatewa
 
     retrieveDispute(id) {
       return call(() => stripe.disputes.retrieve(id))
+    },
+
+    expireCheckoutSession(id) {
+      return call(() => stripe.checkout.sessions.expire(id))
+    },
+
+    listEvents(params) {
+      return call(() => stripe.events.list(params))
     },
 
     retrievePaymentIntent(id) {
