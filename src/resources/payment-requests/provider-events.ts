@@ -71,6 +71,19 @@ export interface ProviderEventAnswer {
 /** What handling one event did: `effect` when it was recorded (or already was), `ignored` when there was nothing to do. */
 export type HandledEvent = { effect: string; applied: boolean } | { ignored: string }
 
+/** Effects that changed nothing here (the event was recorded, or already was, and nothing moved). */
+const UNCHANGED: ReadonlySet<string> = new Set([
+  'duplicate',
+  'not_found',
+  'unchanged',
+  'already_confirmed',
+  'refund_already_decided',
+  'refund_already_recorded',
+  'reversal_already_recorded',
+  'nothing_to_refund',
+  'nothing_to_reverse',
+])
+
 /** Money the request cannot take: the transaction is rolled back, the money given back, then the event recorded. */
 class ReturnMoney extends Error {}
 
@@ -258,7 +271,7 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
     }
     for (const wake of after) wake()
     if (effect.startsWith('ignored: ')) return { ignored: effect.slice('ignored: '.length) }
-    return { effect, applied: effect !== 'duplicate' }
+    return { effect, applied: !UNCHANGED.has(effect) }
   }
 
   /**

@@ -110,7 +110,9 @@ export function sessionFact(session: Stripe.Checkout.Session, clientCode: string
 export function refundFact(refund: Stripe.Refund, clientCode: string): ProviderFact {
   const requestId = refund.metadata?.[META.request]
   const refundId = refund.metadata?.[META.refund]
-  if (refund.metadata?.[META.client] !== clientCode || !requestId || !refundId) {
+  const owner = refund.metadata?.[META.client]
+  if (owner !== undefined && owner !== clientCode) return { kind: 'none', why: 'a refund of another client' }
+  if (!requestId || !refundId) {
     // Money the service gave back itself for a request that could not take it (returnPayment): no Payment has it.
     if (refund.metadata?.returnedFor) return { kind: 'none', why: 'money the service returned' }
     // Made at Stripe (the Dashboard, another tool): recorded once it succeeded, as a refund of its Payment.
