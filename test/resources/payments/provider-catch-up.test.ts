@@ -292,17 +292,17 @@ describe('catching up: the sweep, the read-back, cancel, removal', () => {
     const sessionId = await startCheckout(s, p)
     const cancel = await s.t.call('POST', `/v1/clients/${p.client}/payment-requests/${p.requestId}/cancel`, { key: p.apiKey, body: {} })
     assert.equal(cancel.status, 200)
-    for (let i = 0; i < 100 && s.stripe.session(sessionId)?.status !== 'expired'; i++) await new Promise((r) => setTimeout(r, 20))
+    const expiredHere = () =>
+      countRows(s, `SELECT count(*) AS n FROM provider_checkouts WHERE client_code = $1 AND status = 'expired'`, [p.client])
+    // Ended after the cancel's COMMIT (never waited for): at Stripe, then recorded here.
+    for (let i = 0; i < 200 && (await expiredHere()) === 0; i++) await new Promise((r) => setTimeout(r, 20))
     assert.equal(s.stripe.session(sessionId)?.status, 'expired')
     assert.equal(
       s.stripe.calls.filter((c) => c.method === 'POST' && c.path === `/v1/checkout/sessions/${sessionId}/expire`).length,
       1,
     )
     assert.throws(() => s.stripe.completeSession(sessionId, { outcome: 'paid' }), /is expired, not open/)
-    assert.equal(
-      await countRows(s, `SELECT count(*) AS n FROM provider_checkouts WHERE client_code = $1 AND status = 'expired'`, [p.client]),
-      1,
-    )
+    assert.equal(await expiredHere(), 1)
   })
 
   test('removal with an open checkout: 409 with the count, nothing changed; force retires it and its event still applies', async () => {

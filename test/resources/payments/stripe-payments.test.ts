@@ -95,8 +95,10 @@ describe('the page pays through Stripe Checkout', () => {
   test('paid by card: the debtor back early sees processing, the event confirms the Payment, the page says received', async () => {
     const p = await stripePayable(s, 'st-card')
     const sessionId = await startCheckout(s, p)
+    // Back from Stripe before its event, with the read-back not due yet (read within the last 5 s: the page's own
+    // read above found the session open): processing, reloading itself.
+    await page(p)
     const events = s.stripe.completeSession(sessionId, { outcome: 'paid' })
-    // Back from Stripe before its event: processing, reloading itself.
     const early = await page(p, `?checkout=${sessionId}`)
     assert.equal(early.status, 200)
     assert.equal(h1(early.body), 'Payment processing')
@@ -344,16 +346,18 @@ describe("Stripe's events", () => {
   test('money taken for a request canceled meanwhile is given back in full through Stripe; no Payment', async () => {
     const p = await stripePayable(s, 'st-return')
     const sessionId = await startCheckout(s, p)
+    // Paid at Stripe just before the cancel (its event not here yet): the cancel's end of the session finds it paid.
+    const completed = eventOf(s.stripe.completeSession(sessionId, { outcome: 'paid' }), 'checkout.session.completed')
     const cancel = await s.t.call('POST', `/v1/clients/${p.client}/payment-requests/${p.requestId}/cancel`, { key: p.apiKey, body: {} })
     assert.equal(cancel.status, 200, cancel.body)
-    const completed = eventOf(s.stripe.completeSession(sessionId, { outcome: 'paid' }), 'checkout.session.completed')
     const res = await deliver(s, p.client, completed)
     assert.deepEqual(res.json, { received: true, eventId: completed.id, effect: 'returned' })
     const intent = s.stripe.session(sessionId)?.payment_intent as string
     const refunds = s.stripe.calls.filter(
       (c) => c.method === 'POST' && c.path === '/v1/refunds' && c.idempotencyKey === `returned/${p.client}/${intent}`,
     )
-    assert.equal(refunds.length, 1)
+    // Asked once, or twice under one idempotency key (the cancel's read-back and the event): one refund at Stripe.
+    assert.equal(refunds.filter((c) => !c.replayed).length, 1)
     const refund = eventOf(s.stripe.events(), 'refund.created').data.object as Stripe.Refund
     assert.deepEqual([refund.payment_intent, refund.amount], [intent, 3000])
     assert.equal(await payments(p), 0)
