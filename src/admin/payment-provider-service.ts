@@ -147,7 +147,12 @@ export function createPaymentProviderService({ store, clock, environment, keyRin
           clientCode,
           targetType: 'payment_provider',
           targetId: clientCode,
-          details: { provider: row.provider, mode: row.mode, secretKeyHint: row.secret_key_hint, ...(live > 0 ? { retiredWithOpenCheckouts: live } : {}) },
+          details: {
+            provider: row.provider,
+            mode: row.mode,
+            secretKeyHint: row.secret_key_hint,
+            ...(live > 0 ? { retiredWithOpenCheckouts: live } : {}),
+          },
           change: { removed: row.provider },
           occurredAt: now,
         })

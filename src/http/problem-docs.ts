@@ -124,7 +124,7 @@ export const problemDocs = {
   payment_provider_not_configured: {
     cause:
       '`PUT /v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}` in production for a client without a payment provider: its hosted page could not take the money.',
-    fix: 'Ask the operator to configure the client\'s payment provider (`PUT /admin/v1/clients/{clientCode}/payment-provider`, `inbound provider set`), then create the Payment request.',
+    fix: "Ask the operator to configure the client's payment provider (`PUT /admin/v1/clients/{clientCode}/payment-provider`, `inbound provider set`), then create the Payment request.",
     retry: 'Only once a payment provider is configured for the client. Nothing was saved.',
   },
   payment_provider_unavailable: {

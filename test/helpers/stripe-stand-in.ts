@@ -770,7 +770,9 @@ export async function startStripeStandIn(options: StandInOptions = {}) {
       if (!session) throw missing('checkout.session', decodeURIComponent(expiring[1] as string), 'session')
       // Stripe: only an open session can be expired.
       if (session.status !== 'open') {
-        throw invalid(`Only Checkout Sessions with a status in ["open"] can be expired. This Checkout Session has a status of "${session.status}".`)
+        throw invalid(
+          `Only Checkout Sessions with a status in ["open"] can be expired. This Checkout Session has a status of "${session.status}".`,
+        )
       }
       expire(session)
       return { status: 200, body: snapshot(session) }

@@ -145,9 +145,13 @@ export function createCheckout(deps: CheckoutDeps) {
           { clientCode },
           "payment refused for now: this instance holds no key that opens the client's stored provider secrets (set WEBHOOK_SECRET_KEY_PREVIOUS; docs/operations.md)",
         )
-        throw new Problem('payment_provider_unavailable', 'The payment provider cannot be reached right now. Nothing was charged; try again in a minute.', {
-          headers: { 'retry-after': '30' },
-        })
+        throw new Problem(
+          'payment_provider_unavailable',
+          'The payment provider cannot be reached right now. Nothing was charged; try again in a minute.',
+          {
+            headers: { 'retry-after': '30' },
+          },
+        )
       }
       if (choice.kind !== 'stripe') throw new Problem('route_not_found', 'No payment provider is configured for this client.')
       const provider = choice.stripe.provider

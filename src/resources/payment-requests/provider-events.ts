@@ -94,7 +94,13 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
   const { store, clock, realClock } = deps
   const rules = deps.paymentRules
 
-  async function paid(uow: UnitOfWork, name: string, clientCode: string, fact: Extract<ProviderFact, { kind: 'paid' }>, after: (() => void)[]) {
+  async function paid(
+    uow: UnitOfWork,
+    name: string,
+    clientCode: string,
+    fact: Extract<ProviderFact, { kind: 'paid' }>,
+    after: (() => void)[],
+  ) {
     const { tx } = uow
     const now = isoNow(clock)
     let outcome: Awaited<ReturnType<PaymentRules['recordOutcome']>>
@@ -131,7 +137,12 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
   }
 
   /** A refund made at the provider: recorded as a refund of its Payment (origin provider), succeeded, once. */
-  async function providerRefund(uow: UnitOfWork, name: string, clientCode: string, fact: Extract<ProviderFact, { kind: 'provider_refund' }>) {
+  async function providerRefund(
+    uow: UnitOfWork,
+    name: string,
+    clientCode: string,
+    fact: Extract<ProviderFact, { kind: 'provider_refund' }>,
+  ) {
     const { tx } = uow
     const now = isoNow(clock)
     const requestId = await findRequestOfProviderPayment(tx, clientCode, name, fact.providerPaymentId)
@@ -226,7 +237,12 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
     }
   }
 
-  async function giveBack(provider: CheckoutProvider, clientCode: string, event: ProviderEvent, fact: Extract<ProviderFact, { kind: 'paid' }>) {
+  async function giveBack(
+    provider: CheckoutProvider,
+    clientCode: string,
+    event: ProviderEvent,
+    fact: Extract<ProviderFact, { kind: 'paid' }>,
+  ) {
     const { name } = provider
     await provider.returnPayment(fact, clientCode)
     return deps.atClientTime(clientCode, () =>
@@ -241,7 +257,12 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
         if (!recorded) return 'duplicate'
         const checkout = await lockCheckoutBySession(uow.tx, clientCode, name, fact.sessionId)
         if (checkout && checkout.status !== 'complete') {
-          await setCheckoutStatus(uow.tx, clientCode, { requestId: fact.requestId, attempt: checkout.attempt, status: 'refunded', now: isoNow(clock) })
+          await setCheckoutStatus(uow.tx, clientCode, {
+            requestId: fact.requestId,
+            attempt: checkout.attempt,
+            status: 'refunded',
+            now: isoNow(clock),
+          })
         }
         return 'returned'
       }),
@@ -258,7 +279,12 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
     return applyFact(provider, clientCode, event, await provider.factOf(event))
   }
 
-  async function applyFact(provider: CheckoutProvider, clientCode: string, event: ProviderEvent, fact: ProviderFact): Promise<HandledEvent> {
+  async function applyFact(
+    provider: CheckoutProvider,
+    clientCode: string,
+    event: ProviderEvent,
+    fact: ProviderFact,
+  ): Promise<HandledEvent> {
     const after: (() => void)[] = []
     let effect: string
     try {
@@ -303,12 +329,15 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
       if (choice?.kind === 'unconfigured' && choice.reason === 'secret_unreadable') {
         deps.log?.warn(
           { clientCode, provider: providerName },
-          'payment provider event refused for now: this instance holds no key that opens the client\'s stored provider secrets (set WEBHOOK_SECRET_KEY_PREVIOUS; docs/operations.md)',
+          "payment provider event refused for now: this instance holds no key that opens the client's stored provider secrets (set WEBHOOK_SECRET_KEY_PREVIOUS; docs/operations.md)",
         )
         return {
           status: 503,
           headers: { 'retry-after': String(PROVIDER_UNAVAILABLE_RETRY_SECONDS) },
-          body: { received: false, message: 'The client\'s payment provider cannot be reached from this instance now; send it again later.' },
+          body: {
+            received: false,
+            message: "The client's payment provider cannot be reached from this instance now; send it again later.",
+          },
         }
       }
       if (choice?.kind !== 'stripe' || choice.stripe.provider.name !== providerName) {

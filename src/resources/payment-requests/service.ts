@@ -485,7 +485,12 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
     async pageView(token: string, opts: { returnedFrom?: string } = {}): Promise<HostedPageView | undefined> {
       let row = await findPageRow(store, token)
       // An attempt open or processing at the provider: what it says now, settled as its event would (read-back).
-      if (row?.status === 'open' && row.provider_mode !== null && deps.readBack && (row.checkout_status === 'open' || row.checkout_status === 'processing')) {
+      if (
+        row?.status === 'open' &&
+        row.provider_mode !== null &&
+        deps.readBack &&
+        (row.checkout_status === 'open' || row.checkout_status === 'processing')
+      ) {
         const asked = await deps.readBack(row.client_code, row.external_payment_request_id).catch(() => false)
         if (asked) row = await findPageRow(store, token)
       }

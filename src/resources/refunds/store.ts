@@ -94,7 +94,17 @@ export async function insertRefund(
                           status, body, created_at, origin)
      VALUES ($1, $2, $3, 1, $4, $5, $6, 'pending', $7, $8, $9)
      RETURNING ${COLUMNS}`,
-    [clientCode, r.requestId, r.refundId, r.currency, r.amountMinor.toString(), r.reason, JSON.stringify(r.body), r.now, r.origin ?? 'service'],
+    [
+      clientCode,
+      r.requestId,
+      r.refundId,
+      r.currency,
+      r.amountMinor.toString(),
+      r.reason,
+      JSON.stringify(r.body),
+      r.now,
+      r.origin ?? 'service',
+    ],
   )
   return rows[0] as RefundRow
 }

@@ -105,7 +105,9 @@ describe('422s', () => {
     assert.equal(eur.json.errors[0].detail, "must be USD, the Receivable's currency")
     // A Receivable of its own: the other tests' open requests on r-main reserve part of its working amount.
     await payableReceivable(t, k, 'r-whole')
-    const above = await refused({ externalReceivableId: 'r-whole', amount: usd('100.01') }, [['amount_exceeds_reservable', '/amount/amount']])
+    const above = await refused({ externalReceivableId: 'r-whole', amount: usd('100.01') }, [
+      ['amount_exceeds_reservable', '/amount/amount'],
+    ])
     assert.equal(
       above.json.errors[0].detail,
       "must not exceed the Receivable's working amount (100.00 USD) less what its other open requests already reserve (0.00 USD): at most 100.00 USD",

@@ -364,10 +364,7 @@ describe("Stripe's events", () => {
     assert.equal((await readRequest(s, p)).status, 'canceled')
     assert.equal((await deliver(s, p.client, completed)).json.effect, 'duplicate')
     // The refund's own events are the service's own return: ignored.
-    assert.equal(
-      (await deliver(s, p.client, eventOf(s.stripe.events(), 'refund.created'))).json.ignored,
-      'money the service returned',
-    )
+    assert.equal((await deliver(s, p.client, eventOf(s.stripe.events(), 'refund.created'))).json.ignored, 'money the service returned')
   })
 
   test("a session of another client, delivered to this client's URL with this client's signature, is ignored", async () => {
