@@ -77,7 +77,7 @@ export const EXPIRES_TOO_SOON =
 export function createCheckout(deps: CheckoutDeps) {
   const { store, clock, realClock, registry, publicBaseUrl, paymentRules: rules } = deps
 
-  async function plan(uow: UnitOfWork, row: PageRow): Promise<Planned> {
+  async function plan(uow: UnitOfWork, row: PageRow, providerName: string): Promise<Planned> {
     const { tx } = uow
     const clientCode = row.client_code
     const id = row.external_payment_request_id
@@ -116,7 +116,7 @@ export function createCheckout(deps: CheckoutDeps) {
     if (leftMs < MIN_TIME_LEFT_MS) throw new TooLate()
     const expiresAt = new Date(realNowMs + Math.min(leftMs, CHECKOUT_MAX_LIFETIME_SECONDS * 1000)).toISOString()
     const attempt = (latest?.attempt ?? 0) + 1
-    await insertCheckout(tx, clientCode, { requestId: id, attempt, provider: 'stripe', expiresAt, now: new Date(realNowMs).toISOString() })
+    await insertCheckout(tx, clientCode, { requestId: id, attempt, provider: providerName, expiresAt, now: new Date(realNowMs).toISOString() })
     return { kind: 'ask', attempt, expiresAt }
   }
 
@@ -153,11 +153,11 @@ export function createCheckout(deps: CheckoutDeps) {
           },
         )
       }
-      if (choice.kind !== 'stripe') throw new Problem('route_not_found', 'No payment provider is configured for this client.')
-      const provider = choice.stripe.provider
+      if (choice.kind !== 'configured') throw new Problem('route_not_found', 'No payment provider is configured for this client.')
+      const provider = choice.config.provider
       let planned: Planned
       try {
-        planned = await deps.atClientTime(clientCode, () => inUnitOfWork(store, (uow) => plan(uow, row), deps.onFeedAppended))
+        planned = await deps.atClientTime(clientCode, () => inUnitOfWork(store, (uow) => plan(uow, row, provider.name), deps.onFeedAppended))
       } catch (err) {
         if (err instanceof TooLate) return { refusal: EXPIRES_TOO_SOON }
         throw err

@@ -340,10 +340,10 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
           },
         }
       }
-      if (choice?.kind !== 'stripe' || choice.stripe.provider.name !== providerName) {
+      if (choice?.kind !== 'configured' || choice.config.provider.name !== providerName) {
         return { status: 404, body: { received: false, message: 'No such payment provider configuration for this client.' } }
       }
-      const provider = choice.stripe.provider
+      const provider = choice.config.provider
       let event: ProviderEvent
       try {
         event = provider.readEvent(rawBody, headers)

@@ -49,9 +49,9 @@ export function createProviderSync(deps: ProviderSyncDeps) {
 
   async function providerOf(clientCode: string): Promise<{ provider: CheckoutProvider; since: Date } | null> {
     const choice = await registry.forClient(store, clientCode, { forEvents: true })
-    if (choice.kind !== 'stripe') return null
+    if (choice.kind !== 'configured') return null
     // A first sweep reads from an hour before the configuration was last set (clock differences, a slow PUT).
-    return { provider: choice.stripe.provider, since: new Date(Date.parse(choice.stripe.updatedAt) - 3_600_000) }
+    return { provider: choice.config.provider, since: new Date(Date.parse(choice.config.updatedAt) - 3_600_000) }
   }
 
   async function settleCheckouts(clientCode: string, provider: CheckoutProvider): Promise<number> {

@@ -3,7 +3,7 @@ import type { ProviderEvents } from './provider-events.ts'
 
 /**
  * `POST /providers/{provider}/webhooks/{clientCode}`: where a client's payment provider sends its events (the URL the
- * operator's `GET .../payment-provider` gives; Stripe's is this route with provider `stripe`). Public: no API key and
+ * operator's `GET .../payment-provider` gives; Stripe's is this route with the provider named stripe). Public: no API key and
  * no operator token; what proves the sender is the signature over the raw body, verified with the client's webhook
  * secret (provider-events.ts). So the route is not in the v1 route table, nor in /v1/openapi.json: no integrator
  * calls it, its request is the provider's event format and its answers are 200, 400, 404, 413 and 503 for the

@@ -27,7 +27,8 @@ export const paymentProviderSecretColumns: readonly EncryptedColumns[] = (
 }))
 
 export interface ProviderSecretsRow {
-  provider: 'stripe'
+  /** The provider's name (its folder under payments/: today only Stripe's). */
+  provider: string
   mode: 'test' | 'live'
   secret_key_ciphertext: string
   webhook_secret_ciphertext: string
