@@ -116,7 +116,13 @@ export function createCheckout(deps: CheckoutDeps) {
     if (leftMs < MIN_TIME_LEFT_MS) throw new TooLate()
     const expiresAt = new Date(realNowMs + Math.min(leftMs, CHECKOUT_MAX_LIFETIME_SECONDS * 1000)).toISOString()
     const attempt = (latest?.attempt ?? 0) + 1
-    await insertCheckout(tx, clientCode, { requestId: id, attempt, provider: providerName, expiresAt, now: new Date(realNowMs).toISOString() })
+    await insertCheckout(tx, clientCode, {
+      requestId: id,
+      attempt,
+      provider: providerName,
+      expiresAt,
+      now: new Date(realNowMs).toISOString(),
+    })
     return { kind: 'ask', attempt, expiresAt }
   }
 
@@ -157,7 +163,9 @@ export function createCheckout(deps: CheckoutDeps) {
       const provider = choice.config.provider
       let planned: Planned
       try {
-        planned = await deps.atClientTime(clientCode, () => inUnitOfWork(store, (uow) => plan(uow, row, provider.name), deps.onFeedAppended))
+        planned = await deps.atClientTime(clientCode, () =>
+          inUnitOfWork(store, (uow) => plan(uow, row, provider.name), deps.onFeedAppended),
+        )
       } catch (err) {
         if (err instanceof TooLate) return { refusal: EXPIRES_TOO_SOON }
         throw err

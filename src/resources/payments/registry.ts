@@ -125,7 +125,9 @@ export function refundsThroughProviders(registry: ProviderRegistry, db: Queryabl
         )
       }
       if (choice.config.provider.name !== request.provider) {
-        throw new Error(`client ${request.clientCode}'s provider is ${choice.config.provider.name}, not ${request.provider} that made the Payment`)
+        throw new Error(
+          `client ${request.clientCode}'s provider is ${choice.config.provider.name}, not ${request.provider} that made the Payment`,
+        )
       }
       return choice.config.provider.refund(request)
     },
