@@ -186,7 +186,6 @@ export function createApp({
     realClock: baseClock,
     registry,
     events: { handle: (...a) => providerEvents.handle(...a), readBack: (...a) => providerEvents.readBack(...a) },
-    holder: store.leaseHolder,
   })
   const clientFanout = createClientFanout({
     store,

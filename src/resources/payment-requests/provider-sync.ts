@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto'
 import type { Clock } from '../../domain/time.ts'
-import type { LeaseHolder } from '../../store/lease-holder.ts'
 import type { Store } from '../../store/store.ts'
 import { checkoutsToSettle, claimReadBack, markCheckoutClosed } from '../payments/checkout-store.ts'
 import type { CheckoutProvider } from '../payments/provider.ts'
@@ -34,7 +33,6 @@ export interface ProviderSyncDeps {
   realClock: Clock
   registry: Pick<ProviderRegistry, 'forClient'>
   events: Pick<ProviderEvents, 'handle' | 'readBack'>
-  holder?: LeaseHolder | undefined
 }
 
 export interface SyncResult {
@@ -87,7 +85,8 @@ export function createProviderSync(deps: ProviderSyncDeps) {
         token,
         now: realClock.now().toISOString(),
         leaseUntil: leaseUntil(),
-        holder: deps.holder,
+        // Read at each claim: the store's holder is set once its lock is first taken (src/store/lease-holder.ts).
+        holder: store.leaseHolder,
       })
       if (!claimed) return { eventsRead: 0, eventsApplied: 0, swept: false }
       let eventsRead = 0
