@@ -19,7 +19,7 @@ import { AmountMismatchError, type PaymentRules } from './payment-rules.ts'
 import { lockPaymentRequest } from './store.ts'
 
 /**
- * A real provider's events (design.md section 6; docs/decisions.md, "Money the provider moved"), at
+ * A real provider's events (docs/design/payment-providers.md; docs/decisions.md, "Money the provider moved"), at
  * `POST /providers/{provider}/webhooks/{clientCode}` (provider-webhook-route.ts), and the same handling for every
  * event the catch-up sweep reads from the provider's event list (`handle`). Whatever the provider, in this order:
  *

@@ -3,7 +3,7 @@ import type { Queryable, Tx } from '../../store/store.ts'
 /**
  * SQL of a provider's side of paying (migration 0024): the checkout attempts of a Payment request, the provider
  * events handled, and the disputes reversed. The rules are in payment-requests/checkout.ts (paying) and
- * payments/provider-events.ts (the provider's events).
+ * payment-requests/provider-events.ts (the provider's events).
  */
 export type CheckoutStatus = 'creating' | 'open' | 'processing' | 'complete' | 'expired' | 'failed' | 'refunded'
 
@@ -145,7 +145,7 @@ export async function findRequestOfProviderPayment(
 }
 
 /**
- * The page's read-back of an attempt (design.md 6.1 in docs/decisions.md, "Money the provider moved"): claims the
+ * The page's read-back of an attempt (docs/decisions.md, "Money the provider moved"): claims the
  * right to ask the provider about it, at most once per `everyMs` per attempt across every instance (one UPDATE, no
  * transaction held while the provider answers). The session id when claimed, else undefined.
  */
