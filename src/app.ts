@@ -43,6 +43,7 @@ import { createCheckout } from './resources/payment-requests/checkout.ts'
 import { NOT_FOUND_PAGE, PAGE_HEADERS, registerPaymentPage } from './resources/payment-requests/page.ts'
 import { paymentRules } from './resources/payment-requests/payment-rules.ts'
 import { createProviderEvents } from './resources/payment-requests/provider-events.ts'
+import { createProviderSync } from './resources/payment-requests/provider-sync.ts'
 import { registerProviderWebhooks } from './resources/payment-requests/provider-webhook-route.ts'
 import { paymentRequestRoutes, paymentSimulateRoutes } from './resources/payment-requests/routes.ts'
 import { createPaymentRequestService } from './resources/payment-requests/service.ts'
@@ -77,6 +78,7 @@ import type { Store } from './store/store.ts'
 import { createBatchRunner } from './workers/batch-runner.ts'
 import { createClientFanout } from './workers/client-fanout.ts'
 import { createPaymentExpiryWorker } from './workers/payment-expiry.ts'
+import { createProviderSyncWorker } from './workers/provider-sync.ts'
 import { createReceiptDispatcher } from './workers/receipt-dispatcher.ts'
 import { createRefundWorker } from './workers/refund-worker.ts'
 import { createRetentionWorker } from './workers/retention.ts'
@@ -178,6 +180,14 @@ export function createApp({
     now: () => baseClock.now(),
   })
   const inClientTime = atClientTime ?? (<T>(_clientCode: string, fn: () => Promise<T>) => fn())
+  // The catch-up with each client's provider (src/resources/payment-requests/provider-sync.ts), over the same event
+  // handling as the webhook route (`providerEvents`, made below with the route).
+  const providerSync = createProviderSync({
+    store,
+    realClock: baseClock,
+    registry,
+    events: { handle: (...a) => providerEvents.handle(...a), readBack: (...a) => providerEvents.readBack(...a) },
+  })
   const clientFanout = createClientFanout({
     store,
     onFeedAppended,
@@ -212,7 +222,13 @@ export function createApp({
         paymentRules,
         atClientTime: inClientTime,
         onFeedAppended,
+        log: { warn: (fields, message) => app.log.warn(fields, message) },
       }),
+      readBack: (clientCode, requestId) => providerSync.readBackPage(clientCode, requestId),
+      onCanceled: (clientCode) => {
+        providerSync.closeCheckouts(clientCode).catch(logged('ending the sessions of a canceled payment request failed'))
+      },
+      ...(config.environment === 'production' ? { hasProvider: providerConfigStore.hasActiveProvider } : {}),
       checkoutMode: config.environment === 'sandbox' ? 'test' : 'live',
       payments: paymentStore,
       paymentRules,
@@ -294,6 +310,7 @@ export function createApp({
           environment: config.environment,
           keyRing,
           publicBaseUrl: config.publicBaseUrl,
+          sync: (clientCode) => providerSync.sync(clientCode),
         }),
       ),
     ]),
@@ -356,20 +373,19 @@ export function createApp({
     limiter: createAddressLimiter({ perMinute: config.limits.payPerMinute, clock: baseClock }),
     checkoutOrigins: stripeCheckoutOrigins(config.stripe.apiBase),
   })
-  // Stripe's events for each client (docs/design/payment-providers.md): public, verified by signature, outside the route table.
-  registerProviderWebhooks(
-    app,
-    createProviderEvents({
-      store,
-      clock,
-      realClock: baseClock,
-      registry,
-      paymentRules,
-      atClientTime: inClientTime,
-      onFeedAppended,
-      onRefundQueued,
-    }),
-  )
+  // Each client's provider events (docs/design/payment-providers.md): public, verified by signature, outside the route table.
+  const providerEvents = createProviderEvents({
+    store,
+    clock,
+    realClock: baseClock,
+    registry,
+    paymentRules,
+    atClientTime: inClientTime,
+    onFeedAppended,
+    onRefundQueued,
+    log: app.log,
+  })
+  registerProviderWebhooks(app, providerEvents)
   const webhookDispatcher = createWebhookDispatcher({
     store,
     clock,
@@ -429,8 +445,16 @@ export function createApp({
     onFeedAppended,
     onError: logged('refund worker failed'),
   })
+  // The catch-up sweep of every client's provider events (src/workers/provider-sync.ts); absent when turned off.
+  const providerSyncWorker = createProviderSyncWorker({
+    store,
+    sync: providerSync,
+    intervalSeconds: config.providerSync.intervalSeconds,
+    onError: logged('payment provider catch-up sweep failed'),
+  })
   // Every background worker of the process, in one list: src/main.ts starts and stops them together.
   const workers: Worker[] = [
+    ...(providerSyncWorker ? [providerSyncWorker] : []),
     batchRunner,
     webhookDispatcher,
     receiptDispatcher,
@@ -470,6 +494,7 @@ export function createApp({
     receiptDispatcher,
     clientFanout,
     refundWorker,
+    providerSync,
     keyUsage,
     metrics,
     sandbox,

@@ -333,8 +333,8 @@ describe(`payment provider: the key ring (${engineName})`, () => {
       sandboxProvider: createSandboxProvider(),
     })
     const choice = await k2only.forClient(db.store, 'pp-rot')
-    assert.equal(choice.kind, 'stripe')
-    const stripe = (choice as { stripe: StripeClientConfig }).stripe
+    assert.equal(choice.kind, 'configured')
+    const stripe = (choice as { config: StripeClientConfig }).config
     assert.deepEqual([stripe.secretKey, stripe.webhookSecret], [s.secretKey, s.webhookSecret])
 
     // A provider whose secrets are under a key the ring does not hold: counted, left as they are, never a crash.
@@ -376,8 +376,8 @@ describe(`the provider registry (${engineName})`, () => {
       sandboxProvider,
     })
   const stripeOf = (c: ProviderChoice): StripeClientConfig => {
-    assert.equal(c.kind, 'stripe', JSON.stringify(c))
-    return (c as { stripe: StripeClientConfig }).stripe
+    assert.equal(c.kind, 'configured', JSON.stringify(c))
+    return (c as { config: StripeClientConfig }).config
   }
   const checkout = (config: StripeClientConfig) =>
     config.gateway.createCheckoutSession(

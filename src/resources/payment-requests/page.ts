@@ -136,6 +136,13 @@ ${notice('sandbox', '<strong>Sandbox.</strong> This is a test payment page and n
       }
     }
     case 'confirmed':
+      if (view.refundedInFull) {
+        return {
+          heading: 'Payment refunded',
+          body: `${notice('info', `Your payment of ${amount} to ${creditor} was refunded in full. Contact ${creditor} if you have questions.`)}
+${summary([amountRow, ...descriptionRows, ...(decided ? [['Paid on', decided] as [string, string]] : [])])}`,
+        }
+      }
       return {
         heading: 'Payment received',
         body: `${notice('success', `Thank you. Your payment of ${amount} to ${creditor} was received${decided ? ` on ${decided}` : ''}.`)}

@@ -25,6 +25,7 @@ export function toRefundResponse(row: RefundRow): RefundResponse {
     amount: money(BigInt(row.amount_minor), row.currency),
     reason: row.reason,
     status: row.status,
+    origin: row.origin,
     createdAt: row.created_at,
     ...(row.decided_at === null ? {} : { decidedAt: row.decided_at }),
   }

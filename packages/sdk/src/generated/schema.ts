@@ -3299,6 +3299,7 @@ export interface components {
          *       },
          *       "reason": "requested_by_customer",
          *       "status": "pending",
+         *       "origin": "service",
          *       "createdAt": "2026-02-12T10:00:00.120Z"
          *     }
          * @example {
@@ -3310,6 +3311,7 @@ export interface components {
          *       },
          *       "reason": "requested_by_customer",
          *       "status": "succeeded",
+         *       "origin": "service",
          *       "createdAt": "2026-02-12T10:00:00.120Z",
          *       "decidedAt": "2026-02-12T10:00:01.480Z"
          *     }
@@ -3328,6 +3330,11 @@ export interface components {
              * @enum {string}
              */
             status: "pending" | "succeeded" | "failed";
+            /**
+             * @description service: asked for through this API (or the service's own refund of unapplied money); provider: made at the payment provider itself (a refund in the Stripe Dashboard), recorded because every cent the provider moves is. A provider refund's externalRefundId is the provider's refund id.
+             * @enum {string}
+             */
+            origin: "service" | "provider";
             createdAt: components["schemas"]["Timestamp"];
             /** @description When the provider decided; absent while pending. */
             decidedAt?: components["schemas"]["Timestamp"];
@@ -3344,6 +3351,7 @@ export interface components {
          *           },
          *           "reason": "requested_by_customer",
          *           "status": "pending",
+         *           "origin": "service",
          *           "createdAt": "2026-02-12T10:00:00.120Z"
          *         }
          *       ],
