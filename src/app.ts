@@ -11,7 +11,7 @@ import { createAdminService } from './admin/service.ts'
 import type { Config } from './config.ts'
 import { Problem } from './domain/problems.ts'
 import { type Clock, systemClock } from './domain/time.ts'
-import { type Resolver, systemResolver } from './http/destination.ts'
+import { type Resolver, systemResolver } from './outbound/destination.ts'
 import { registerInfraRoutes } from './http/docs.ts'
 import { createAddressLimiter, createGate, type Gate, gateRecordingKeyUse } from './http/limits.ts'
 import { createMetrics, registerMetrics } from './http/metrics.ts'
@@ -147,7 +147,8 @@ export function createApp({
     resolver,
     allowLoopback: config.webhooks.allowLoopback,
     keyRing,
-    onQueued: () => receiptDispatcher.wake(),
+    // The PUT's test receipt is due a second after COMMIT: the dispatcher takes a turn then.
+    onQueued: (inMs) => receiptDispatcher.wakeIn(inMs),
   })
   // Each factory receives the other families' store functions and rules it uses (a Pick<> in its deps type).
   // Every commit that appended change-feed events wakes the webhook dispatcher (src/workers/worker.ts coalesces the
@@ -369,6 +370,13 @@ export function createApp({
       onRefundQueued,
     }),
   )
+  // A delivery whose signing secret this instance's key ring cannot open is left to an instance whose ring can
+  // (src/workers/delivery-engine.ts): one line per target, never the secret or the URL.
+  const onUnreadableSecret = (fields: { channel: string; target: string }) =>
+    app.log.warn(
+      fields,
+      'a signing secret this instance cannot open: left to an instance whose key ring holds its key (WEBHOOK_SECRET_KEY, WEBHOOK_SECRET_KEY_PREVIOUS; docs/operations.md)',
+    )
   const webhookDispatcher = createWebhookDispatcher({
     store,
     clock,
@@ -379,6 +387,7 @@ export function createApp({
     retryScheduleMs: config.webhooks.retryScheduleMs,
     backlogLimit: config.webhooks.backlogLimit,
     ...(sandbox ? { sandbox } : {}),
+    onUnreadableSecret,
     onError: (err) => app.log.error({ errMessage: (err as Error).message, stack: (err as Error).stack }, 'webhook dispatcher error'),
   })
   // Receipts to the Source (design.md section 7): on the webhooks' schedule and destination rules, real time.
@@ -390,6 +399,7 @@ export function createApp({
     keyRing,
     intervalMs: config.webhooks.intervalMs,
     retryScheduleMs: config.webhooks.retryScheduleMs,
+    onUnreadableSecret,
     onError: (err) => app.log.error({ errMessage: (err as Error).message, stack: (err as Error).stack }, 'receipt dispatcher error'),
   })
   // At start, before the first request: every stored secret moves under the current key (bounded chunks, safe with
