@@ -244,7 +244,16 @@ export function createDeliveryEngine<U, I extends DeliveryItem, C extends Claime
       if (status >= 200 && status < 300) {
         const durationMs = Math.round(performance.now() - perf)
         const at = started.toISOString()
-        return { id: item.id, status: 'delivered', nextAttemptAt: null, lastError: null, attemptedAt: at, durationMs, httpStatus: status, errorClass: null }
+        return {
+          id: item.id,
+          status: 'delivered',
+          nextAttemptAt: null,
+          lastError: null,
+          attemptedAt: at,
+          durationMs,
+          httpStatus: status,
+          errorClass: null,
+        }
       }
       return failure(item, started, perf, status >= 300 && status < 400 ? 'redirect' : 'http_status', status)
     } catch (err) {

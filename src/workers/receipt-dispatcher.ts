@@ -18,7 +18,13 @@ import {
   type ScannedEvent,
   scanFeed,
 } from '../resources/receipts/delivery-store.ts'
-import { disableWithAudit, newConfirmationCode, openRouteSecret, receiptIdFor, TEST_RECEIPT_RETRY_MS } from '../resources/receipts/service.ts'
+import {
+  disableWithAudit,
+  newConfirmationCode,
+  openRouteSecret,
+  receiptIdFor,
+  TEST_RECEIPT_RETRY_MS,
+} from '../resources/receipts/service.ts'
 import { inUnitOfWork } from '../resources/unit-of-work.ts'
 import type { Store } from '../store/store.ts'
 import { ATTEMPT_TIMEOUT_MS, type Claimed, createDeliveryEngine, type DeliveryChannel, type DeliveryWorker } from './delivery-engine.ts'

@@ -183,7 +183,12 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions): Deliver
       integrationId: endpoint.integration_id,
       actor: 'service',
       action: 'webhook_endpoint.disabled',
-      details: { integrationId: endpoint.integration_id, status: 'disabled', disabledReason: reason, secretVersion: endpoint.secret_version },
+      details: {
+        integrationId: endpoint.integration_id,
+        status: 'disabled',
+        disabledReason: reason,
+        secretVersion: endpoint.secret_version,
+      },
       change: { url: endpoint.url, status: 'disabled', disabledReason: reason, secretVersion: endpoint.secret_version },
       now,
     })
@@ -199,8 +204,7 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions): Deliver
     // A lease outlives the slowest group of attempts (all under the timeout) by a wide margin.
     leaseMs: timeoutMs * 4,
     derive,
-    due: () =>
-      dueEndpoints(store, nowIso(), 10_000, { leaseNow: isoNow(real), clocked, windowMs: opts.intervalMs, budget: perEndpoint }),
+    due: () => dueEndpoints(store, nowIso(), 10_000, { leaseNow: isoNow(real), clocked, windowMs: opts.intervalMs, budget: perEndpoint }),
     within: (e, fn) => within(e.client_code, fn),
     async claim(e, lease) {
       const claim = await inUnitOfWork(store, ({ tx }) =>
@@ -237,7 +241,11 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions): Deliver
       const current = openSecret(ring, endpoint)
       if (current === null) return null
       const secrets = [current]
-      if (endpoint.previous_secret_ciphertext && endpoint.previous_expires_at && Date.parse(endpoint.previous_expires_at) > clock.now().getTime()) {
+      if (
+        endpoint.previous_secret_ciphertext &&
+        endpoint.previous_expires_at &&
+        Date.parse(endpoint.previous_expires_at) > clock.now().getTime()
+      ) {
         const previous = openSecret(ring, { ...endpoint, secret_ciphertext: endpoint.previous_secret_ciphertext })
         if (previous !== null) secrets.push(previous)
       }

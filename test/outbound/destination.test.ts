@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { Problem } from '../../src/domain/problems.ts'
+import { problemDocs } from '../../src/http/problem-docs.ts'
 import {
   checkConfiguredDestination,
   checkDestination,
@@ -12,7 +13,6 @@ import {
   resolveDestination,
   UnsafeDestinationError,
 } from '../../src/outbound/destination.ts'
-import { problemDocs } from '../../src/http/problem-docs.ts'
 
 /** A resolver answering a fixed table; a name may answer differently on each lookup (rebinding). */
 function stubResolver(table: Record<string, (string | string[])[]>): Resolver & { calls: string[] } {

@@ -69,7 +69,11 @@ describe(`the receipt route's proof (${engineName})`, () => {
       `SELECT confirmation_digest FROM receipt_routes WHERE client_code = 'rrp-forge'`,
     )
     assert.equal(stored?.confirmation_digest, sha256Hex(sent.json.confirmationCode))
-    assert.ok(!JSON.stringify(await t.store.query(`SELECT * FROM receipt_deliveries WHERE client_code = 'rrp-forge'`)).includes(sent.json.confirmationCode))
+    assert.ok(
+      !JSON.stringify(await t.store.query(`SELECT * FROM receipt_deliveries WHERE client_code = 'rrp-forge'`)).includes(
+        sent.json.confirmationCode,
+      ),
+    )
     // Still refused after the send; nothing changed.
     assert.equal((await confirm(tn, derivedCode(res.json.signingSecret, 1))).status, 422)
     const read = await t.call('GET', '/v1/clients/rrp-forge/receipt-route', { key: tn.apiKey })
@@ -131,7 +135,8 @@ describe(`the receipt route's proof (${engineName})`, () => {
     assert.equal(pr.status, 201, pr.body)
     const sim = await t.admin('POST', '/admin/v1/clients/rrp-held/payment-requests/pr-held/simulate', { outcome: 'confirmed' })
     assert.equal(sim.status, 201, sim.body)
-    const view = async () => (await t.call('GET', '/v1/clients/rrp-held/payment-requests/pr-held/receipt-delivery', { key: tn.apiKey })).json
+    const view = async () =>
+      (await t.call('GET', '/v1/clients/rrp-held/payment-requests/pr-held/receipt-delivery', { key: tn.apiKey })).json
     const waiting = await view()
     assert.equal(waiting.waitingFor, 'route_verification')
     assert.deepEqual(waiting.capability, {

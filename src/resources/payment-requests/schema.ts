@@ -212,7 +212,7 @@ export const ReceiptDelivery = z
       .enum(['route_verification'])
       .nullable()
       .describe(
-        '`route_verification`: this Payment\'s receipts are held until the Source confirms the receipt route (`POST .../receipt-route/confirm`), then delivered; null: nothing is held back for the route (see `capability` and `deliveryAttempts`).',
+        "`route_verification`: this Payment's receipts are held until the Source confirms the receipt route (`POST .../receipt-route/confirm`), then delivered; null: nothing is held back for the route (see `capability` and `deliveryAttempts`).",
       ),
     deliveryAttempts: z.array(ReceiptDeliveryAttempt),
     acknowledgement: z.object({
