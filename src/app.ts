@@ -4,7 +4,7 @@ import { brandingRoutes } from './admin/branding-routes.ts'
 import { createBrandingService } from './admin/branding-service.ts'
 import { paymentProviderRoutes } from './admin/payment-provider-routes.ts'
 import { createPaymentProviderService } from './admin/payment-provider-service.ts'
-import { receiptRouteAdminRoutes } from './admin/receipt-route-routes.ts'
+import { receiptRouteAdminRoutes } from './admin/receipt-delivery-view-routes.ts'
 import { adminRoutes, adminSandboxRoutes } from './admin/routes.ts'
 import { createSecretRewrap, secretRoutes } from './admin/secrets-routes.ts'
 import { createAdminService } from './admin/service.ts'
@@ -77,7 +77,7 @@ import type { Store } from './store/store.ts'
 import { createBatchRunner } from './workers/batch-runner.ts'
 import { createClientFanout } from './workers/client-fanout.ts'
 import { createPaymentExpiryWorker } from './workers/payment-expiry.ts'
-import { createReceiptDispatcher } from './workers/receipt-dispatcher.ts'
+import { createReceiptDispatcher, RECEIPT_EVENT_TYPES } from './workers/receipt-dispatcher.ts'
 import { createRefundWorker } from './workers/refund-worker.ts'
 import { createRetentionWorker } from './workers/retention.ts'
 import { createWebhookDispatcher } from './workers/webhook-dispatcher.ts'
@@ -151,14 +151,15 @@ export function createApp({
     onQueued: (inMs) => receiptDispatcher.wakeIn(inMs),
   })
   // Each factory receives the other families' store functions and rules it uses (a Pick<> in its deps type).
-  // Every commit that appended change-feed events wakes the webhook dispatcher (src/workers/worker.ts coalesces the
-  // wake-ups; the dispatcher's per-run budget still holds). After COMMIT: a failing wake-up is logged, nothing more.
-  const onFeedAppended = () => {
+  // Every commit that appended change-feed events wakes the webhook dispatcher, and the receipt dispatcher when one of
+  // them can give a receipt (src/workers/worker.ts coalesces the wake-ups; the webhook budget still holds). Told
+  // without types (a worker's commit), both wake. After COMMIT: a failing wake-up is logged, nothing more.
+  const onFeedAppended = (types?: ReadonlySet<string>) => {
     try {
       webhookDispatcher.wake()
-      receiptDispatcher.wake()
+      if (!types || RECEIPT_EVENT_TYPES.some((t) => types.has(t))) receiptDispatcher.wake()
     } catch (err) {
-      app.log.error({ errMessage: (err as Error).message }, 'webhook dispatcher wake-up failed')
+      app.log.error({ errMessage: (err as Error).message }, 'delivery wake-up failed')
     }
   }
   const db = { store, clock, onFeedAppended }

@@ -72,6 +72,9 @@ export interface ReceiptDispatcherOptions {
   onError?: (err: unknown) => void
 }
 
+/** The feed events that can give a receipt: a commit that appends none of them does not wake this channel. */
+export const RECEIPT_EVENT_TYPES: readonly string[] = ['payment.confirmed', 'refund.succeeded', 'payment.reversed']
+
 type Item = ReceiptRow & { id: string; roundAttempts: number }
 interface ClaimedRoute extends Claimed<Item> {
   route: ClaimRoute

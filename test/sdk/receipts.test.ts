@@ -116,7 +116,14 @@ describe('verifyReceipt', () => {
         b,
       )
     }
-    assert.throws(() => verifyReceipt(body, header, [], 300, at(T)), TypeError)
+    assert.throws(() => verifyReceipt(body, header, [], 300, at(T)), {
+      name: 'TypeError',
+      message: 'verifyReceipt: secrets must be a non-empty array of signing secrets',
+    })
+    assert.throws(() => verifyReceipt(body, header, ['whsec_x'], -1, at(T)), {
+      name: 'TypeError',
+      message: 'verifyReceipt: toleranceSeconds must be a non-negative number',
+    })
   })
 
   test('property: any receipt round-trips; any one byte changed is refused', () => {

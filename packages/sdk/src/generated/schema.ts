@@ -2637,6 +2637,7 @@ export interface components {
          *           }
          *         ]
          *       },
+         *       "waitingFor": "route_verification",
          *       "deliveryAttempts": [],
          *       "acknowledgement": {
          *         "status": "pending",
@@ -2674,6 +2675,8 @@ export interface components {
                     missingProof: "source_posting_confirmation";
                 }[];
             };
+            /** @description `route_verification`: this Payment's receipts are held until the Source confirms the receipt route (`POST .../receipt-route/confirm`), then delivered; null: nothing is held back for the route (see `capability` and `deliveryAttempts`). */
+            waitingFor: "route_verification" | null;
             deliveryAttempts: components["schemas"]["ReceiptDeliveryAttempt"][];
             acknowledgement: {
                 /** @enum {string} */
