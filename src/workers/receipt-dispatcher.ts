@@ -30,7 +30,7 @@ import type { Store } from '../store/store.ts'
 import { ATTEMPT_TIMEOUT_MS, type Claimed, createDeliveryEngine, type DeliveryChannel, type DeliveryWorker } from './delivery-engine.ts'
 
 /**
- * The receipt dispatcher (docs/decisions.md, "Receipt delivery"), a channel of the delivery engine
+ * The receipt dispatcher (docs/design/receipt-delivery.md), a channel of the delivery engine
  * (delivery-engine.ts: claims, checks, signing, attempts, retries, disabling). Guarantees of its own:
  * - Receipts come from committed facts: each run walks the change feed of every verified route after its scanned
  *   sequence (commit order) and turns each `payment.confirmed`, `refund.succeeded` and `payment.reversed` event
