@@ -24,7 +24,7 @@ export interface EnabledEndpoint {
 
 /**
  * The enabled endpoints a run has to derive for: behind their client's feed head, lagging (to clear it), or whose
- * grant is no longer active (to disable them). One read-only statement across clients (docs/scaling.md: the few
+ * grant is no longer active (to disable them). One read-only statement across clients (docs/decisions.md, "One delivery engine": the few
  * statements that find which clients have work); each endpoint is then locked and derived in its own transaction.
  */
 export async function endpointsToDerive(db: Queryable, limit: number): Promise<{ client_code: string; integration_id: string }[]> {
