@@ -174,6 +174,32 @@ function agentPool(max: number, connections: number, timeoutMs: number) {
   }
 }
 
+/** One timer for the earliest moment something is due sooner than the next scheduled run. */
+function earliestWake(stopping: () => boolean, wake: () => void) {
+  let timer: NodeJS.Timeout | null = null
+  let timerAt = Number.POSITIVE_INFINITY
+  const wakeIn = (inMs: number): void => {
+    const delay = Math.max(0, inMs) + 5
+    const at = performance.now() + delay
+    if (stopping() || at >= timerAt) return
+    if (timer) clearTimeout(timer)
+    timerAt = at
+    timer = setTimeout(() => {
+      timer = null
+      timerAt = Number.POSITIVE_INFINITY
+      wake()
+    }, delay)
+    timer.unref()
+  }
+  return Object.assign(wakeIn, {
+    clear() {
+      if (timer) clearTimeout(timer)
+      timer = null
+      timerAt = Number.POSITIVE_INFINITY
+    },
+  })
+}
+
 export function createDeliveryEngine<U, I extends DeliveryItem, C extends Claimed<I>>(
   opts: EngineOptions,
   channel: DeliveryChannel<U, I, C>,
@@ -185,22 +211,10 @@ export function createDeliveryEngine<U, I extends DeliveryItem, C extends Claime
   /** Targets whose secret this instance could not open, said once until it opens again. */
   const unreadable = new Set<string>()
 
-  /** One timer for the earliest moment something is due sooner than the next scheduled run. */
-  let wakeTimer: NodeJS.Timeout | null = null
-  let wakeTimerAt = Number.POSITIVE_INFINITY
-  function wakeIn(inMs: number): void {
-    const delay = Math.max(0, inMs) + 5
-    const at = performance.now() + delay
-    if (stopping || at >= wakeTimerAt) return
-    if (wakeTimer) clearTimeout(wakeTimer)
-    wakeTimerAt = at
-    wakeTimer = setTimeout(() => {
-      wakeTimer = null
-      wakeTimerAt = Number.POSITIVE_INFINITY
-      worker.wake()
-    }, delay)
-    wakeTimer.unref()
-  }
+  const wakeIn = earliestWake(
+    () => stopping,
+    () => worker.wake(),
+  )
 
   function failure(item: I, started: Date, perf: number, cls: string, httpStatus: number | null): AttemptOutcome {
     const schedule = channel.schedule(item)
@@ -367,14 +381,12 @@ export function createDeliveryEngine<U, I extends DeliveryItem, C extends Claime
       stopping = true
     },
     afterStop: async () => {
-      if (wakeTimer) clearTimeout(wakeTimer)
-      wakeTimer = null
-      wakeTimerAt = Number.POSITIVE_INFINITY
+      wakeIn.clear()
       await agents.close()
     },
     onError: (err) => opts.onError?.(err),
   })
-  return Object.assign(worker, { wakeIn })
+  return Object.assign(worker, { wakeIn: (ms: number) => wakeIn(ms) })
 }
 
 export { ATTEMPT_TIMEOUT_MS }

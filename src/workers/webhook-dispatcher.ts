@@ -90,6 +90,31 @@ interface ClaimedEndpoint extends Claimed<Item> {
 }
 type Within = <T>(clientCode: string, fn: () => T) => T
 
+/** The endpoint's signing secrets: the current one, and the previous one while its rotation overlap lasts. */
+function endpointSecrets(ring: KeyRing, endpoint: EndpointRow, nowMs: number): string[] | null {
+  const current = openSecret(ring, endpoint)
+  if (current === null) return null
+  const secrets = [current]
+  if (endpoint.previous_secret_ciphertext && endpoint.previous_expires_at && Date.parse(endpoint.previous_expires_at) > nowMs) {
+    // A previous secret no key opens is simply not used for signing.
+    const previous = openSecret(ring, { ...endpoint, secret_ciphertext: endpoint.previous_secret_ciphertext })
+    if (previous !== null) secrets.push(previous)
+  }
+  return secrets
+}
+
+/** A notification's exact bytes. */
+function notificationBody(clientCode: string, d: DeliveryRow): string {
+  return JSON.stringify({
+    clientCode,
+    eventId: d.event_id,
+    type: d.type,
+    resource: { type: d.resource_type, id: d.resource_id },
+    revision: Number(d.revision),
+    occurredAt: d.occurred_at,
+  })
+}
+
 export function createWebhookDispatcher(opts: WebhookDispatcherOptions): DeliveryWorker {
   const { store, clock, retryScheduleMs } = opts
   const timeoutMs = opts.timeoutMs ?? ATTEMPT_TIMEOUT_MS
