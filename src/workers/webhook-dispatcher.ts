@@ -262,29 +262,8 @@ export function createWebhookDispatcher(opts: WebhookDispatcherOptions): Deliver
       await skipDeliveries(store, c.clientCode, c.endpoint.integration_id, token, unreadable, nowIso())
       return c.items.filter(mayRead)
     },
-    secrets(ring, { endpoint }) {
-      const current = openSecret(ring, endpoint)
-      if (current === null) return null
-      const secrets = [current]
-      if (
-        endpoint.previous_secret_ciphertext &&
-        endpoint.previous_expires_at &&
-        Date.parse(endpoint.previous_expires_at) > clock.now().getTime()
-      ) {
-        const previous = openSecret(ring, { ...endpoint, secret_ciphertext: endpoint.previous_secret_ciphertext })
-        if (previous !== null) secrets.push(previous)
-      }
-      return secrets
-    },
-    body: (d, c) =>
-      JSON.stringify({
-        clientCode: c.clientCode,
-        eventId: d.event_id,
-        type: d.type,
-        resource: { type: d.resource_type, id: d.resource_id },
-        revision: Number(d.revision),
-        occurredAt: d.occurred_at,
-      }),
+    secrets: (ring, { endpoint }) => endpointSecrets(ring, endpoint, clock.now().getTime()),
+    body: (d, c) => notificationBody(c.clientCode, d),
     // A ping is attempted once: its failure is what the integrator asked to see.
     schedule: (d) => (d.type === 'ping' ? [] : retryScheduleMs),
     complete: (c, token, outcomes) =>

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { canonicalDigest } from '../../domain/canonical.ts'
-import type { Queryable, Tx } from '../../store/store.ts'
+import type { Queryable } from '../../store/store.ts'
 
 /**
  * The audit trail: every operator action records one event, in the action's own transaction; so do an Integration's

@@ -3,7 +3,7 @@ import { createCipheriv, randomBytes } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import { keyId } from '../../../src/domain/key-ring.ts'
 import { sign } from '../../../src/resources/webhooks/secrets.ts'
-import { problemCode, startTestApp, type Tenant, type TestApp } from '../../helpers/app.ts'
+import { startTestApp, type Tenant, type TestApp } from '../../helpers/app.ts'
 import { createTestDatabase, engineName, type TestDatabase } from '../../helpers/store.ts'
 import { type Received, type Receiver, startReceiver } from '../../helpers/webhook-receiver.ts'
 
