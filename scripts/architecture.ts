@@ -112,6 +112,9 @@ export const LAYERS: readonly (readonly string[])[] = [
   // Access (keys, grants, authorization) sits below http/: the HTTP edge authenticates through it, and families
   // and workers that recheck a grant use it without reaching into http/.
   ['access'],
+  // Outbound destination safety (which URLs and addresses a delivery may reach, the pinned connection): below the
+  // families that check a configured URL and the delivery engine (src/workers/delivery-engine.ts) that sends.
+  ['outbound'],
   ['http'],
   // The write kernel (src/resources/*.ts) and what every write flushes through its unit of work: the feed's
   // append, holds (snapshots, revision bumps, client facts, source activity), the operator audit trail.

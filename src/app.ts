@@ -4,14 +4,13 @@ import { brandingRoutes } from './admin/branding-routes.ts'
 import { createBrandingService } from './admin/branding-service.ts'
 import { paymentProviderRoutes } from './admin/payment-provider-routes.ts'
 import { createPaymentProviderService } from './admin/payment-provider-service.ts'
-import { receiptRouteAdminRoutes } from './admin/receipt-route-routes.ts'
+import { receiptRouteAdminRoutes } from './admin/receipt-delivery-view-routes.ts'
 import { adminRoutes, adminSandboxRoutes } from './admin/routes.ts'
 import { createSecretRewrap, secretRoutes } from './admin/secrets-routes.ts'
 import { createAdminService } from './admin/service.ts'
 import type { Config } from './config.ts'
 import { Problem } from './domain/problems.ts'
 import { type Clock, systemClock } from './domain/time.ts'
-import { type Resolver, systemResolver } from './http/destination.ts'
 import { registerInfraRoutes } from './http/docs.ts'
 import { createAddressLimiter, createGate, type Gate, gateRecordingKeyUse } from './http/limits.ts'
 import { createMetrics, registerMetrics } from './http/metrics.ts'
@@ -19,6 +18,7 @@ import { buildOpenApi } from './http/openapi.ts'
 import { sendProblem } from './http/problem-response.ts'
 import { defineRoute, type RouteDef } from './http/route.ts'
 import { buildServer } from './http/server.ts'
+import { type Resolver, systemResolver } from './outbound/destination.ts'
 import { batchRoutes } from './resources/batches/routes.ts'
 import { createBatchService, type OperationsByKind } from './resources/batches/service.ts'
 import { bookRoutes } from './resources/book/routes.ts'
@@ -79,7 +79,7 @@ import { createBatchRunner } from './workers/batch-runner.ts'
 import { createClientFanout } from './workers/client-fanout.ts'
 import { createPaymentExpiryWorker } from './workers/payment-expiry.ts'
 import { createProviderSyncWorker } from './workers/provider-sync.ts'
-import { createReceiptDispatcher } from './workers/receipt-dispatcher.ts'
+import { createReceiptDispatcher, RECEIPT_EVENT_TYPES } from './workers/receipt-dispatcher.ts'
 import { createRefundWorker } from './workers/refund-worker.ts'
 import { createRetentionWorker } from './workers/retention.ts'
 import { createWebhookDispatcher } from './workers/webhook-dispatcher.ts'
@@ -150,17 +150,19 @@ export function createApp({
     resolver,
     allowLoopback: config.webhooks.allowLoopback,
     keyRing,
-    onQueued: () => receiptDispatcher.wake(),
+    // The PUT's test receipt is due a second after COMMIT: the dispatcher takes a turn then.
+    onQueued: (inMs) => receiptDispatcher.wakeIn(inMs),
   })
   // Each factory receives the other families' store functions and rules it uses (a Pick<> in its deps type).
-  // Every commit that appended change-feed events wakes the webhook dispatcher (src/workers/worker.ts coalesces the
-  // wake-ups; the dispatcher's per-run budget still holds). After COMMIT: a failing wake-up is logged, nothing more.
-  const onFeedAppended = () => {
+  // Every commit that appended change-feed events wakes the webhook dispatcher, and the receipt dispatcher when one of
+  // them can give a receipt (src/workers/worker.ts coalesces the wake-ups; the webhook budget still holds). Told
+  // without types (a worker's commit), both wake. After COMMIT: a failing wake-up is logged, nothing more.
+  const onFeedAppended = (types?: ReadonlySet<string>) => {
     try {
       webhookDispatcher.wake()
-      receiptDispatcher.wake()
+      if (!types || RECEIPT_EVENT_TYPES.some((t) => types.has(t))) receiptDispatcher.wake()
     } catch (err) {
-      app.log.error({ errMessage: (err as Error).message }, 'webhook dispatcher wake-up failed')
+      app.log.error({ errMessage: (err as Error).message }, 'delivery wake-up failed')
     }
   }
   const db = { store, clock, onFeedAppended }
@@ -386,6 +388,13 @@ export function createApp({
     log: app.log,
   })
   registerProviderWebhooks(app, providerEvents)
+  // A delivery whose signing secret this instance's key ring cannot open is left to an instance whose ring can
+  // (src/workers/delivery-engine.ts): one line per target, never the secret or the URL.
+  const onUnreadableSecret = (fields: { channel: string; target: string }) =>
+    app.log.warn(
+      fields,
+      'a signing secret this instance cannot open: left to an instance whose key ring holds its key (WEBHOOK_SECRET_KEY, WEBHOOK_SECRET_KEY_PREVIOUS; docs/operations.md)',
+    )
   const webhookDispatcher = createWebhookDispatcher({
     store,
     clock,
@@ -396,6 +405,7 @@ export function createApp({
     retryScheduleMs: config.webhooks.retryScheduleMs,
     backlogLimit: config.webhooks.backlogLimit,
     ...(sandbox ? { sandbox } : {}),
+    onUnreadableSecret,
     onError: (err) => app.log.error({ errMessage: (err as Error).message, stack: (err as Error).stack }, 'webhook dispatcher error'),
   })
   // Receipts to the Source (docs/design/receipt-delivery.md): on the webhooks' schedule and destination rules, real time.
@@ -407,6 +417,7 @@ export function createApp({
     keyRing,
     intervalMs: config.webhooks.intervalMs,
     retryScheduleMs: config.webhooks.retryScheduleMs,
+    onUnreadableSecret,
     onError: (err) => app.log.error({ errMessage: (err as Error).message, stack: (err as Error).stack }, 'receipt dispatcher error'),
   })
   // At start, before the first request: how many stored secrets this instance's key ring cannot open, in one log

@@ -151,8 +151,11 @@ export async function runOperation(
 export interface RouteDeps {
   store: Store
   clock: Clock
-  /** Told after COMMIT when the write appended change-feed events (the webhook dispatcher's wake-up); never throws. */
-  onFeedAppended?: () => void
+  /**
+   * Told after COMMIT when the write appended change-feed events, with their types (the delivery channels' wake-up:
+   * each wakes for the events it concerns; called without types, every channel wakes); never throws.
+   */
+  onFeedAppended?: (types?: ReadonlySet<string>) => void
 }
 
 /**
@@ -170,18 +173,18 @@ export async function executeWrite(
   slot: SlotRelease = NO_SLOT,
 ): Promise<{ status: 200 | 201 | 202; body: unknown; validated: true }> {
   await op.before?.(ctx, body)
-  let appended = false
+  let appended: ReadonlySet<string> | null = null
   // (6) The request's concurrency slot is freed by this transaction: free exactly when the write commits.
   const { answer, afterCommit } = await inRequestTransaction(store, slot, async (tx) => {
     const uow = new UnitOfWork(tx)
     const result = await runOperation(uow, op, ctx, body, isoNow(clock))
     await uow.flush()
-    appended = uow.feedAppended
+    if (uow.feedAppended) appended = uow.appendedTypes
     const parsed = (op.responses?.[result.status] ?? op.response).parse(await result.body())
     return { answer: { status: result.status, body: parsed, validated: true as const }, afterCommit: result.afterCommit }
   })
   // (7) After COMMIT, told and never waited for: the answer is already decided (the feed's wake-up, the operation's own).
-  if (appended) onFeedAppended?.()
+  if (appended) onFeedAppended?.(appended)
   afterCommit?.()
   return answer
 }

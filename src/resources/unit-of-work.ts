@@ -118,6 +118,7 @@ export class UnitOfWork {
       const events = this.events.get(clientCode) ?? []
       await insertChanges(this.tx, clientCode, events)
       if (events.length > 0) this.feedAppended = true
+      for (const e of events) this.appendedTypes.add(e.type)
     }
     this.events.clear()
   }
@@ -127,6 +128,9 @@ export class UnitOfWork {
    * webhook dispatcher's wake-up), after COMMIT and never inside it.
    */
   feedAppended = false
+
+  /** The types of the feed events appended: a delivery channel is woken only for the events it concerns. */
+  readonly appendedTypes = new Set<string>()
 
   /** The events appended since `mark`, with their client, in append order. */
   eventsSince(mark: UnitOfWorkMark): [string, ChangeInput][] {
@@ -200,16 +204,20 @@ export interface UnitOfWorkMark {
  * operator write and its audit row, a delivery's lease) flushes nothing: no statement. test/architecture.test.ts
  * holds the tree to these two: no other `.transaction(` or `new UnitOfWork(` outside src/store/.
  */
-export async function inUnitOfWork<T>(store: Store, fn: (uow: UnitOfWork) => Promise<T>, onFeedAppended?: () => void): Promise<T> {
-  let appended = false
+export async function inUnitOfWork<T>(
+  store: Store,
+  fn: (uow: UnitOfWork) => Promise<T>,
+  onFeedAppended?: (types?: ReadonlySet<string>) => void,
+): Promise<T> {
+  let appended: ReadonlySet<string> | null = null
   const result = await store.transaction(async (tx) => {
     const uow = new UnitOfWork(tx)
     const out = await fn(uow)
     await uow.flush()
-    appended = uow.feedAppended
+    if (uow.feedAppended) appended = uow.appendedTypes
     return out
   })
-  // After COMMIT (the webhook dispatcher's wake-up): the committed result stands whatever it does.
-  if (appended) onFeedAppended?.()
+  // After COMMIT (the delivery channels' wake-up): the committed result stands whatever it does.
+  if (appended) onFeedAppended?.(appended)
   return result
 }

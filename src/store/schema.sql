@@ -538,7 +538,7 @@ CREATE TABLE receipt_routes (
   state text NOT NULL,
   disabled_reason text,
   secret_ciphertext text NOT NULL,
-  confirmation_digest text NOT NULL,
+  confirmation_digest text,
   version integer NOT NULL,
   verified_at timestamp with time zone,
   scanned_seq bigint NOT NULL DEFAULT 0,

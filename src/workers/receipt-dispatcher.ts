@@ -1,59 +1,51 @@
-import { randomUUID } from 'node:crypto'
-import { type Agent, request } from 'undici'
-import { loadActiveGrant } from '../access/store.ts'
+import { sha256Hex } from '../domain/canonical.ts'
 import type { KeyRing } from '../domain/key-ring.ts'
 import { money } from '../domain/money.ts'
 import { type Clock, isoNow } from '../domain/time.ts'
+import type { Resolver } from '../outbound/destination.ts'
 import {
-  ATTEMPT_TIMEOUT_MS,
-  type Destination,
-  parseDestination,
-  pinnedAgent,
-  ResolutionError,
-  type ResolvedAddress,
-  type Resolver,
-  resolveDestination,
-  UnsafeDestinationError,
-} from '../http/destination.ts'
-import {
+  type ClaimRoute,
   claimReceipts,
   completeReceiptAttempts,
   dueClients,
   insertReceipts,
-  lockVerifiedRoutes,
+  lockRouteForClaim,
+  lockRouteToDerive,
   type NewReceipt,
-  type ReceiptOutcome,
   type ReceiptRow,
   releaseReceipts,
+  routesToDerive,
   type ScannedEvent,
   scanFeed,
 } from '../resources/receipts/delivery-store.ts'
-import { confirmationCodeFor, disableWithAudit, openRouteSecret, receiptIdFor } from '../resources/receipts/service.ts'
-import { findRoute, type RouteDisabledReason, type RouteRow } from '../resources/receipts/store.ts'
+import {
+  disableWithAudit,
+  newConfirmationCode,
+  openRouteSecret,
+  receiptIdFor,
+  TEST_RECEIPT_RETRY_MS,
+} from '../resources/receipts/service.ts'
 import { inUnitOfWork } from '../resources/unit-of-work.ts'
-import { signatureHeader } from '../resources/webhooks/secrets.ts'
-import { claimKey } from '../store/lease-holder.ts'
 import type { Store } from '../store/store.ts'
-import { createWorker, serveInLanes, type Worker } from './worker.ts'
+import { ATTEMPT_TIMEOUT_MS, type Claimed, createDeliveryEngine, type DeliveryChannel, type DeliveryWorker } from './delivery-engine.ts'
 
 /**
- * The receipt dispatcher (docs/design/receipt-delivery.md). Guarantees:
+ * The receipt dispatcher (docs/design/receipt-delivery.md), a channel of the delivery engine
+ * (delivery-engine.ts: claims, checks, signing, attempts, retries, disabling). Guarantees of its own:
  * - Receipts come from committed facts: each run walks the change feed of every verified route after its scanned
  *   sequence (commit order) and turns each `payment.confirmed`, `refund.succeeded` and `payment.reversed` event
- *   into one receipt row, its payload read from the `payments` row (and the take-back record) and fixed then, its id stable (`receiptIdFor`), in the same transaction that moves the
- *   sequence. Nothing committed is missed, nothing uncommitted is sent. While the governing grant says
- *   `receiptDeliveryOwner` `partner` the sequence moves on and nothing is created: the partner delivers those.
- * - Shared by instances: a client's due receipts are claimed as leases (UPDATE ... FOR UPDATE SKIP LOCKED, a token
- *   per claim, the holder's key: src/store/lease-holder.ts); outcomes are written only under the token. A killed
- *   worker's receipts are taken again at once when its lock is gone, else when the lease expires: at least once.
- * - Before every attempt: the grant of the Integration that configured the route is re-read (not active: the route
- *   is disabled `grant_revoked`, nothing sent; owner `partner`: nothing sent, the receipts wait), the URL checked
- *   and its name resolved again (non-public: disabled `destination_unsafe`), and the connection goes to the checked
- *   address (pinnedAgent). A secret no key opens disables the route `signing_secret_unreadable`.
- * - Each attempt: `Service-Signature` (the webhook scheme, src/resources/webhooks/secrets.ts) under the route's own
- *   secret, the same receiptId on every retry; 5 s for everything, no redirects (a 3xx fails), the response body
- *   discarded after at most 64 KiB; failures retried on the webhook schedule, then abandoned.
- * - An unverified route is sent its test receipt only; a verified one, its real receipts only.
+ *   into one receipt row, its payload read from the `payments` row (and the take-back record) and fixed then, its id
+ *   stable (`receiptIdFor`), in the same transaction that moves the sequence. Nothing committed is missed, nothing
+ *   uncommitted is sent. The sequence starts at the feed head when the route is first configured, so what happens
+ *   while it is unverified is delivered once it is verified. While the governing grant says `receiptDeliveryOwner`
+ *   `partner` the sequence moves on and nothing is created: the partner delivers those.
+ * - Claims per client: the route and the grant of the Integration that configured it are read under the route's
+ *   lock in the claim's transaction. Owner `partner`: no receipt is claimed (they wait); a test receipt still goes.
+ * - An unverified route is sent its test receipt only (of its current configuration), each attempt with a new
+ *   random confirmation code whose digest the claim stores; a verified one, its real receipts only. A test receipt
+ *   is retried within seconds (TEST_RECEIPT_RETRY_MS), then on the webhook schedule.
+ * - Each attempt: `Service-Signature` (the webhook scheme) under the route's own secret, the same receiptId on
+ *   every retry.
  * - Delivering a receipt never acknowledges a Payment: nothing here writes outside the receipt tables and the route.
  */
 export interface ReceiptDispatcherOptions {
@@ -75,63 +67,48 @@ export interface ReceiptDispatcherOptions {
   concurrency?: number
   /** The least time between the start of a run and a run a wake-up brings (default 1 s). */
   wakeGapMs?: number
+  /** One line per route whose secret this instance's key ring cannot open. */
+  onUnreadableSecret?: (fields: { channel: string; target: string }) => void
   onError?: (err: unknown) => void
 }
 
-const USER_AGENT = 'InboundReceivablesService-Receipts/1'
-const MAX_AGENTS = 64
+/** The feed events that can give a receipt: a commit that appends none of them does not wake this channel. */
+export const RECEIPT_EVENT_TYPES: readonly string[] = ['payment.confirmed', 'refund.succeeded', 'payment.reversed']
 
-export function createReceiptDispatcher(opts: ReceiptDispatcherOptions): Worker {
-  const { store, clock, resolver, allowLoopback, retryScheduleMs } = opts
+type Item = ReceiptRow & { id: string; roundAttempts: number }
+interface ClaimedRoute extends Claimed<Item> {
+  route: ClaimRoute
+  /** The confirmation code the claimed test receipt carries (its digest is stored); null for real receipts. */
+  confirmationCode: string | null
+}
+
+export function createReceiptDispatcher(opts: ReceiptDispatcherOptions): DeliveryWorker {
+  const { store, clock, retryScheduleMs } = opts
   const real = opts.realClock ?? clock
   const timeoutMs = opts.timeoutMs ?? ATTEMPT_TIMEOUT_MS
   const perClient = opts.perClient ?? 10
   const perRun = opts.perRun ?? 50
-  const concurrency = opts.concurrency ?? 16
-  // A lease outlives the slowest run of attempts (perRun over perClient connections, each under the timeout) by a
-  // wide margin.
-  const leaseMs = timeoutMs * (Math.ceil(perRun / perClient) + 3)
-  const agents = new Map<string, Agent>()
-  let stopping = false
+  const testSchedule = [...TEST_RECEIPT_RETRY_MS, ...retryScheduleMs]
 
-  function agentFor(dest: Destination, address: ResolvedAddress): Agent {
-    const key = `${dest.url.origin}|${address.address}`
-    let agent = agents.get(key)
-    if (!agent) {
-      if (agents.size >= MAX_AGENTS) {
-        const [oldestKey, oldest] = agents.entries().next().value as [string, Agent]
-        agents.delete(oldestKey)
-        void oldest.close().catch(() => {})
-      }
-      agent = pinnedAgent(address, { connections: perClient, timeoutMs })
-      agents.set(key, agent)
-    }
-    return agent
-  }
-
-  /** Every verified route, in chunks of 100 (one transaction each), up to 1,000 feed events each per run. */
-  async function derive(): Promise<void> {
-    let after: string | null = null
-    for (;;) {
-      const from: string | null = after
-      after = await inUnitOfWork(store, async ({ tx }) => {
-        const chunk = await lockVerifiedRoutes(tx, from, 100)
+  /** Every verified route behind its feed head, one transaction each, up to 1,000 feed events each per run. */
+  async function derive(stopping: () => boolean): Promise<void> {
+    for (const clientCode of await routesToDerive(store, 10_000)) {
+      if (stopping()) return
+      await inUnitOfWork(store, async ({ tx }) => {
+        const r = await lockRouteToDerive(tx, clientCode)
+        if (!r) return
         const now = isoNow(clock)
-        for (const r of chunk) {
-          if (r.grant_status !== 'active') {
-            await disableWithAudit(tx, r.client_code, 'grant_revoked', now, r.integration_id)
-            continue
-          }
-          const events = await scanFeed(tx, r.client_code, r.scanned_seq, 1000)
-          const last = events.at(-1)
-          if (!last) continue
-          // Owner `partner`: the partner delivers what is confirmed meanwhile; the sequence moves on all the same.
-          const receipts = r.receipt_delivery_owner === 'service' ? receiptsOf(r.client_code, events) : []
-          await insertReceipts(tx, r.client_code, receipts, last.seq, now)
+        if (r.grant_status !== 'active') {
+          await disableWithAudit(tx, r.client_code, 'grant_revoked', now, r.integration_id)
+          return
         }
-        return chunk.length === 100 ? (chunk.at(-1)?.client_code ?? null) : null
+        const events = await scanFeed(tx, r.client_code, r.scanned_seq, 1000)
+        const last = events.at(-1)
+        if (!last) return
+        // Owner `partner`: the partner delivers what is confirmed meanwhile; the sequence moves on all the same.
+        const receipts = r.receipt_delivery_owner === 'service' ? receiptsOf(r.client_code, events) : []
+        await insertReceipts(tx, r.client_code, receipts, last.seq, now)
       })
-      if (!after || stopping) return
     }
   }
 
@@ -189,163 +166,11 @@ export function createReceiptDispatcher(opts: ReceiptDispatcherOptions): Worker 
     return receipts
   }
 
-  function errorClass(err: unknown): string {
-    const e = err as { name?: string; code?: string; cause?: { code?: string } }
-    const code = e.code ?? e.cause?.code ?? ''
-    if (e.name === 'TimeoutError' || e.name === 'AbortError' || /TIMEOUT/.test(code)) return 'timeout'
-    if (code === 'ECONNREFUSED') return 'connection_refused'
-    if (/CERT|TLS|SSL|SELF_SIGNED|UNABLE_TO_VERIFY/.test(code)) return 'tls_error'
-    return 'connection_error'
-  }
-
-  /** One attempt: the outcome, never thrown. */
-  async function attempt(
-    dest: Destination,
-    address: ResolvedAddress,
-    r: ReceiptRow,
-    body: string,
-    secret: string,
-  ): Promise<ReceiptOutcome> {
-    const started = clock.now()
-    const attemptedAt = started.toISOString()
-    const n = r.round_attempts + 1
-    // The next attempt is due the schedule's interval after this one started.
-    const failed = (cls: string, httpStatus: number | null): ReceiptOutcome => {
-      const abandon = n > retryScheduleMs.length
-      return {
-        receiptId: r.receipt_id,
-        status: abandon ? 'abandoned' : 'pending',
-        nextAttemptAt: abandon ? null : new Date(started.getTime() + (retryScheduleMs[n - 1] as number)).toISOString(),
-        lastError: httpStatus === null ? cls : `${cls} ${httpStatus}`,
-        attemptedAt,
-        httpStatus,
-        errorClass: cls,
-      }
-    }
-    const t = Math.floor(real.now().getTime() / 1000)
-    try {
-      const res = await request(dest.url, {
-        method: 'POST',
-        dispatcher: agentFor(dest, address),
-        headers: {
-          'content-type': 'application/json',
-          'user-agent': USER_AGENT,
-          'service-receipt-id': r.receipt_id,
-          'service-signature': signatureHeader([secret], t, body),
-        },
-        body,
-        signal: AbortSignal.timeout(timeoutMs),
-      })
-      // The body is never needed: read at most 64 KiB of it (so the socket can be reused), then drop it.
-      await res.body.dump({ limit: 64 * 1024 }).catch(() => {})
-      const status = res.statusCode
-      if (status >= 200 && status < 300) {
-        return {
-          receiptId: r.receipt_id,
-          status: 'delivered',
-          nextAttemptAt: null,
-          lastError: null,
-          attemptedAt,
-          httpStatus: status,
-          errorClass: null,
-        }
-      }
-      return failed(status >= 300 && status < 400 ? 'redirect' : 'http_status', status)
-    } catch (err) {
-      return failed(errorClass(err), null)
-    }
-  }
-
-  async function disable(clientCode: string, reason: RouteDisabledReason, integrationId: string) {
-    await inUnitOfWork(store, ({ tx }) => disableWithAudit(tx, clientCode, reason, isoNow(clock), integrationId))
-  }
-
-  /** Checks the route and its grant, then claims and sends one client's due receipts (at most perRun). */
-  async function serveClient(clientCode: string): Promise<number> {
-    const holder = claimKey(store.leaseHolder)
-    if (holder === 'not_held') return 0
-    const route = await findRoute(store, clientCode)
-    if (!route || route.state === 'disabled') return 0
-    // Authorization as it is now: a revoked grant disables the route and nothing is sent.
-    const grant = await loadActiveGrant(store, route.integration_id, clientCode)
-    if (!grant) {
-      await disable(clientCode, 'grant_revoked', route.integration_id)
-      return 0
-    }
-    const tests = route.state === 'unverified'
-    // Owner `partner`: no receipt goes out (they wait); a test receipt still proves the route.
-    if (!tests && grant.receiptDeliveryOwner !== 'service') return 0
-    let dest: Destination
-    try {
-      dest = parseDestination(route.url, { allowLoopback })
-    } catch (err) {
-      if (!(err instanceof UnsafeDestinationError)) throw err
-      await disable(clientCode, 'destination_unsafe', route.integration_id)
-      return 0
-    }
-    const secret = openRouteSecret(await opts.keyRing(), route)
-    if (secret === null) {
-      await disable(clientCode, 'signing_secret_unreadable', route.integration_id)
-      return 0
-    }
-    const token = randomUUID()
-    const realNow = real.now()
-    const claimed = await claimReceipts(store, {
-      clientCode,
-      tests,
-      token,
-      now: isoNow(clock),
-      leaseNow: realNow.toISOString(),
-      leaseUntil: new Date(realNow.getTime() + leaseMs).toISOString(),
-      limit: perRun,
-      holder,
-    })
-    if (claimed.length === 0) return 0
-    // The name is resolved again before the attempts: a non-public address disables the route, nothing is sent.
-    let address: ResolvedAddress
-    try {
-      address = await resolveDestination(dest, resolver)
-    } catch (err) {
-      if (err instanceof UnsafeDestinationError) {
-        await releaseReceipts(store, clientCode, token)
-        await disable(clientCode, 'destination_unsafe', route.integration_id)
-        return 0
-      }
-      if (!(err instanceof ResolutionError)) throw err
-      const outcomes = claimed.map((r) => dnsFailure(r))
-      await completeReceiptAttempts(store, clientCode, token, outcomes)
-      return outcomes.length
-    }
-    // The lock the claim was taken under is gone: the receipts are forfeited (any instance sends them now).
-    if (holder !== null && store.leaseHolder?.current() !== holder) return 0
-    const sendable = claimed.filter((r) => r.kind !== 'test' || r.source_key === String(route.version))
-    const outcomes = await Promise.all(sendable.map((r) => attempt(dest, address, r, bodyOf(r, route, secret), secret)))
-    await completeReceiptAttempts(store, clientCode, token, outcomes)
-    // A test receipt of an earlier configuration (claimed before a PUT replaced it) proves nothing: not sent.
-    if (sendable.length < claimed.length) await releaseReceipts(store, clientCode, token)
-    return outcomes.length
-  }
-
-  function dnsFailure(r: ReceiptRow): ReceiptOutcome {
-    const n = r.round_attempts + 1
-    const abandon = n > retryScheduleMs.length
-    const now = clock.now()
-    return {
-      receiptId: r.receipt_id,
-      status: abandon ? 'abandoned' : 'pending',
-      nextAttemptAt: abandon ? null : new Date(now.getTime() + (retryScheduleMs[n - 1] as number)).toISOString(),
-      lastError: 'dns_error',
-      attemptedAt: now.toISOString(),
-      httpStatus: null,
-      errorClass: 'dns_error',
-    }
-  }
-
   /**
    * The exact bytes sent: the payload fixed at creation, in the documented key order (jsonb keeps its own), so every
-   * retry sends the same bytes; a test receipt adds the code derived from the secret.
+   * retry sends the same bytes; a test receipt adds the confirmation code of this attempt.
    */
-  function bodyOf(r: ReceiptRow, route: RouteRow, secret: string): string {
+  function bodyOf(r: ReceiptRow, confirmationCode: string | null): string {
     const p = r.payload as Record<string, unknown>
     const amount = (m: unknown) => {
       const { amount, currency } = m as { amount: string; currency: string }
@@ -356,7 +181,7 @@ export function createReceiptDispatcher(opts: ReceiptDispatcherOptions): Worker 
         receiptId: p.receiptId,
         kind: p.kind,
         occurredAt: p.occurredAt,
-        confirmationCode: confirmationCodeFor(secret, route.version),
+        confirmationCode,
       })
     }
     return JSON.stringify({
@@ -374,34 +199,78 @@ export function createReceiptDispatcher(opts: ReceiptDispatcherOptions): Worker 
     })
   }
 
-  async function runOnce(): Promise<boolean> {
-    await derive()
-    if (stopping) return false
-    const clients = await dueClients(store, isoNow(clock), isoNow(real), 10_000)
-    const attempts = await serveInLanes(clients, concurrency, serveClient, { stopping: () => stopping, onError: opts.onError })
-    return attempts > 0
+  const channel: DeliveryChannel<string, Item, ClaimedRoute> = {
+    name: 'receipt-dispatcher',
+    userAgent: 'InboundReceivablesService-Receipts/1',
+    idHeader: (r) => ['service-receipt-id', r.receipt_id],
+    connections: perClient,
+    maxAgents: 64,
+    // A lease outlives the slowest claim's attempts (perRun over perClient connections, each under the timeout) by a
+    // wide margin.
+    leaseMs: timeoutMs * (Math.ceil(perRun / perClient) + 3),
+    derive,
+    due: () => dueClients(store, isoNow(clock), isoNow(real), 10_000),
+    async claim(clientCode, lease) {
+      return inUnitOfWork(store, async ({ tx }) => {
+        const route = await lockRouteForClaim(tx, clientCode)
+        if (!route || route.state === 'disabled') return null
+        const target = `receipt route ${clientCode}`
+        const base = { clientCode, target, url: route.url, route, confirmationCode: null }
+        if (route.grant_status !== 'active') return { ...base, grantActive: false, items: [] }
+        const tests = route.state === 'unverified'
+        // Owner `partner`: no receipt goes out (they wait); a test receipt still proves the route.
+        if (!tests && route.receipt_delivery_owner !== 'service') return { ...base, grantActive: true, items: [] }
+        const code = tests ? newConfirmationCode() : null
+        const rows = await claimReceipts(tx, {
+          clientCode,
+          testVersion: tests ? route.version : null,
+          confirmationDigest: code === null ? null : sha256Hex(code),
+          ...lease,
+          limit: perRun,
+        })
+        const items = rows.map((r) => ({ ...r, id: r.receipt_id, roundAttempts: r.round_attempts }))
+        return { ...base, grantActive: true, items, confirmationCode: code }
+      })
+    },
+    secrets(ring, { route }) {
+      const secret = openRouteSecret(ring, route)
+      return secret === null ? null : [secret]
+    },
+    body: (r, c) => bodyOf(r, r.kind === 'test' ? c.confirmationCode : null),
+    schedule: (r) => (r.kind === 'test' ? testSchedule : retryScheduleMs),
+    complete: (c, token, outcomes) =>
+      completeReceiptAttempts(
+        store,
+        c.clientCode,
+        token,
+        outcomes.map(({ id, durationMs: _, ...o }) => ({ receiptId: id, ...o })),
+      ),
+    release: (c, token, ids) => releaseReceipts(store, c.clientCode, token, ids),
+    async disable(c, reason) {
+      await inUnitOfWork(store, (uow) => disableWithAudit(uow.tx, c.clientCode, reason, isoNow(clock), c.route.integration_id))
+    },
   }
 
-  return createWorker({
-    name: 'receipt-dispatcher',
-    intervalMs: opts.intervalMs,
-    runOnce,
-    // A backlog (a Source that was down, a route verified before a busy day) drains run after run: each run sends
-    // at most `perRun` receipts per client over at most `perClient` connections, so a Source never has more than
-    // that in flight; with nothing sent, the next run waits for intervalMs or a wake-up (bench/receipts.ts).
-    repeatWhileWorking: true,
-    minWakeGapMs: opts.wakeGapMs ?? 1000,
-    onStarting: () => {
-      stopping = false
+  return createDeliveryEngine(
+    {
+      store,
+      clock,
+      realClock: real,
+      resolver: opts.resolver,
+      allowLoopback: opts.allowLoopback,
+      keyRing: opts.keyRing,
+      intervalMs: opts.intervalMs,
+      timeoutMs,
+      concurrency: opts.concurrency ?? 16,
+      wakeGapMs: opts.wakeGapMs ?? 1000,
+      // A backlog (a Source that was down, a route verified before a busy day) drains run after run: each run sends
+      // at most `perRun` receipts per client over at most `perClient` connections (bench/receipts.ts).
+      repeatWhileWorking: true,
+      ...(opts.onUnreadableSecret ? { onUnreadableSecret: opts.onUnreadableSecret } : {}),
+      ...(opts.onError ? { onError: opts.onError } : {}),
     },
-    // The run in progress finishes the clients it is serving (every attempt has its timeout) and records them.
-    onStopping: () => {
-      stopping = true
-    },
-    afterStop: async () => {
-      await Promise.all([...agents.values()].map((a) => a.close().catch(() => {})))
-      agents.clear()
-    },
-    onError: (err) => opts.onError?.(err),
-  })
+    channel,
+  )
 }
+
+export type ReceiptDispatcher = DeliveryWorker

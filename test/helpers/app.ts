@@ -4,7 +4,7 @@ import { createApp } from '../../src/app.ts'
 import { loadConfig } from '../../src/config.ts'
 import { SCOPES, type Scope } from '../../src/domain/scopes.ts'
 import type { Clock } from '../../src/domain/time.ts'
-import type { Resolver } from '../../src/http/destination.ts'
+import type { Resolver } from '../../src/outbound/destination.ts'
 import type { Store } from '../../src/store/store.ts'
 import { createTestDatabase, type TestDatabase } from './store.ts'
 

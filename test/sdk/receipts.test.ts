@@ -18,6 +18,7 @@ import {
   WebhookVerificationError,
   type WebhookVerificationFailure,
 } from '../../packages/sdk/src/index.ts'
+import { TEST_RECEIPT_DELAY_MS } from '../../src/resources/receipts/service.ts'
 import { newSigningSecret, signatureHeader } from '../../src/resources/webhooks/secrets.ts'
 import { startTestApp, type TestApp } from '../helpers/app.ts'
 import { payableReceivable } from '../helpers/payments.ts'
@@ -116,7 +117,14 @@ describe('verifyReceipt', () => {
         b,
       )
     }
-    assert.throws(() => verifyReceipt(body, header, [], 300, at(T)), TypeError)
+    assert.throws(() => verifyReceipt(body, header, [], 300, at(T)), {
+      name: 'TypeError',
+      message: 'verifyReceipt: secrets must be a non-empty array of signing secrets',
+    })
+    assert.throws(() => verifyReceipt(body, header, ['whsec_x'], -1, at(T)), {
+      name: 'TypeError',
+      message: 'verifyReceipt: toleranceSeconds must be a non-negative number',
+    })
   })
 
   test('property: any receipt round-trips; any one byte changed is refused', () => {
@@ -273,6 +281,8 @@ describe(`SDK README: a Source receiving receipts (${engineName})`, () => {
     const lines = async (n: number) => {
       for (let i = 0; i < 400 && out.split('\n').length <= n; i++) await new Promise((ok) => setTimeout(ok, 25))
     }
+    // The test receipt is due a second after the PUT's commit (docs/decisions.md, "Receipt route confirmation codes").
+    await new Promise((ok) => setTimeout(ok, TEST_RECEIPT_DELAY_MS))
     await app.app.receiptDispatcher.runOnce()
     await lines(1)
     const code = /^confirmationCode (rcc_\S+)\n$/.exec(out)?.[1]

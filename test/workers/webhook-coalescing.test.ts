@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
-import type { ResolvedAddress } from '../../src/http/destination.ts'
+import type { ResolvedAddress } from '../../src/outbound/destination.ts'
 import { createWebhookDispatcher } from '../../src/workers/webhook-dispatcher.ts'
 import { startTestApp, type Tenant, type TestApp } from '../helpers/app.ts'
 import { engineName, onPostgres } from '../helpers/store.ts'

@@ -1,5 +1,5 @@
 import type { components } from './generated/schema.ts'
-import { type VerifyWebhookOptions, verifyWebhook, WebhookVerificationError } from './webhooks.ts'
+import { type VerifyWebhookOptions, verifySignedBody, WebhookVerificationError } from './webhooks.ts'
 
 type Schemas = components['schemas']
 
@@ -63,7 +63,7 @@ export function verifyReceipt(
 ): Receipt {
   // Node's IncomingHttpHeaders types a header as string | string[]; several values are checked as one header.
   const header = typeof signatureHeader === 'object' && signatureHeader !== null ? signatureHeader.join(',') : signatureHeader
-  const body = verifyWebhook(rawBody, header, secrets, toleranceSeconds, options) as unknown
+  const body = verifySignedBody('verifyReceipt', rawBody, header, secrets, toleranceSeconds, options)
   const r = body as Partial<Record<string, unknown>> | null
   if (
     typeof r !== 'object' ||

@@ -73,14 +73,29 @@ export function verifyWebhook(
   toleranceSeconds = 300,
   options: VerifyWebhookOptions = {},
 ): WebhookNotification {
+  return verifySignedBody('verifyWebhook', rawBody, signatureHeader, secrets, toleranceSeconds, options) as WebhookNotification
+}
+
+/**
+ * The signature check `verifyWebhook` and `verifyReceipt` share; `caller` names the function a misuse is reported
+ * against. Returns the parsed body.
+ */
+export function verifySignedBody(
+  caller: string,
+  rawBody: string | Uint8Array,
+  signatureHeader: string | null | undefined,
+  secrets: readonly string[],
+  toleranceSeconds: number,
+  options: VerifyWebhookOptions,
+): unknown {
   if (typeof rawBody !== 'string' && !(rawBody instanceof Uint8Array)) {
-    throw new TypeError('verifyWebhook: rawBody must be the raw body (string or bytes), not a parsed object')
+    throw new TypeError(`${caller}: rawBody must be the raw body (string or bytes), not a parsed object`)
   }
   if (!Array.isArray(secrets) || secrets.length === 0 || secrets.some((s) => typeof s !== 'string' || s.length === 0)) {
-    throw new TypeError('verifyWebhook: secrets must be a non-empty array of signing secrets')
+    throw new TypeError(`${caller}: secrets must be a non-empty array of signing secrets`)
   }
   if (!Number.isFinite(toleranceSeconds) || toleranceSeconds < 0) {
-    throw new TypeError('verifyWebhook: toleranceSeconds must be a non-negative number')
+    throw new TypeError(`${caller}: toleranceSeconds must be a non-negative number`)
   }
   if (typeof signatureHeader !== 'string' || signatureHeader.trim() === '') {
     throw new WebhookVerificationError('missing_header', 'no Service-Signature header')
@@ -101,7 +116,7 @@ export function verifyWebhook(
     throw new WebhookVerificationError('timestamp_outside_tolerance', `t is more than ${toleranceSeconds} s from this clock`)
   }
   try {
-    return JSON.parse(body.toString('utf8')) as WebhookNotification
+    return JSON.parse(body.toString('utf8')) as unknown
   } catch {
     throw new WebhookVerificationError('malformed_body', 'the signed body is not JSON')
   }

@@ -1,10 +1,16 @@
 import { randomUUID } from 'node:crypto'
 import { canonicalDigest } from '../../domain/canonical.ts'
-import type { Queryable, Tx } from '../../store/store.ts'
+import type { Queryable } from '../../store/store.ts'
 
-/** The operator audit trail: every operator action records one event, in the action's own transaction. */
+/**
+ * The audit trail: every operator action records one event, in the action's own transaction; so do an Integration's
+ * changes to its delivery targets and the service's own (a webhook endpoint or receipt route disabled or lagging).
+ * The one writer of `audit_events`.
+ */
 
 export interface AuditInput {
+  /** `operator` (the default), `integration:<id>`, or `service`. */
+  actor?: string
   action: string
   clientCode: string | null
   targetType: string
@@ -16,11 +22,21 @@ export interface AuditInput {
   occurredAt: string
 }
 
-export async function recordAudit(tx: Tx, a: AuditInput): Promise<void> {
-  await tx.query(
+export async function recordAudit(db: Queryable, a: AuditInput): Promise<void> {
+  await db.query(
     `INSERT INTO audit_events (audit_event_id, client_code, actor, action, target_type, target_id, details, change_digest, occurred_at)
-     VALUES ($1, $2, 'operator', $3, $4, $5, $6, $7, $8)`,
-    [randomUUID(), a.clientCode, a.action, a.targetType, a.targetId, JSON.stringify(a.details), canonicalDigest(a.change), a.occurredAt],
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+    [
+      randomUUID(),
+      a.clientCode,
+      a.actor ?? 'operator',
+      a.action,
+      a.targetType,
+      a.targetId,
+      JSON.stringify(a.details),
+      canonicalDigest(a.change),
+      a.occurredAt,
+    ],
   )
 }
 

@@ -208,6 +208,12 @@ export const ReceiptDelivery = z
     externalPaymentRequestId: z.string(),
     deliveryOwner: z.enum(DELIVERY_OWNERS),
     capability: ReceiptCapability,
+    waitingFor: z
+      .enum(['route_verification'])
+      .nullable()
+      .describe(
+        "`route_verification`: this Payment's receipts are held until the Source confirms the receipt route (`POST .../receipt-route/confirm`), then delivered; null: nothing is held back for the route (see `capability` and `deliveryAttempts`).",
+      ),
     deliveryAttempts: z.array(ReceiptDeliveryAttempt),
     acknowledgement: z.object({
       status: z.enum(ACKNOWLEDGEMENT_STATUSES),
@@ -229,6 +235,7 @@ export const ReceiptDelivery = z
           disabledReason: 'no_verified_route',
           unverifiedRoutes: [{ route: 'vendor_receipt_posting', missingProof: 'source_posting_confirmation' }],
         },
+        waitingFor: 'route_verification',
         deliveryAttempts: [],
         acknowledgement: {
           status: 'pending',

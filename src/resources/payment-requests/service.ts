@@ -467,7 +467,7 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
         externalPaymentRequestId: id,
         deliveryOwner: grant.receiptDeliveryOwner,
         // The receipt route's capability as it stands and every delivery attempt (src/resources/receipts/service.ts).
-        ...(await receiptDeliveryState(store, grant, id)),
+        ...(await receiptDeliveryState(store, grant, id, payment.decided_at)),
         acknowledgement: {
           status,
           allocatedAmount: money(allocated, payment.currency),

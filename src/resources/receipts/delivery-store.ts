@@ -1,5 +1,6 @@
 import { leaseHolderGone } from '../../store/lease-holder.ts'
 import type { Queryable, Tx } from '../../store/store.ts'
+import { ROUTE_COLUMNS, type RouteRow } from './store.ts'
 
 /**
  * SQL of the receipt dispatcher (src/workers/receipt-dispatcher.ts), the second actor on a client's receipt rows:
@@ -16,18 +17,32 @@ export interface VerifiedRoute {
 }
 
 /**
- * Up to `limit` verified routes after `after`, with their grant, locked for this transaction (another instance
- * skips them). Callers walk every route in keyset chunks, one transaction each.
+ * The verified routes a run has to derive for: behind their client's feed head, or whose grant is no longer active
+ * (to disable them). One read-only statement across clients (the few that find which clients have work); each
+ * route is then locked and derived in its own transaction.
  */
-export async function lockVerifiedRoutes(tx: Tx, after: string | null, limit: number): Promise<VerifiedRoute[]> {
-  return tx.query<VerifiedRoute>(
+export async function routesToDerive(db: Queryable, limit: number): Promise<string[]> {
+  const rows = await db.query<{ client_code: string }>(
+    `SELECT r.client_code
+       FROM receipt_routes r LEFT JOIN grants g ON g.client_code = r.client_code AND g.integration_id = r.integration_id
+       LEFT JOIN feed_heads f ON f.client_code = r.client_code
+      WHERE r.state = 'verified' AND (r.scanned_seq < COALESCE(f.last_seq, 0) OR g.status IS DISTINCT FROM 'active')
+      ORDER BY r.client_code LIMIT $1`,
+    [limit],
+  )
+  return rows.map((r) => r.client_code)
+}
+
+/** The client's verified route with its grant, locked for this transaction; undefined when another instance holds it. */
+export async function lockRouteToDerive(tx: Tx, clientCode: string): Promise<VerifiedRoute | undefined> {
+  const rows = await tx.query<VerifiedRoute>(
     `SELECT r.client_code, r.integration_id, r.scanned_seq, g.status AS grant_status, g.receipt_delivery_owner
        FROM receipt_routes r LEFT JOIN grants g ON g.client_code = r.client_code AND g.integration_id = r.integration_id
-      WHERE r.state = 'verified' AND ($1::text IS NULL OR r.client_code > $1)
-      ORDER BY r.client_code LIMIT $2
+      WHERE r.client_code = $1 AND r.state = 'verified'
       FOR UPDATE OF r SKIP LOCKED`,
-    [after, limit],
+    [clientCode],
   )
+  return rows[0]
 }
 
 /**
@@ -144,17 +159,36 @@ export interface ReceiptRow {
   attempt_count: number
 }
 
+/** The route and the grant that governs it, as a claim reads them under the route's lock. */
+export interface ClaimRoute extends RouteRow {
+  grant_status: string | null
+  receipt_delivery_owner: string | null
+}
+
+/** The client's route and its grant, locked for the claim's transaction (undefined: no route). */
+export async function lockRouteForClaim(tx: Tx, clientCode: string): Promise<ClaimRoute | undefined> {
+  const rows = await tx.query<ClaimRoute>(
+    `SELECT ${ROUTE_COLUMNS.replace(/(\w+)/g, 'r.$1')}, g.status AS grant_status, g.receipt_delivery_owner
+       FROM receipt_routes r LEFT JOIN grants g ON g.client_code = r.client_code AND g.integration_id = r.integration_id
+      WHERE r.client_code = $1 FOR UPDATE OF r`,
+    [clientCode],
+  )
+  return rows[0]
+}
+
 /**
  * Claims up to `limit` due receipts of one client as a lease: one UPDATE over rows picked with FOR UPDATE SKIP
- * LOCKED, so two instances never claim the same row. `tests`: the route is unverified, so only its test receipt
- * may go; otherwise only real receipts. A dead worker's lease is taken again at once when its holder's lock is gone
- * (src/store/lease-holder.ts), else when it expires (at least once).
+ * LOCKED, so two instances never claim the same row. `testVersion`: the route is unverified, so only the test receipt
+ * of that configuration may go, and the digest of the new confirmation code it will carry (`confirmationDigest`)
+ * replaces the route's in the same statement when it is claimed; null: only real receipts. A dead worker's lease is
+ * taken again at once when its holder's lock is gone (src/store/lease-holder.ts), else when it expires (at least once).
  */
 export async function claimReceipts(
-  db: Queryable,
+  tx: Tx,
   c: {
     clientCode: string
-    tests: boolean
+    testVersion: number | null
+    confirmationDigest: string | null
     token: string
     now: string
     leaseNow: string
@@ -163,26 +197,33 @@ export async function claimReceipts(
     holder: number | null
   },
 ): Promise<ReceiptRow[]> {
-  return db.query<ReceiptRow>(
+  return tx.query<ReceiptRow>(
     `WITH picked AS (
        SELECT receipt_id FROM receipt_deliveries
-        WHERE client_code = $1 AND status = 'pending' AND next_attempt_at <= $3 AND (kind = 'test') = $8
+        WHERE client_code = $1 AND status = 'pending' AND next_attempt_at <= $3
+          AND (CASE WHEN $8::int IS NULL THEN kind <> 'test' ELSE kind = 'test' AND source_key = $8::int::text END)
           AND (lease_expires_at IS NULL OR lease_expires_at <= $6 OR ${leaseHolderGone('lease_holder')})
         ORDER BY next_attempt_at, created_at, receipt_id LIMIT $5
-        FOR UPDATE SKIP LOCKED)
-     UPDATE receipt_deliveries d SET lease_token = $2, lease_expires_at = $4, lease_holder = $7
-       FROM picked WHERE d.client_code = $1 AND d.receipt_id = picked.receipt_id
-     RETURNING d.receipt_id, d.kind, d.source_key, d.external_payment_request_id, d.payload, d.round_attempts, d.attempt_count`,
-    [c.clientCode, c.token, c.now, c.leaseUntil, c.limit, c.leaseNow, c.holder, c.tests],
+        FOR UPDATE SKIP LOCKED),
+     claimed AS (
+       UPDATE receipt_deliveries d SET lease_token = $2, lease_expires_at = $4, lease_holder = $7
+         FROM picked WHERE d.client_code = $1 AND d.receipt_id = picked.receipt_id
+       RETURNING d.receipt_id, d.kind, d.source_key, d.external_payment_request_id, d.payload, d.round_attempts, d.attempt_count),
+     code AS (
+       UPDATE receipt_routes SET confirmation_digest = $9
+        WHERE client_code = $1 AND $9::text IS NOT NULL AND EXISTS (SELECT 1 FROM claimed) RETURNING 1)
+     SELECT * FROM claimed`,
+    [c.clientCode, c.token, c.now, c.leaseUntil, c.limit, c.leaseNow, c.holder, c.testVersion, c.confirmationDigest],
   )
 }
 
 /** Hands claimed receipts back untouched (no attempt was made). */
-export async function releaseReceipts(db: Queryable, clientCode: string, token: string) {
+export async function releaseReceipts(db: Queryable, clientCode: string, token: string, ids: readonly string[]) {
+  if (ids.length === 0) return
   await db.query(
     `UPDATE receipt_deliveries SET lease_token = NULL, lease_expires_at = NULL, lease_holder = NULL
-      WHERE client_code = $1 AND lease_token = $2`,
-    [clientCode, token],
+      WHERE client_code = $1 AND lease_token = $2 AND receipt_id = ANY($3::text[])`,
+    [clientCode, token, ids],
   )
 }
 

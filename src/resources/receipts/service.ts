@@ -1,11 +1,11 @@
-import { createHmac, timingSafeEqual } from 'node:crypto'
+import { randomBytes, timingSafeEqual } from 'node:crypto'
 import type { Grant } from '../../access/grants.ts'
 import { findGrant, loadActiveGrant } from '../../access/store.ts'
 import { sha256Hex } from '../../domain/canonical.ts'
 import { type KeyRing, UnreadableSecretError } from '../../domain/key-ring.ts'
 import { fieldProblem, Problem } from '../../domain/problems.ts'
 import { type Clock, isoNow } from '../../domain/time.ts'
-import { checkConfiguredDestination, type Resolver } from '../../http/destination.ts'
+import { checkConfiguredDestination, type Resolver } from '../../outbound/destination.ts'
 import type { Queryable, Store, Tx } from '../../store/store.ts'
 import { defineOperation, grantOf, type OperationResult } from '../operations.ts'
 import { newSigningSecret } from '../webhooks/secrets.ts'
@@ -37,21 +37,35 @@ import {
  *
  * - One `vendor_receipt_posting` route per client, configured by an Integration holding `payment_requests:write`;
  *   that Integration's grant governs delivery (active, `receiptDeliveryOwner` `service`). The destination rules
- *   are the webhooks' (src/http/destination.ts), checked before the transaction and again before every attempt.
- * - Every PUT issues a new signing secret (answered once) and a new one-time confirmation code, and queues a
- *   signed test receipt `{receiptId, kind: "test", occurredAt, confirmationCode}`, sent after COMMIT by the
- *   dispatcher (src/workers/receipt-dispatcher.ts) like any receipt. The code is derived from the secret
- *   (`confirmationCodeFor`) and only its digest is stored. The Source sending it back (`confirm`) is the proof
- *   `source_posting_confirmation`: the route is verified.
+ *   are the webhooks' (src/outbound/destination.ts), checked before the transaction and again before every attempt.
+ * - Every PUT issues a new signing secret (answered once) and queues a signed test receipt `{receiptId, kind:
+ *   "test", occurredAt, confirmationCode}`, due a second after COMMIT and sent by the dispatcher
+ *   (src/workers/receipt-dispatcher.ts). Its confirmation code is random, made when it is sent; only its digest is
+ *   stored. The Source sending it back (`confirm`) is the proof `source_posting_confirmation`: the route is verified.
  * - Receipts report facts; they never acknowledge a Payment (only reconciliation lines do).
  */
 
 const WRITE = ['payment_requests:write'] as const
 
-/** The one-time confirmation code of a route configuration: derived from its (new) secret, so it is stored nowhere. */
-export function confirmationCodeFor(secret: string, version: number): string {
-  return `rcc_${createHmac('sha256', secret).update(`receipt-route-confirmation/${version}`).digest('base64url').slice(0, 22)}`
+/**
+ * A confirmation code: 128 random bits (`rcc_` and 22 base64url characters), made when a test receipt is sent; only
+ * its digest is stored (the claim that sends it). Nothing the API returns derives it (docs/decisions.md, "Receipt
+ * route confirmation codes").
+ */
+export function newConfirmationCode(): string {
+  return `rcc_${randomBytes(16).toString('base64url')}`
 }
+
+/**
+ * A test receipt's first attempt is due this long after the PUT commits, so the answer (and its signing secret)
+ * reaches the integrator first; the PUT wakes the dispatcher then (docs/decisions.md, "Receipt route confirmation
+ * codes").
+ */
+export const TEST_RECEIPT_DELAY_MS = 1000
+
+/** A test receipt that failed is tried again within seconds (an integrator storing the secret just now), then on
+ * the webhook schedule. */
+export const TEST_RECEIPT_RETRY_MS: readonly number[] = [5_000, 15_000, 30_000]
 
 /** A stable receipt id: the same fact always has the same id, on every retry and in every instance. */
 export function receiptIdFor(clientCode: string, kind: string, sourceKey: string): string {
@@ -90,14 +104,17 @@ const UNVERIFIED = [{ route: 'vendor_receipt_posting', missingProof: 'source_pos
 
 /**
  * What the receipt-delivery read (payment-requests/service.ts) says of delivery for one Payment request: the
- * capability as it stands and every attempt to deliver one of its receipts. The grant that governs delivery is the
- * one of the Integration that configured the route (the caller's when there is no route).
+ * capability as it stands, what its receipts wait for, and every attempt to deliver one of them. The grant that
+ * governs delivery is the one of the Integration that configured the route (the caller's when there is no route).
+ * `confirmedAt`: when the Payment was confirmed; its receipts wait for the route's verification when the route, still
+ * unverified, was configured by then (receipts cover what happens after a route's first configuration).
  */
 export async function receiptDeliveryState(
   db: Queryable,
   grant: Grant,
   requestId: string,
-): Promise<{ capability: ReceiptCapability; deliveryAttempts: ReceiptDeliveryAttempt[] }> {
+  confirmedAt?: string | null,
+): Promise<{ capability: ReceiptCapability; waitingFor: 'route_verification' | null; deliveryAttempts: ReceiptDeliveryAttempt[] }> {
   const route = await findRoute(db, grant.clientCode)
   const attempts = await requestAttempts(db, grant.clientCode, requestId)
   const deliveryAttempts = attempts.map((a) => ({
@@ -112,7 +129,12 @@ export async function receiptDeliveryState(
   }))
   const governing =
     route && route.integration_id !== grant.integrationId ? await loadActiveGrant(db, route.integration_id, grant.clientCode) : grant
-  return { capability: capabilityOf(route, governing ?? undefined, grant.receiptDeliveryOwner), deliveryAttempts }
+  const capability = capabilityOf(route, governing ?? undefined, grant.receiptDeliveryOwner)
+  const held =
+    route?.state === 'unverified' &&
+    governing?.receiptDeliveryOwner === 'service' &&
+    (confirmedAt == null || Date.parse(confirmedAt) >= Date.parse(route.created_at))
+  return { capability, waitingFor: held ? 'route_verification' : null, deliveryAttempts }
 }
 
 /**
@@ -192,8 +214,8 @@ export interface ReceiptServiceDeps {
   allowLoopback: boolean
   /** The key ring that encrypts signing secrets at rest (src/store/secret-keys.ts). */
   keyRing: () => Promise<KeyRing>
-  /** Told after COMMIT when a test receipt was queued (the dispatcher's wake-up). */
-  onQueued?: () => void
+  /** Told after COMMIT when a test receipt was queued, with how soon it is due (the dispatcher's wake-up). */
+  onQueued?: (inMs: number) => void
 }
 
 export function createReceiptService({ store, clock, resolver, allowLoopback, keyRing, onQueued }: ReceiptServiceDeps) {
@@ -218,13 +240,11 @@ export function createReceiptService({ store, clock, resolver, allowLoopback, ke
       const now = isoNow(clock)
       const existing = await findRoute(tx, grant.clientCode, true)
       const signingSecret = newSigningSecret()
-      const version = (existing?.version ?? 0) + 1
       const row = await upsertRoute(tx, {
         clientCode: grant.clientCode,
         integrationId: grant.integrationId,
         url,
         secretCiphertext: ring.encrypt(routeSecretAad(grant.clientCode), signingSecret),
-        confirmationDigest: sha256Hex(confirmationCodeFor(signingSecret, version)),
         now,
       })
       const receiptId = receiptIdFor(grant.clientCode, 'test', String(row.version))
@@ -234,6 +254,7 @@ export function createReceiptService({ store, clock, resolver, allowLoopback, ke
         version: row.version,
         payload: { receiptId, kind: 'test', occurredAt: now },
         now,
+        dueAt: new Date(Date.parse(now) + TEST_RECEIPT_DELAY_MS).toISOString(),
       })
       await auditRoute(tx, {
         clientCode: grant.clientCode,
@@ -243,7 +264,7 @@ export function createReceiptService({ store, clock, resolver, allowLoopback, ke
         change: { url, state: 'unverified', version: row.version },
         now,
       })
-      return answer(existing ? 200 : 201, { ...routeView(row), signingSecret }, onQueued)
+      return answer(existing ? 200 : 201, { ...routeView(row), signingSecret }, onQueued && (() => onQueued(TEST_RECEIPT_DELAY_MS)))
     },
   })
 
@@ -259,7 +280,8 @@ export function createReceiptService({ store, clock, resolver, allowLoopback, ke
       const row = await findRoute(tx, grant.clientCode, true)
       if (!row) throw notFound()
       const given = Buffer.from(sha256Hex(confirmationCode), 'utf8')
-      const stored = Buffer.from(row.confirmation_digest, 'utf8')
+      // No digest yet: no test receipt of this configuration has been sent, so no code can match.
+      const stored = Buffer.from(row.confirmation_digest ?? '', 'utf8')
       if (given.length !== stored.length || !timingSafeEqual(given, stored)) {
         throw fieldProblem(
           '/confirmationCode',
@@ -309,6 +331,7 @@ export function createReceiptService({ store, clock, resolver, allowLoopback, ke
         version: route.version,
         payload: { receiptId, kind: 'test', occurredAt: now },
         now,
+        dueAt: now,
       })
     },
 

@@ -1,7 +1,6 @@
-import { randomUUID } from 'node:crypto'
-import { canonicalDigest } from '../../domain/canonical.ts'
 import type { EncryptedColumns } from '../../store/secret-keys.ts'
 import type { Queryable, Tx } from '../../store/store.ts'
+import { recordAudit } from '../audit/store.ts'
 
 /**
  * SQL of a client's receipt route as the API sees it (configuration, confirmation, reads) and of the receipt
@@ -19,7 +18,7 @@ export interface RouteRow {
   state: RouteState
   disabled_reason: RouteDisabledReason | null
   secret_ciphertext: string
-  confirmation_digest: string
+  confirmation_digest: string | null
   version: number
   verified_at: string | null
   scanned_seq: string
@@ -27,7 +26,7 @@ export interface RouteRow {
   updated_at: string
 }
 
-const ROUTE_COLUMNS = `client_code, integration_id, url, state, disabled_reason, secret_ciphertext, confirmation_digest, version,
+export const ROUTE_COLUMNS = `client_code, integration_id, url, state, disabled_reason, secret_ciphertext, confirmation_digest, version,
   verified_at, scanned_seq, created_at, updated_at`
 
 /** What AES-GCM binds a route's secret to: a ciphertext copied to another client's row does not decrypt. */
@@ -49,31 +48,35 @@ export async function findRoute(db: Queryable, clientCode: string, forUpdate = f
   )[0]
 }
 
-/** Creates the route or replaces its configuration: unverified again, a new secret and confirmation code. */
+/**
+ * Creates the route or replaces its configuration: unverified again, a new secret, no confirmation code until its
+ * test receipt is sent. Receipts cover the change-feed events committed after the route's first configuration (its
+ * scanned sequence starts at the feed head then and is kept by later PUTs): what happens while it is unverified is
+ * delivered once it is verified.
+ */
 export async function upsertRoute(
   tx: Tx,
-  r: { clientCode: string; integrationId: string; url: string; secretCiphertext: string; confirmationDigest: string; now: string },
+  r: { clientCode: string; integrationId: string; url: string; secretCiphertext: string; now: string },
 ): Promise<RouteRow> {
   const rows = await tx.query<RouteRow>(
     `INSERT INTO receipt_routes (client_code, integration_id, url, state, secret_ciphertext, confirmation_digest, version,
-                                 created_at, updated_at)
-     VALUES ($1, $2, $3, 'unverified', $4, $5, 1, $6, $6)
+                                 scanned_seq, created_at, updated_at)
+     VALUES ($1, $2, $3, 'unverified', $4, NULL, 1, COALESCE((SELECT last_seq FROM feed_heads WHERE client_code = $1), 0), $5, $5)
      ON CONFLICT (client_code) DO UPDATE SET integration_id = $2, url = $3, state = 'unverified', disabled_reason = NULL,
-       secret_ciphertext = $4, confirmation_digest = $5, version = receipt_routes.version + 1, verified_at = NULL, updated_at = $6
+       secret_ciphertext = $4, confirmation_digest = NULL, version = receipt_routes.version + 1, verified_at = NULL, updated_at = $5
      RETURNING ${ROUTE_COLUMNS}`,
-    [r.clientCode, r.integrationId, r.url, r.secretCiphertext, r.confirmationDigest, r.now],
+    [r.clientCode, r.integrationId, r.url, r.secretCiphertext, r.now],
   )
   return rows[0] as RouteRow
 }
 
 /**
- * The Source sent the confirmation code back: verified. Receipts cover the change-feed events committed after this
- * (the feed head, read under this transaction's lock of the route).
+ * The Source sent the confirmation code back: verified. The scanned sequence stays where it is: the receipts of what
+ * happened while the route was unverified are derived by the next run and delivered.
  */
 export async function verifyRoute(tx: Tx, clientCode: string, now: string): Promise<RouteRow> {
   const rows = await tx.query<RouteRow>(
-    `UPDATE receipt_routes SET state = 'verified', verified_at = $2, updated_at = $2,
-            scanned_seq = COALESCE((SELECT last_seq FROM feed_heads WHERE client_code = $1), 0)
+    `UPDATE receipt_routes SET state = 'verified', verified_at = $2, updated_at = $2
       WHERE client_code = $1 RETURNING ${ROUTE_COLUMNS}`,
     [clientCode, now],
   )
@@ -101,27 +104,33 @@ export async function auditRoute(
   db: Queryable,
   a: { clientCode: string; actor: string; action: string; details: Record<string, unknown>; change: unknown; now: string },
 ): Promise<void> {
-  await db.query(
-    `INSERT INTO audit_events (audit_event_id, client_code, actor, action, target_type, target_id, details, change_digest, occurred_at)
-     VALUES ($1, $2, $3, $4, 'receipt_route', $2, $5, $6, $7)`,
-    [randomUUID(), a.clientCode, a.actor, a.action, JSON.stringify(a.details), canonicalDigest(a.change), a.now],
-  )
+  await recordAudit(db, {
+    actor: a.actor,
+    action: a.action,
+    clientCode: a.clientCode,
+    targetType: 'receipt_route',
+    targetId: a.clientCode,
+    details: a.details,
+    change: a.change,
+    occurredAt: a.now,
+  })
 }
 
 /**
- * A new test receipt for the route's configuration `version`, due now; the pending test receipts of earlier
- * configurations are dropped (they can prove nothing any more).
+ * A new test receipt for the route's configuration `version`, due at `dueAt`; the pending test receipts of earlier
+ * configurations are dropped (they can prove nothing any more). The same configuration's, if there is one (a sandbox
+ * reset), is due again from the start.
  */
 export async function queueTestReceipt(
   tx: Tx,
-  t: { clientCode: string; receiptId: string; version: number; payload: unknown; now: string },
+  t: { clientCode: string; receiptId: string; version: number; payload: unknown; now: string; dueAt: string },
 ): Promise<void> {
   await tx.query(
     `WITH gone AS (DELETE FROM receipt_deliveries WHERE client_code = $1 AND kind = 'test' AND status = 'pending' RETURNING 1)
      INSERT INTO receipt_deliveries (client_code, receipt_id, kind, source_key, payload, status, next_attempt_at, created_at)
-     VALUES ($1, $2, 'test', $3, $4, 'pending', $5, $5)
+     VALUES ($1, $2, 'test', $3, $4, 'pending', $6, $5)
      ON CONFLICT (client_code, receipt_id) DO NOTHING`,
-    [t.clientCode, t.receiptId, String(t.version), JSON.stringify(t.payload), t.now],
+    [t.clientCode, t.receiptId, String(t.version), JSON.stringify(t.payload), t.now, t.dueAt],
   )
 }
 

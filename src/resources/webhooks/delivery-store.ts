@@ -1,6 +1,6 @@
 import { leaseHolderGone } from '../../store/lease-holder.ts'
 import type { Queryable, Tx } from '../../store/store.ts'
-import { DELIVERY_COLUMNS, type DeliveryRow, supersedeStale } from './store.ts'
+import { DELIVERY_COLUMNS, type DeliveryRow, ENDPOINT_COLUMNS, type EndpointRow, supersedeStale } from './store.ts'
 
 /**
  * SQL of the webhook dispatcher (src/workers/webhook-dispatcher.ts), the second actor on an endpoint's rows:
@@ -18,27 +18,49 @@ export interface EnabledEndpoint {
   lagging_since: string | null
   grant_status: string | null
   scopes: string[] | null
+  /** Its pending deliveries, counted up to the backlog limit. */
+  pending: number
 }
 
 /**
- * Up to `limit` enabled endpoints after the `after` key, with their grant and their client's feed head, locked for
- * this transaction (another instance skips them). Callers walk every endpoint in keyset chunks, one transaction each.
+ * The enabled endpoints a run has to derive for: behind their client's feed head, lagging (to clear it), or whose
+ * grant is no longer active (to disable them). One read-only statement across clients (docs/decisions.md, "One delivery engine": the few
+ * statements that find which clients have work); each endpoint is then locked and derived in its own transaction.
  */
-export async function lockEnabledEndpoints(
-  tx: Tx,
-  after: { clientCode: string; integrationId: string } | null,
-  limit: number,
-): Promise<EnabledEndpoint[]> {
-  return tx.query<EnabledEndpoint>(
-    `SELECT e.client_code, e.integration_id, e.scanned_seq, COALESCE(f.last_seq, 0) AS feed_head, e.lagging_since,
-            g.status AS grant_status, g.scopes
+export async function endpointsToDerive(db: Queryable, limit: number): Promise<{ client_code: string; integration_id: string }[]> {
+  return db.query(
+    `SELECT e.client_code, e.integration_id
        FROM webhook_endpoints e LEFT JOIN grants g ON g.client_code = e.client_code AND g.integration_id = e.integration_id
        LEFT JOIN feed_heads f ON f.client_code = e.client_code
-      WHERE e.status = 'enabled' AND ($1::text IS NULL OR (e.client_code, e.integration_id) > ($1::text, $2::text))
-      ORDER BY e.client_code, e.integration_id LIMIT $3
-      FOR UPDATE OF e SKIP LOCKED`,
-    [after?.clientCode ?? null, after?.integrationId ?? null, limit],
+      WHERE e.status = 'enabled'
+        AND (e.scanned_seq < COALESCE(f.last_seq, 0) OR e.lagging_since IS NOT NULL OR g.status IS DISTINCT FROM 'active')
+      ORDER BY e.client_code, e.integration_id LIMIT $1`,
+    [limit],
   )
+}
+
+/**
+ * One enabled endpoint with its grant, its client's feed head and its pending deliveries (counted up to `cap`),
+ * locked for this transaction; undefined when another instance holds it (it derives it) or it is not enabled.
+ */
+export async function lockEndpointToDerive(
+  tx: Tx,
+  clientCode: string,
+  integrationId: string,
+  cap: number,
+): Promise<EnabledEndpoint | undefined> {
+  const rows = await tx.query<EnabledEndpoint>(
+    `SELECT e.client_code, e.integration_id, e.scanned_seq, COALESCE(f.last_seq, 0) AS feed_head, e.lagging_since,
+            g.status AS grant_status, g.scopes,
+            (SELECT count(*) FROM (SELECT 1 FROM webhook_deliveries d
+                                    WHERE d.client_code = $1 AND d.integration_id = $2 AND d.status = 'pending' LIMIT $3) p)::int AS pending
+       FROM webhook_endpoints e LEFT JOIN grants g ON g.client_code = e.client_code AND g.integration_id = e.integration_id
+       LEFT JOIN feed_heads f ON f.client_code = e.client_code
+      WHERE e.client_code = $1 AND e.integration_id = $2 AND e.status = 'enabled'
+      FOR UPDATE OF e SKIP LOCKED`,
+    [clientCode, integrationId, cap],
+  )
+  return rows[0]
 }
 
 /** The endpoint's pending deliveries, counted up to `cap` (the backlog limit: more is never needed). */
@@ -157,6 +179,10 @@ export async function dueEndpoints(
 
 /** What a claim took, and when the endpoint's budget window ends when the claim used it up (null otherwise). */
 export interface Claim {
+  /** The endpoint as it is, read under the claim's lock (undefined: there is none any more). */
+  endpoint: EndpointRow | undefined
+  /** The scopes of its grant, or null when the grant is not active. */
+  grantScopes: string[] | null
   deliveries: DeliveryRow[]
   /** Claimed deliveries found superseded by a newer pending one of their resource (marked so, never sent). */
   superseded: number
@@ -196,11 +222,18 @@ export async function claimDeliveries(
   const budget = c.budget ?? Number.POSITIVE_INFINITY
   const windowMs = c.windowMs ?? 60_000
   {
-    const [ep] = await tx.query<{ budget_window_start: string | null; budget_used: number }>(
-      `SELECT budget_window_start, budget_used FROM webhook_endpoints WHERE client_code = $1 AND integration_id = $2 FOR UPDATE`,
+    // The endpoint and its grant as they are now, under the endpoint's lock: what the attempts are checked against.
+    const [ep] = await tx.query<EndpointRow & { budget_window_start: string | null; budget_used: number; grant_scopes: string[] | null }>(
+      `SELECT ${ENDPOINT_COLUMNS.replace(/(\w+)/g, 'e.$1')}, e.budget_window_start, e.budget_used,
+              CASE WHEN g.status = 'active' THEN g.scopes END AS grant_scopes
+         FROM webhook_endpoints e LEFT JOIN grants g ON g.client_code = e.client_code AND g.integration_id = e.integration_id
+        WHERE e.client_code = $1 AND e.integration_id = $2 FOR UPDATE OF e`,
       [c.clientCode, c.integrationId],
     )
-    if (!ep) return { deliveries: [], superseded: 0, exhaustedUntil: null }
+    if (!ep) return { endpoint: undefined, grantScopes: null, deliveries: [], superseded: 0, exhaustedUntil: null }
+    const found = { endpoint: ep as EndpointRow, grantScopes: ep.grant_scopes }
+    // Disabled, or its grant revoked: nothing is claimed (the engine disables the endpoint of a revoked grant).
+    if (ep.status !== 'enabled' || ep.grant_scopes === null) return { ...found, deliveries: [], superseded: 0, exhaustedUntil: null }
     const nowMs = Date.parse(leaseNow)
     const startMs = ep.budget_window_start === null ? null : Date.parse(ep.budget_window_start)
     const current = startMs !== null && startMs > nowMs - windowMs
@@ -208,7 +241,7 @@ export async function claimDeliveries(
     const windowStart = current ? (startMs as number) : nowMs
     const room = Math.min(c.limit, budget - used)
     const windowEnd = new Date(windowStart + windowMs).toISOString()
-    if (room <= 0) return { deliveries: [], superseded: 0, exhaustedUntil: windowEnd }
+    if (room <= 0) return { ...found, deliveries: [], superseded: 0, exhaustedUntil: windowEnd }
     const rows = await tx.query<DeliveryRow & { newer: string | null }>(
       `WITH cand AS (
          (SELECT delivery_id FROM webhook_deliveries
@@ -252,6 +285,7 @@ export async function claimDeliveries(
       )
     }
     return {
+      ...found,
       deliveries,
       superseded: rows.length - deliveries.length,
       exhaustedUntil: usedNow >= budget ? windowEnd : null,
@@ -267,18 +301,6 @@ export async function releaseDeliveries(db: Queryable, clientCode: string, integ
       WHERE client_code = $1 AND integration_id = $2 AND lease_token = $3 AND delivery_id = ANY($4::text[])`,
     [clientCode, integrationId, token, ids],
   )
-}
-
-/**
- * Says on every pending delivery of the endpoint why it is not being sent (the delivery log's `lastError`), when
- * the endpoint was disabled for a reason the integrator has to act on. A later attempt overwrites it.
- */
-export async function notePendingDeliveries(db: Queryable, clientCode: string, integrationId: string, lastError: string) {
-  await db.query(`UPDATE webhook_deliveries SET last_error = $3 WHERE client_code = $1 AND integration_id = $2 AND status = 'pending'`, [
-    clientCode,
-    integrationId,
-    lastError,
-  ])
 }
 
 /** Claimed deliveries the grant may no longer read: nothing is sent, ever (a replay can queue them again). */

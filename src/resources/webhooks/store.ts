@@ -1,8 +1,7 @@
-import { randomUUID } from 'node:crypto'
-import { canonicalDigest } from '../../domain/canonical.ts'
 import { leaseHolderGone } from '../../store/lease-holder.ts'
 import type { EncryptedColumns } from '../../store/secret-keys.ts'
 import type { Queryable, Tx } from '../../store/store.ts'
+import { recordAudit } from '../audit/store.ts'
 import type { EventRow } from '../changes/store.ts'
 import { secretAad } from './secrets.ts'
 
@@ -27,10 +26,13 @@ export interface EndpointRow {
   lagging_since: string | null
 }
 
+/** An endpoint's columns, as its CRUD and the dispatcher's claim read them. */
+export const ENDPOINT_COLUMNS = `client_code, integration_id, url, status, disabled_reason, secret_version, secret_ciphertext,
+  previous_secret_ciphertext, previous_expires_at, configured_seq, scanned_seq, lagging_since`
+
 export async function findEndpoint(db: Queryable, clientCode: string, integrationId: string, forUpdate = false) {
   const rows = await db.query<EndpointRow>(
-    `SELECT client_code, integration_id, url, status, disabled_reason, secret_version, secret_ciphertext,
-            previous_secret_ciphertext, previous_expires_at, configured_seq, scanned_seq, lagging_since
+    `SELECT ${ENDPOINT_COLUMNS}
        FROM webhook_endpoints WHERE client_code = $1 AND integration_id = $2${forUpdate ? ' FOR UPDATE' : ''}`,
     [clientCode, integrationId],
   )
@@ -133,20 +135,16 @@ export async function auditEndpoint(
     now: string
   },
 ): Promise<void> {
-  await db.query(
-    `INSERT INTO audit_events (audit_event_id, client_code, actor, action, target_type, target_id, details, change_digest, occurred_at)
-     VALUES ($1, $2, $3, $4, 'webhook_endpoint', $5, $6, $7, $8)`,
-    [
-      randomUUID(),
-      a.clientCode,
-      a.actor,
-      a.action,
-      `${a.integrationId}/${a.clientCode}`,
-      JSON.stringify(a.details),
-      canonicalDigest(a.change),
-      a.now,
-    ],
-  )
+  await recordAudit(db, {
+    actor: a.actor,
+    action: a.action,
+    clientCode: a.clientCode,
+    targetType: 'webhook_endpoint',
+    targetId: `${a.integrationId}/${a.clientCode}`,
+    details: a.details,
+    change: a.change,
+    occurredAt: a.now,
+  })
 }
 
 /** A delivery: the feed event it notifies (the change feed's own row shape) and its delivery state. */

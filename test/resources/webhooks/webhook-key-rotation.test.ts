@@ -3,7 +3,7 @@ import { createCipheriv, randomBytes } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import { keyId } from '../../../src/domain/key-ring.ts'
 import { sign } from '../../../src/resources/webhooks/secrets.ts'
-import { problemCode, startTestApp, type Tenant, type TestApp } from '../../helpers/app.ts'
+import { startTestApp, type Tenant, type TestApp } from '../../helpers/app.ts'
 import { createTestDatabase, engineName, type TestDatabase } from '../../helpers/store.ts'
 import { type Received, type Receiver, startReceiver } from '../../helpers/webhook-receiver.ts'
 
@@ -11,9 +11,9 @@ import { type Received, type Receiver, startReceiver } from '../../helpers/webho
  * Changing the key that encrypts secrets at rest (issue 20 item 2), as an operator does it: one store, the service
  * started again with each new configuration. A sandbox key stored by the service, then WEBHOOK_SECRET_KEY K1 (the
  * stored key opens what it encrypted, by itself), then K2 with WEBHOOK_SECRET_KEY_PREVIOUS=K1 (deliveries go on,
- * signed with the same secrets, now stored under K2), then K3 with K2 forgotten: the endpoints are disabled
- * `signing_secret_unreadable`, the delivery log says why, and a new secret (rotate-secret, or disable + PUT)
- * brings them back.
+ * signed with the same secrets, now stored under K2), then K3 with K2 forgotten:
+ * no instance disables an endpoint for its own key ring (the delivery waits), and a new secret (rotate-secret, or
+ * disable + PUT) lets it go out.
  */
 const K1 = '11'.repeat(32)
 const K2 = '22'.repeat(32)
@@ -153,7 +153,7 @@ describe(`changing the key that encrypts stored secrets (${engineName})`, () => 
     await configure('kr-put')
   })
 
-  test('K3 with K2 forgotten: the endpoint is disabled signing_secret_unreadable, the delivery log says why, and it is audited', async () => {
+  test('K3 with K2 forgotten: the endpoint stays enabled and nothing is sent; the delivery waits for a ring that opens it', async () => {
     await restart({ WEBHOOK_SECRET_KEY: K3 })
     // Nothing opens them, so nothing moved: the ciphertexts are as they were.
     assert.ok((await stored('kr-sbx')).secret_ciphertext.startsWith(`v2.${idOf(K2)}.`))
@@ -163,37 +163,28 @@ describe(`changing the key that encrypts stored secrets (${engineName})`, () => 
     await change('kr-sbx')
     await app().app.webhookDispatcher.runOnce()
     assert.equal(receivedBy('kr-sbx').length, 2)
+    // This instance's key ring is not the endpoint's fault (issue 33 item 9): it is not disabled.
     const got = await app().call('GET', endpoint('kr-sbx'), { key: tenant.apiKey })
     assert.deepEqual(got.json, {
       url: `${rx.url}/kr-sbx`,
-      status: 'disabled',
-      disabledReason: 'signing_secret_unreadable',
+      status: 'enabled',
+      disabledReason: null,
       secretVersion: 1,
       lagging: false,
       laggingSince: null,
     })
     const [pending] = await deliveries('kr-sbx')
-    assert.deepEqual(pending, { ...pending, status: 'pending', attemptCount: 0, lastError: 'signing_secret_unreadable' })
-    const retry = await app().call('POST', `${endpoint('kr-sbx')}/replay`, { key: tenant.apiKey, body: { after: 'eyJzIjoiMCJ9' } })
-    assert.deepEqual(
-      [retry.status, problemCode(retry), retry.json.disabledReason],
-      [409, 'webhook_endpoint_disabled', 'signing_secret_unreadable'],
-    )
-    const audit = await db.store.query<{ actor: string; details: unknown }>(
-      `SELECT actor, details FROM audit_events WHERE client_code = 'kr-sbx' AND action = 'webhook_endpoint.disabled'`,
-    )
-    assert.deepEqual(audit, [
-      {
-        actor: 'service',
-        details: { integrationId: tenant.integrationId, status: 'disabled', disabledReason: 'signing_secret_unreadable', secretVersion: 1 },
-      },
-    ])
+    assert.deepEqual(pending, { ...pending, status: 'pending', attemptCount: 0, lastError: null })
+    const leases = await db.store.query(`SELECT 1 FROM webhook_deliveries WHERE client_code = 'kr-sbx' AND lease_token IS NOT NULL`)
+    assert.deepEqual(leases, [])
+    const audit = await db.store.query(`SELECT 1 FROM audit_events WHERE client_code = 'kr-sbx' AND action = 'webhook_endpoint.disabled'`)
+    assert.deepEqual(audit, [])
     // Another run changes nothing and sends nothing.
     await app().app.webhookDispatcher.runOnce()
     assert.equal(receivedBy('kr-sbx').length, 2)
   })
 
-  test('rotate-secret issues a new secret without the unreadable one; a PUT re-enables, and the waiting delivery goes out signed with it', async () => {
+  test('rotate-secret issues a new secret without the unreadable one, and the waiting delivery goes out signed with it', async () => {
     const tenant = tenants['kr-sbx'] as Tenant
     const rotated = await app().call('POST', `${endpoint('kr-sbx')}/rotate-secret`, { key: tenant.apiKey })
     assert.equal(rotated.status, 200, rotated.body)
@@ -202,8 +193,8 @@ describe(`changing the key that encrypts stored secrets (${engineName})`, () => 
       { ...rotated.json, signingSecret: 'x' },
       {
         url: `${rx.url}/kr-sbx`,
-        status: 'disabled',
-        disabledReason: 'signing_secret_unreadable',
+        status: 'enabled',
+        disabledReason: null,
         secretVersion: 2,
         lagging: false,
         laggingSince: null,

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
 import { encodeCursor } from '../../../src/domain/cursor.ts'
-import type { ResolvedAddress } from '../../../src/http/destination.ts'
+import type { ResolvedAddress } from '../../../src/outbound/destination.ts'
 import { REPLAY_CHUNK_SIZE } from '../../../src/resources/webhooks/service.ts'
 import type { QueryOptions, Store } from '../../../src/store/store.ts'
 import { startTestApp, type Tenant, type TestApp } from '../../helpers/app.ts'

@@ -2713,6 +2713,7 @@ export interface components {
          *           }
          *         ]
          *       },
+         *       "waitingFor": "route_verification",
          *       "deliveryAttempts": [],
          *       "acknowledgement": {
          *         "status": "pending",
@@ -2750,6 +2751,8 @@ export interface components {
                     missingProof: "source_posting_confirmation";
                 }[];
             };
+            /** @description `route_verification`: this Payment's receipts are held until the Source confirms the receipt route (`POST .../receipt-route/confirm`), then delivered; null: nothing is held back for the route (see `capability` and `deliveryAttempts`). */
+            waitingFor: "route_verification" | null;
             deliveryAttempts: components["schemas"]["ReceiptDeliveryAttempt"][];
             acknowledgement: {
                 /** @enum {string} */

@@ -3,11 +3,11 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import { join } from 'node:path'
 import { after, test } from 'node:test'
-import { SCOPES } from '../../../src/domain/scopes.ts'
-import { ADMIN_TOKEN } from '../../helpers/app.ts'
-import { http, type ServiceProcess, startService } from '../../helpers/service-process.ts'
-import { createTestDatabase, engineName, onPostgres, type TestDatabase } from '../../helpers/store.ts'
-import { startReceiver } from '../../helpers/webhook-receiver.ts'
+import { SCOPES } from '../../src/domain/scopes.ts'
+import { ADMIN_TOKEN } from '../helpers/app.ts'
+import { http, type ServiceProcess, startService } from '../helpers/service-process.ts'
+import { createTestDatabase, engineName, onPostgres, type TestDatabase } from '../helpers/store.ts'
+import { startReceiver } from '../helpers/webhook-receiver.ts'
 
 /**
  * A service process SIGKILLed while a receipt is in flight loses nothing: the real service (src/main.ts) runs as a

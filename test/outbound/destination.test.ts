@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { Problem } from '../../../src/domain/problems.ts'
+import { Problem } from '../../src/domain/problems.ts'
+import { problemDocs } from '../../src/http/problem-docs.ts'
 import {
   checkConfiguredDestination,
   checkDestination,
@@ -11,8 +12,7 @@ import {
   type Resolver,
   resolveDestination,
   UnsafeDestinationError,
-} from '../../../src/http/destination.ts'
-import { problemDocs } from '../../../src/http/problem-docs.ts'
+} from '../../src/outbound/destination.ts'
 
 /** A resolver answering a fixed table; a name may answer differently on each lookup (rebinding). */
 function stubResolver(table: Record<string, (string | string[])[]>): Resolver & { calls: string[] } {
