@@ -233,7 +233,7 @@ const FIXES: Record<string, string> = {
   BATCH_LEASE_SECONDS: 'set BATCH_LEASE_SECONDS to a whole number from 1 to 3600, or unset it for 30',
   BATCH_POLL_MS: 'set BATCH_POLL_MS to a whole number of milliseconds of at least 10, or unset it for 500',
   BATCH_WORKER_CONCURRENCY:
-    'set BATCH_WORKER_CONCURRENCY to a whole number from 0 to 16, or unset it for the store\'s default (4 on PostgreSQL, 1 embedded)',
+    "set BATCH_WORKER_CONCURRENCY to a whole number from 0 to 16, or unset it for the store's default (4 on PostgreSQL, 1 embedded)",
 }
 
 export interface ConfigProblem {

@@ -166,7 +166,13 @@ export function createCustomerService(deps: CustomerServiceDeps) {
       const { tx } = uow
       // The identity locks and the insert-or-read the decision needs, sent together: one round trip with BEGIN (the
       // statement runs after the locks are granted, in a snapshot of its own, so it sees what a writer before committed).
-      const locking = locked ? undefined : lockIdentities(tx, clientCode, records.map((r) => ['customer', r.id] as const))
+      const locking = locked
+        ? undefined
+        : lockIdentities(
+            tx,
+            clientCode,
+            records.map((r) => ['customer', r.id] as const),
+          )
       const [, written] = await Promise.all([
         locking,
         insertCustomersIfNew(

@@ -139,7 +139,13 @@ export function createReceivableService(deps: ReceivableServiceDeps) {
       if (items.length === 0) return outcomes
       // The identity locks and the read the decision needs, sent together: one round trip with BEGIN (the read runs
       // after the locks are granted, in a snapshot of its own, so it sees what a writer before it committed).
-      const locking = locked ? undefined : lockIdentities(tx, clientCode, items.map((it) => ['receivable', it.id] as const))
+      const locking = locked
+        ? undefined
+        : lockIdentities(
+            tx,
+            clientCode,
+            items.map((it) => ['receivable', it.id] as const),
+          )
       const [, found] = await Promise.all([locking, insertReceivablesIfNew(tx, clientCode, items, now)])
       const replaces: (ReceivableWriteItem & { index: number; existing: ReceivableCore })[] = []
       const read = (id: string) => () => readInTx(tx, clientCode, id)
