@@ -255,8 +255,8 @@ export function createCustomerService(deps: CustomerServiceDeps) {
     response: CustomerResponse,
     source: true,
     async run(uow: UnitOfWork, { clientCode, id }: OperationContext, patch: Record<string, unknown>) {
-      await lockIdentity(uow.tx, clientCode, 'customer', id)
-      const existing = await findCustomer(uow.tx, clientCode, id)
+      // The lock and the read after it, sent together (one round trip with BEGIN; the read sees what committed first).
+      const [, existing] = await Promise.all([lockIdentity(uow.tx, clientCode, 'customer', id), findCustomer(uow.tx, clientCode, id)])
       if (!existing) throw notFound(id)
       const merged = mergePatch.apply(structuredClone(existing.representation), patch) as Record<string, unknown>
       // Deleting `contacts` through the patch deactivates them all (for PUT, omission leaves them alone).

@@ -293,8 +293,8 @@ export function createReceivableService(deps: ReceivableServiceDeps) {
       source: true,
       async run(uow: UnitOfWork, { clientCode, id }: OperationContext, body: { effectiveAt: string; reason?: string }) {
         const { tx } = uow
-        await lockIdentity(tx, clientCode, 'receivable', id)
-        const row = await findReceivableCore(tx, clientCode, id)
+        // The lock and the read after it, sent together (one round trip with BEGIN; the read sees what committed first).
+        const [, row] = await Promise.all([lockIdentity(tx, clientCode, 'receivable', id), findReceivableCore(tx, clientCode, id)])
         if (!row) throw receivableNotFound(id)
         const t = TRANSITIONS[command]
         if (!(t.from as readonly string[]).includes(row.status)) {
