@@ -48,6 +48,14 @@ const BARE_IN_PROCESS = process.env.BENCH_BARE_IN_PROCESS === '1'
  */
 const SCENARIOS = process.env.BENCH_SCENARIOS ? new Set(process.env.BENCH_SCENARIOS.split(',')) : null
 const want = (scenario: string) => SCENARIOS === null || SCENARIOS.has(scenario)
+/**
+ * The batch runner's settings: the service's defaults (src/config.ts, chosen per store from this bench), unless
+ * BENCH_BATCH_CONCURRENCY or BENCH_BATCH_CHUNK_SIZE ask for others (to measure them).
+ */
+const BATCH_SETTINGS: Record<string, string> = {
+  ...(process.env.BENCH_BATCH_CONCURRENCY ? { BATCH_WORKER_CONCURRENCY: process.env.BENCH_BATCH_CONCURRENCY } : {}),
+  ...(process.env.BENCH_BATCH_CHUNK_SIZE ? { BATCH_CHUNK_SIZE: process.env.BENCH_BATCH_CHUNK_SIZE } : {}),
+}
 
 /** Production mode, the spec's one request at a time per key, a per-minute budget no scenario reaches. */
 const PRODUCTION_LIMITS = {
@@ -556,7 +564,7 @@ async function main() {
   const dataDir = mkdtempSync(join(os.tmpdir(), 'irs-bench-'))
   if (SECTIONS.has('requests') && STORES.has('pglite')) {
     try {
-      await benchStore('pglite', { DATA_DIR: dataDir, BATCH_WORKER_CONCURRENCY: '1' })
+      await benchStore('pglite', { DATA_DIR: dataDir, ...BATCH_SETTINGS })
     } finally {
       rmSync(dataDir, { recursive: true, force: true })
     }
@@ -579,9 +587,8 @@ async function main() {
     createdDatabases.add(name)
     const u = new URL(PG_BASE)
     u.pathname = `/${name}`
-    // Batch workers wait on database round trips, so four share two cores well (BATCH_WORKER_CONCURRENCY).
     try {
-      if (SECTIONS.has('requests')) await benchStore('postgres', { DATABASE_URL: u.toString(), BATCH_WORKER_CONCURRENCY: '4' })
+      if (SECTIONS.has('requests')) await benchStore('postgres', { DATABASE_URL: u.toString(), ...BATCH_SETTINGS })
       if (SECTIONS.has('dispatch')) {
         await admin.query(`CREATE DATABASE ${name}_dispatch`)
         createdDatabases.add(`${name}_dispatch`)

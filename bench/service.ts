@@ -16,6 +16,8 @@ export interface Service {
   stop(): Promise<void>
   /** Sends the process a signal (bench/receipts-service.ts holds and releases its receipt dispatcher so). */
   signal(signal: NodeJS.Signals): void
+  /** The child's process id (bench/cpu-per-request.ts reads its CPU time from /proc). */
+  pid: number
 }
 
 /** Every child process started by startService and not yet stopped (stopAllServices, and the exit hook below). */
@@ -89,7 +91,7 @@ export async function startService(env: Record<string, string>, script = 'src/ma
     await stopChild(child)
     throw new Error(`${script} was not ready within 60 s`)
   }
-  return { url, stop: () => stopChild(child), signal: (signal) => void child.kill(signal) }
+  return { url, stop: () => stopChild(child), signal: (signal) => void child.kill(signal), pid: child.pid as number }
 }
 
 export async function call(url: string, method: string, path: string, token: string, body?: unknown) {

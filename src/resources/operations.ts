@@ -175,12 +175,13 @@ export async function executeWrite(
   await op.before?.(ctx, body)
   let appended: ReadonlySet<string> | null = null
   // (6) The request's concurrency slot is freed by this transaction: free exactly when the write commits.
-  const { answer, afterCommit } = await inRequestTransaction(store, slot, async (tx) => {
+  const { answer, afterCommit } = await inRequestTransaction(store, slot, async (tx, release) => {
     const uow = new UnitOfWork(tx)
     const result = await runOperation(uow, op, ctx, body, isoNow(clock))
-    await uow.flush()
+    // (3)-(6) in one round trip: the flush, the response's render and the slot's release are sent together.
+    const [rendered] = await uow.flushWith(() => Promise.all([result.body(), release()]))
     if (uow.feedAppended) appended = uow.appendedTypes
-    const parsed = (op.responses?.[result.status] ?? op.response).parse(await result.body())
+    const parsed = (op.responses?.[result.status] ?? op.response).parse(rendered)
     return { answer: { status: result.status, body: parsed, validated: true as const }, afterCommit: result.afterCommit }
   })
   // (7) After COMMIT, told and never waited for: the answer is already decided (the feed's wake-up, the operation's own).

@@ -1,3 +1,4 @@
+import { rollbackToSavepoint, setSavepoint } from '../store/savepoints.ts'
 import type { Store, Tx } from '../store/store.ts'
 import { type ChangeInput, insertChanges } from './feed/store.ts'
 import { recordClientFact } from './holds/client-facts-store.ts'
@@ -107,20 +108,53 @@ export class UnitOfWork {
    * background fan-out does not give that Receivable a second revision for the same fact.
    */
   async flush(): Promise<void> {
+    await this.flushWith(async () => undefined)
+  }
+
+  /**
+   * `flush`, and `after` (a write's render and its slot's release) in the same round trip: every statement is sent
+   * before any answer is awaited (docs/decisions.md, "A write in few round trips"). The touch's stale-to-fresh flip
+   * is rare and must come before the feed statement (which reads the client's last fact), so the feed is sent
+   * optimistically behind a savepoint: when a touch does flip, the flush is rolled back to it and done again in
+   * order (touch, fact, feed, then `after` again). Returns what `after` returned, from the run that stood.
+   */
+  async flushWith<R>(after: () => Promise<R>): Promise<R> {
     if ([...this.watched.values()].some((m) => m.size > 0)) throw new Error('watched holds were never recorded (recordHoldChanges)')
-    for (const [clientCode, touch] of this.touches) {
-      const flipped = await writeSourceActivity(this.tx, clientCode, touch)
-      // A change of the client-wide source_stale hold: one fact, not a revision of each Receivable here.
-      if (flipped) await recordClientFact(this.tx, clientCode, { kind: 'source_fresh', sourceStaleBefore: true }, touch.now)
-    }
+    const touches = [...this.touches]
     this.touches.clear()
-    for (const clientCode of [...this.events.keys()].sort()) {
+    const feeds = [...this.events.keys()].sort().flatMap((clientCode) => {
       const events = this.events.get(clientCode) ?? []
-      await insertChanges(this.tx, clientCode, events)
-      if (events.length > 0) this.feedAppended = true
-      for (const e of events) this.appendedTypes.add(e.type)
-    }
+      return events.length > 0 ? [[clientCode, events] as const] : []
+    })
     this.events.clear()
+    const guarded = touches.length > 0 && feeds.length > 0
+    const sent: Promise<unknown>[] = []
+    if (guarded) sent.push(setSavepoint(this.tx, 'uow_flush'))
+    const flips = touches.map(([clientCode, touch]) => writeSourceActivity(this.tx, clientCode, touch))
+    sent.push(...flips)
+    sent.push(...feeds.map(([clientCode, events]) => insertChanges(this.tx, clientCode, events)))
+    const answer = after()
+    await Promise.all([...sent, answer])
+    const flipped = await Promise.all(flips)
+    if (!flipped.some(Boolean)) {
+      this.markAppended(feeds)
+      return answer
+    }
+    if (guarded) await rollbackToSavepoint(this.tx, 'uow_flush')
+    // In order now: each touch again (the savepoint undid it) and the fact of each that flips, the feed, then `after`.
+    for (const [i, [clientCode, touch]] of touches.entries()) {
+      const flips = guarded ? await writeSourceActivity(this.tx, clientCode, touch) : flipped[i]
+      // A change of the client-wide source_stale hold: one fact, not a revision of each Receivable here.
+      if (flips) await recordClientFact(this.tx, clientCode, { kind: 'source_fresh', sourceStaleBefore: true }, touch.now)
+    }
+    for (const [clientCode, events] of feeds) await insertChanges(this.tx, clientCode, events)
+    this.markAppended(feeds)
+    return after()
+  }
+
+  private markAppended(feeds: readonly (readonly [string, readonly ChangeInput[]])[]): void {
+    if (feeds.length > 0) this.feedAppended = true
+    for (const [, events] of feeds) for (const e of events) this.appendedTypes.add(e.type)
   }
 
   /**

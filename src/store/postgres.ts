@@ -45,6 +45,11 @@ export function openPostgres(connectionString: string, opts: PostgresOptions = {
     // TCP keepalive instead of holding a connection forever.
     keepAlive: true,
     keepAliveInitialDelayMillis: 10_000,
+    // Statements are sent without waiting for the answers of earlier ones (docs/decisions.md, "A write in few
+    // round trips"): a transaction's statements issued together (BEGIN with its first ones, a write's flush with
+    // its render and its slot's release) travel as one round trip. Each keeps its own Sync, so an error is that
+    // statement's alone outside a transaction, and inside one it fails the statements after it (25P02) as before.
+    pipeline: true,
   })
   // An idle client that errors has already been removed by the pool; the next checkout reconnects.
   pool.on('error', (err) => opts.onIdleError?.(err))
@@ -87,20 +92,68 @@ export function openPostgres(connectionString: string, opts: PostgresOptions = {
     return held
   }
 
-  /**
-   * A client with BEGIN done. A connection lost before BEGIN finished (a stale pooled connection, a backend
-   * terminated just then) started nothing, so one more attempt on a fresh connection is safe.
-   */
-  async function begin(): Promise<Held> {
-    for (let attempt = 1; ; attempt++) {
-      const held = hold(await pool.connect())
+  /** `fn` in the transaction `held` has begun (BEGIN sent, `beginning` its answer), then COMMIT or ROLLBACK. */
+  async function runTransaction<T>(held: Held, beginning: Promise<void>, fn: (tx: Tx) => Promise<T>): Promise<T> {
+    const { client } = held
+    // A statement that failed other than with an ordinary ERROR (a FATAL, a socket error) means the
+    // connection is gone, even before the client's 'error' event says so, and even if `fn` catches it.
+    const watched = async <R>(work: Promise<R>): Promise<R> => {
       try {
-        await held.client.query('BEGIN')
-        return held
+        return await work
       } catch (err) {
-        held.release(err)
-        if (attempt >= 2 || isStatementError(err)) throw err
+        if (!isStatementError(err)) held.markLost(err as Error)
+        throw err
       }
+    }
+    // BEGIN's failure is its statements' failure too (they fail with it); it is reported through them, or below.
+    beginning.catch((err) => {
+      if (!isStatementError(err)) held.markLost(err as Error)
+    })
+    let releaseWith: unknown
+    // Once the transaction has ended its client is back in the pool, perhaps in another request's transaction: a
+    // statement sent through this `tx` after the end is refused, never run there.
+    let ended = false
+    const open = () => {
+      if (ended) throw new Error('Transaction is closed')
+    }
+    try {
+      const result = await fn({
+        query: async (sql, params, options) => {
+          open()
+          return watched(run(client, sql, params, options))
+        },
+        exec: async (sql) => {
+          open()
+          await watched(client.query(sql))
+        },
+        serialized: false,
+      })
+      // Answered long since whenever `fn` ran a statement (answers come in order); a BEGIN that failed fails here.
+      await watched(beginning)
+      // Lost before COMMIT was sent: the server rolls the transaction back, so nothing was saved.
+      if (held.lost) throw held.lost
+      try {
+        await client.query('COMMIT')
+      } catch (err) {
+        // The server refused the COMMIT (a deferred constraint, a serialization failure): rolled back.
+        // Anything else (the connection failed, a FATAL) may have come after the commit was durable.
+        if (isStatementError(err) && !held.lost) throw err
+        releaseWith = err
+        throw new CommitOutcomeUnknownError(err)
+      }
+      return result
+    } catch (err) {
+      if (releaseWith === undefined && !held.lost) {
+        try {
+          await client.query('ROLLBACK')
+        } catch (rollbackErr) {
+          releaseWith = rollbackErr
+        }
+      }
+      throw err
+    } finally {
+      ended = true
+      held.release(releaseWith)
     }
   }
 
@@ -114,61 +167,22 @@ export function openPostgres(connectionString: string, opts: PostgresOptions = {
       await pool.query(sql)
     },
     async transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
-      const held = await begin()
-      const { client } = held
-      // A statement that failed other than with an ordinary ERROR (a FATAL, a socket error) means the
-      // connection is gone, even before the client's 'error' event says so, and even if `fn` catches it.
-      const watched = async <R>(work: Promise<R>): Promise<R> => {
-        try {
-          return await work
-        } catch (err) {
-          if (!isStatementError(err)) held.markLost(err as Error)
-          throw err
-        }
-      }
-      let releaseWith: unknown
-      // Once the transaction has ended its client is back in the pool, perhaps in another request's transaction: a
-      // statement sent through this `tx` after the end is refused, never run there.
-      let ended = false
-      const open = () => {
-        if (ended) throw new Error('Transaction is closed')
-      }
-      try {
-        const result = await fn({
-          query: async (sql, params, options) => {
-            open()
-            return watched(run(client, sql, params, options))
-          },
-          exec: async (sql) => {
-            open()
-            await watched(client.query(sql))
-          },
-          serialized: false,
+      for (let attempt = 1; ; attempt++) {
+        const held = hold(await pool.connect())
+        // BEGIN is not waited for: it leaves with the transaction's first statements, in their round trip.
+        let begun = false
+        const beginning = held.client.query('BEGIN').then(() => {
+          begun = true
         })
-        // Lost before COMMIT was sent: the server rolls the transaction back, so nothing was saved.
-        if (held.lost) throw held.lost
         try {
-          await client.query('COMMIT')
+          return await runTransaction(held, beginning, fn)
         } catch (err) {
-          // The server refused the COMMIT (a deferred constraint, a serialization failure): rolled back.
-          // Anything else (the connection failed, a FATAL) may have come after the commit was durable.
-          if (isStatementError(err) && !held.lost) throw err
-          releaseWith = err
-          throw new CommitOutcomeUnknownError(err)
+          // The connection was lost before BEGIN was answered (a stale pooled connection, a backend terminated
+          // just then): no statement's answer reached `fn` and COMMIT was never sent, so nothing was saved, and one
+          // more attempt on a fresh connection is safe. `fn` runs again then; no transaction's work acts outside
+          // the database before its first statement is answered (what a write does outside it follows COMMIT).
+          if (begun || !held.lost || attempt >= 2 || err instanceof CommitOutcomeUnknownError) throw err
         }
-        return result
-      } catch (err) {
-        if (releaseWith === undefined && !held.lost) {
-          try {
-            await client.query('ROLLBACK')
-          } catch (rollbackErr) {
-            releaseWith = rollbackErr
-          }
-        }
-        throw err
-      } finally {
-        ended = true
-        held.release(releaseWith)
       }
     },
     async close() {

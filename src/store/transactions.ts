@@ -12,20 +12,24 @@ export interface SlotRelease {
 export const NO_SLOT: SlotRelease = { releaseIn: async () => () => {} }
 
 /**
- * A request's one transaction, which also frees the request's concurrency slot as its last statement before
- * COMMIT (issue 12: "a request that has a transaction releases its slot in that transaction").
+ * A request's one transaction, which also frees the request's concurrency slot before COMMIT (issue 12: "a request
+ * that has a transaction releases its slot in that transaction"). `fn` may free it itself (`release`), to send that
+ * statement with others in one round trip; otherwise it is the transaction's last statement.
  */
 export async function inRequestTransaction<T>(
   store: Pick<Store, 'transaction'>,
   slot: SlotRelease,
-  fn: (tx: Tx) => Promise<T>,
+  fn: (tx: Tx, release: () => Promise<void>) => Promise<T>,
 ): Promise<T> {
-  let released = () => {}
+  let released: (() => void) | undefined
   const result = await store.transaction(async (tx) => {
-    const out = await fn(tx)
-    released = await slot.releaseIn(tx)
+    released = undefined
+    const out = await fn(tx, async () => {
+      released = await slot.releaseIn(tx)
+    })
+    if (!released) released = await slot.releaseIn(tx)
     return out
   })
-  released()
+  released?.()
   return result
 }

@@ -2,12 +2,19 @@ import type { Store } from '../../src/store/store.ts'
 
 /**
  * A store that counts the statements it runs: inside transactions (BEGIN and COMMIT included) and outside them
- * (store.query). The write path's statement counts are asserted through it (test/resources/write-path.test.ts),
- * so a regression shows.
+ * (store.query), and the round trips of its transactions. The write path's statement and round-trip counts are
+ * asserted through it (test/resources/write-path.test.ts), so a regression shows.
+ *
+ * A round trip is a group of statements sent before any of their answers is awaited (src/store/postgres.ts sends
+ * them pipelined): a statement sent while none of its transaction's statements is in flight starts one. BEGIN
+ * leaves with the transaction's first statements (in their round trip), COMMIT is one of its own. Counted from how
+ * the code sends its statements, the same on both stores (PGlite runs each as one call into its backend all the same).
  */
 export interface CountingStore extends Store {
   /** Statements run inside transactions since the last reset, BEGIN and COMMIT included. */
   readonly inTransactions: string[]
+  /** Round trips of the transactions since the last reset, BEGIN's and COMMIT's included. */
+  readonly roundTrips: number
   /** Statements run outside any transaction since the last reset. */
   readonly outside: string[]
   reset(): void
@@ -16,30 +23,47 @@ export interface CountingStore extends Store {
 export function countingStore(inner: Store): CountingStore {
   const inTransactions: string[] = []
   const outside: string[] = []
+  let roundTrips = 0
   return {
     kind: inner.kind,
     inTransactions,
     outside,
+    get roundTrips() {
+      return roundTrips
+    },
     reset() {
       inTransactions.length = 0
       outside.length = 0
+      roundTrips = 0
     },
-    query(sql, params) {
+    query(sql, params, options) {
       outside.push(sql)
-      return inner.query(sql, params)
+      return inner.query(sql, params, options)
     },
     exec: (sql) => inner.exec(sql),
     transaction(fn) {
       return inner.transaction(async (tx) => {
         inTransactions.push('BEGIN')
+        // BEGIN is in flight until the first statement's round trip is answered.
+        let begun = false
+        let inFlight = 0
         const result = await fn({
           ...tx,
-          query(sql, params) {
+          async query(sql, params, options) {
             inTransactions.push(sql)
-            return tx.query(sql, params)
+            if (inFlight === 0) roundTrips++
+            begun = true
+            inFlight++
+            try {
+              return await tx.query(sql, params, options)
+            } finally {
+              inFlight--
+            }
           },
         })
+        if (!begun) roundTrips++
         inTransactions.push('COMMIT')
+        roundTrips++
         return result
       })
     },

@@ -164,18 +164,24 @@ export function createCustomerService(deps: CustomerServiceDeps) {
     keys: (id) => ({ writes: [`customer:${id}`], reads: [] }),
     async runMany(uow, { clientCode, locked }, records, now) {
       const { tx } = uow
-      if (!locked)
-        await lockIdentities(
+      // The identity locks and the insert-or-read the decision needs, sent together: one round trip with BEGIN (the
+      // statement runs after the locks are granted, in a snapshot of its own, so it sees what a writer before committed).
+      const locking = locked
+        ? undefined
+        : lockIdentities(
+            tx,
+            clientCode,
+            records.map((r) => ['customer', r.id] as const),
+          )
+      const [, written] = await Promise.all([
+        locking,
+        insertCustomersIfNew(
           tx,
           clientCode,
-          records.map((r) => ['customer', r.id] as const),
-        )
-      const written = await insertCustomersIfNew(
-        tx,
-        clientCode,
-        records.map((r) => ({ id: r.id, representation: { ...r.body, contacts: normalizeContacts(r.body.contacts ?? []) } })),
-        now,
-      )
+          records.map((r) => ({ id: r.id, representation: { ...r.body, contacts: normalizeContacts(r.body.contacts ?? []) } })),
+          now,
+        ),
+      ])
       const outcomes: SetOutcome[] = []
       const updates: { index: number; id: string; representation: CustomerRow['representation']; deactivated: ContactT[] }[] = []
       for (const [index, { id, body }] of records.entries()) {
@@ -249,8 +255,8 @@ export function createCustomerService(deps: CustomerServiceDeps) {
     response: CustomerResponse,
     source: true,
     async run(uow: UnitOfWork, { clientCode, id }: OperationContext, patch: Record<string, unknown>) {
-      await lockIdentity(uow.tx, clientCode, 'customer', id)
-      const existing = await findCustomer(uow.tx, clientCode, id)
+      // The lock and the read after it, sent together (one round trip with BEGIN; the read sees what committed first).
+      const [, existing] = await Promise.all([lockIdentity(uow.tx, clientCode, 'customer', id), findCustomer(uow.tx, clientCode, id)])
       if (!existing) throw notFound(id)
       const merged = mergePatch.apply(structuredClone(existing.representation), patch) as Record<string, unknown>
       // Deleting `contacts` through the patch deactivates them all (for PUT, omission leaves them alone).

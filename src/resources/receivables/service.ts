@@ -137,13 +137,16 @@ export function createReceivableService(deps: ReceivableServiceDeps) {
           items.push({ index, id: r.id, body: r.body, amountMinor: toMinor(r.body.recoverableAmount.amount) })
       })
       if (items.length === 0) return outcomes
-      if (!locked)
-        await lockIdentities(
-          tx,
-          clientCode,
-          items.map((it) => ['receivable', it.id] as const),
-        )
-      const found = await insertReceivablesIfNew(tx, clientCode, items, now)
+      // The identity locks and the read the decision needs, sent together: one round trip with BEGIN (the read runs
+      // after the locks are granted, in a snapshot of its own, so it sees what a writer before it committed).
+      const locking = locked
+        ? undefined
+        : lockIdentities(
+            tx,
+            clientCode,
+            items.map((it) => ['receivable', it.id] as const),
+          )
+      const [, found] = await Promise.all([locking, insertReceivablesIfNew(tx, clientCode, items, now)])
       const replaces: (ReceivableWriteItem & { index: number; existing: ReceivableCore })[] = []
       const read = (id: string) => () => readInTx(tx, clientCode, id)
       for (const it of items) {
@@ -290,8 +293,8 @@ export function createReceivableService(deps: ReceivableServiceDeps) {
       source: true,
       async run(uow: UnitOfWork, { clientCode, id }: OperationContext, body: { effectiveAt: string; reason?: string }) {
         const { tx } = uow
-        await lockIdentity(tx, clientCode, 'receivable', id)
-        const row = await findReceivableCore(tx, clientCode, id)
+        // The lock and the read after it, sent together (one round trip with BEGIN; the read sees what committed first).
+        const [, row] = await Promise.all([lockIdentity(tx, clientCode, 'receivable', id), findReceivableCore(tx, clientCode, id)])
         if (!row) throw receivableNotFound(id)
         const t = TRANSITIONS[command]
         if (!(t.from as readonly string[]).includes(row.status)) {
