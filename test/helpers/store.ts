@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import pg from 'pg'
+import type { DatabaseLayout } from '../../src/store/layout.ts'
 import { migrate } from '../../src/store/migrate.ts'
 import { openPglite } from '../../src/store/pglite.ts'
 import { openPostgres } from '../../src/store/postgres.ts'
@@ -7,6 +8,11 @@ import type { Store } from '../../src/store/store.ts'
 
 export const onPostgres = Boolean(process.env.DATABASE_URL)
 export const engineName = onPostgres ? 'postgres' : 'pglite'
+/**
+ * The layout every test database is migrated to: DATABASE_LAYOUT=partitioned (CI runs the suite so once) makes
+ * every client-keyed table hash-partitioned by client_code (src/store/layout.ts, docs/scaling.md).
+ */
+export const testLayout: DatabaseLayout = process.env.DATABASE_LAYOUT === 'partitioned' ? 'partitioned' : 'plain'
 
 export interface TestDatabase {
   store: Store
@@ -26,11 +32,12 @@ function withDatabase(url: string, database: string): string {
  * A fresh, migrated database for one test file: in-memory PGlite, or a new database on the PostgreSQL
  * server of DATABASE_URL (dropped afterwards). Never an in-memory fake.
  */
-export async function createTestDatabase(): Promise<TestDatabase> {
+export async function createTestDatabase(opts: { layout?: DatabaseLayout } = {}): Promise<TestDatabase> {
+  const layout = opts.layout ?? testLayout
   const base = process.env.DATABASE_URL
   if (!base) {
     const store = await openPglite()
-    await migrate(store)
+    await migrate(store, { layout })
     return {
       store,
       open: () => {
@@ -46,7 +53,7 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   await admin.end()
   const url = withDatabase(base, name)
   const store = openPostgres(url)
-  await migrate(store)
+  await migrate(store, { layout })
   const extra: Store[] = []
   return {
     store,
