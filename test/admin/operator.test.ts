@@ -94,7 +94,10 @@ describe('operator API', () => {
     assert.equal(first.status, 200)
     const stored = async () => t.store.query('SELECT * FROM api_keys WHERE api_key_id = $1', [key.json.apiKeyId])
     const auditCount = async () =>
-      Number((await t.store.query<{ n: string }>('SELECT count(*) AS n FROM operator_audit_events WHERE target_id = $1', [key.json.apiKeyId]))[0]?.n)
+      Number(
+        (await t.store.query<{ n: string }>('SELECT count(*) AS n FROM operator_audit_events WHERE target_id = $1', [key.json.apiKeyId]))[0]
+          ?.n,
+      )
     const before = { row: await stored(), audit: await auditCount() }
     assert.equal(before.audit, 2)
     for (const body of [{}, undefined]) {

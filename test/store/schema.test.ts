@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { after, before, test } from 'node:test'
+import { clientKeyedTables, PARTITIONS } from '../../src/store/layout.ts'
 import { migrate } from '../../src/store/migrate.ts'
 import { dumpSchema } from '../../src/store/schema-dump.ts'
-import { clientKeyedTables, PARTITIONS } from '../../src/store/layout.ts'
 import { createTestDatabase, engineName, type TestDatabase, testLayout } from '../helpers/store.ts'
 
 /**
