@@ -5,6 +5,7 @@ import { migrate } from '../../src/store/migrate.ts'
 import { openPglite } from '../../src/store/pglite.ts'
 import { openPostgres } from '../../src/store/postgres.ts'
 import type { Store } from '../../src/store/store.ts'
+import { recordForAuditFile } from './statement-audit.ts'
 
 export const onPostgres = Boolean(process.env.DATABASE_URL)
 export const engineName = onPostgres ? 'postgres' : 'pglite'
@@ -38,6 +39,7 @@ export async function createTestDatabase(opts: { layout?: DatabaseLayout } = {})
   if (!base) {
     const store = await openPglite()
     await migrate(store, { layout })
+    recordForAuditFile(store)
     return {
       store,
       open: () => {
@@ -54,12 +56,14 @@ export async function createTestDatabase(opts: { layout?: DatabaseLayout } = {})
   const url = withDatabase(base, name)
   const store = openPostgres(url)
   await migrate(store, { layout })
+  recordForAuditFile(store)
   const extra: Store[] = []
   return {
     store,
     url,
     open: () => {
       const s = openPostgres(url)
+      recordForAuditFile(s)
       extra.push(s)
       return s
     },

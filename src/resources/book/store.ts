@@ -81,7 +81,7 @@ export async function flagOmissions(tx: Tx, clientCode: string, id: string, batc
         WHERE client_code = $1 AND external_batch_id = ANY($2::text[]) AND kind = 'receivable' AND status = 'succeeded'),
      omitted AS (
        SELECT r.external_receivable_id, r.status = 'active' AND NOT EXISTS (
-                SELECT 1 FROM book_omissions o WHERE o.client_code = r.client_code
+                SELECT 1 FROM book_omissions o WHERE o.client_code = $1
                    AND o.external_receivable_id = r.external_receivable_id AND o.released_at IS NULL) AS newly_held
          FROM receivables r
         WHERE r.client_code = $1 AND r.status <> 'closed'
