@@ -205,10 +205,13 @@ function scanned(node: PlanNode): string | undefined {
   return only ? scanned(only) : undefined
 }
 
-/** The exception a statement falls under, if any. */
+/** The exception a statement falls under, if any (its text compared with runs of white space made one space). */
 export function exceptionFor(s: RecordedStatement, exceptions: readonly Exception[]): Exception | undefined {
-  return exceptions.find((e) => s.source.startsWith(e.source) && s.sql.includes(e.sqlIncludes))
+  const text = oneLine(s.sql)
+  return exceptions.find((e) => s.source.startsWith(`${e.source}:`) && text.includes(oneLine(e.sqlIncludes)))
 }
+
+const oneLine = (sql: string) => sql.replace(/\s+/g, ' ').trim()
 
 /** Counts per verdict, and the not-routed statements no exception names (each with its text and source). */
 export function summarize(judged: readonly Judged[], exceptions: readonly Exception[]) {
@@ -229,7 +232,7 @@ export function summarize(judged: readonly Judged[], exceptions: readonly Except
 /** A not-routed statement as a failure shows it: source, tables and partitions, text. */
 export function describe(j: Judged): string {
   const tables = j.unrouted.map((u) => `${u.table} (${u.partitions} partitions)`).join(', ')
-  return `${j.source}: ${tables}\n    ${j.sql.replace(/\s+/g, ' ').trim()}`
+  return `${j.source}: ${tables}\n    ${oneLine(j.sql)}`
 }
 
 export type { Queryable }
