@@ -45,8 +45,10 @@ after(async () => {
 /** Runs test files in a child process on the partitioned layout, recording the statements; resolves its exit code. */
 function runRecorded(files: readonly string[], file: string): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve, reject) => {
+    // Without the test runner's NODE_TEST_CONTEXT, which would make the child report to this run instead of running its files.
+    const { NODE_TEST_CONTEXT: _, ...env } = process.env
     const child = spawn(process.execPath, ['--no-wasm-code-gc', '--import', 'tsx', '--test', '--test-concurrency=1', ...files], {
-      env: { ...process.env, STATEMENT_AUDIT_FILE: file, DATABASE_LAYOUT: 'partitioned' },
+      env: { ...env, STATEMENT_AUDIT_FILE: file, DATABASE_LAYOUT: 'partitioned' },
       stdio: ['ignore', 'pipe', 'pipe'],
     })
     let output = ''
