@@ -26,6 +26,7 @@ SELECT create_distributed_table('financial_events', 'client_code', colocate_with
 SELECT create_distributed_table('grants', 'client_code', colocate_with => 'clients');
 SELECT create_distributed_table('payment_observations', 'client_code', colocate_with => 'clients');
 SELECT create_distributed_table('provider_events', 'client_code', colocate_with => 'clients');
+SELECT create_distributed_table('provider_sync_cursors', 'client_code', colocate_with => 'clients');
 SELECT create_distributed_table('receipt_deliveries', 'client_code', colocate_with => 'clients');
 SELECT create_distributed_table('receipt_delivery_attempts', 'client_code', colocate_with => 'clients');
 SELECT create_distributed_table('receivables', 'client_code', colocate_with => 'clients');

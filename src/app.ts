@@ -43,6 +43,7 @@ import { createCheckout } from './resources/payment-requests/checkout.ts'
 import { NOT_FOUND_PAGE, PAGE_HEADERS, registerPaymentPage } from './resources/payment-requests/page.ts'
 import { paymentRules } from './resources/payment-requests/payment-rules.ts'
 import { createProviderEvents } from './resources/payment-requests/provider-events.ts'
+import { createProviderSync } from './resources/payment-requests/provider-sync.ts'
 import { registerProviderWebhooks } from './resources/payment-requests/provider-webhook-route.ts'
 import { paymentRequestRoutes, paymentSimulateRoutes } from './resources/payment-requests/routes.ts'
 import { createPaymentRequestService } from './resources/payment-requests/service.ts'
@@ -72,11 +73,12 @@ import { webhookSecretColumns } from './resources/webhooks/store.ts'
 import { createSandboxClock } from './sandbox/clock.ts'
 import { sandboxClockRoutes } from './sandbox/routes.ts'
 import { createSandboxClockService, sweepFreshnessAtClientTimes } from './sandbox/service.ts'
-import { type EncryptedColumns, keyRingLoader } from './store/secret-keys.ts'
+import { createSecretCheck, type EncryptedColumns, keyRingLoader } from './store/secret-keys.ts'
 import type { Store } from './store/store.ts'
 import { createBatchRunner } from './workers/batch-runner.ts'
 import { createClientFanout } from './workers/client-fanout.ts'
 import { createPaymentExpiryWorker } from './workers/payment-expiry.ts'
+import { createProviderSyncWorker } from './workers/provider-sync.ts'
 import { createReceiptDispatcher } from './workers/receipt-dispatcher.ts'
 import { createRefundWorker } from './workers/refund-worker.ts'
 import { createRetentionWorker } from './workers/retention.ts'
@@ -123,13 +125,14 @@ export function createApp({
   const clock = sandbox?.clock ?? baseClock
   const atClientTime = sandbox ? <T>(clientCode: string, fn: () => Promise<T>) => sandbox.atClientTime(store, clientCode, fn) : undefined
   // Every secret kept at rest is encrypted with this one key ring (src/domain/key-ring.ts); a family that stores
-  // secrets adds its columns to `encryptedSecrets`, so the rewrap at start and the operator's route cover them.
+  // secrets adds its columns to `encryptedSecrets`, so the check at start, /readyz and the operator's rewrap cover them.
   const keyRing = keyRingLoader(store, {
     currentHex: config.webhooks.secretKeyHex,
     previousHex: config.webhooks.previousSecretKeysHex,
   })
   const encryptedSecrets: EncryptedColumns[] = [webhookSecretColumns, receiptSecretColumns, ...paymentProviderSecretColumns]
   const secretRewrap = createSecretRewrap({ store, clock: baseClock, keyRing, tables: encryptedSecrets })
+  const secretCheck = createSecretCheck({ db: store, keyRing, tables: encryptedSecrets, now: () => baseClock.now().getTime() })
   const webhooks = createWebhookService({
     store,
     clock,
@@ -177,6 +180,14 @@ export function createApp({
     now: () => baseClock.now(),
   })
   const inClientTime = atClientTime ?? (<T>(_clientCode: string, fn: () => Promise<T>) => fn())
+  // The catch-up with each client's provider (src/resources/payment-requests/provider-sync.ts), over the same event
+  // handling as the webhook route (`providerEvents`, made below with the route).
+  const providerSync = createProviderSync({
+    store,
+    realClock: baseClock,
+    registry,
+    events: { handle: (...a) => providerEvents.handle(...a), readBack: (...a) => providerEvents.readBack(...a) },
+  })
   const clientFanout = createClientFanout({
     store,
     onFeedAppended,
@@ -211,7 +222,13 @@ export function createApp({
         paymentRules,
         atClientTime: inClientTime,
         onFeedAppended,
+        log: { warn: (fields, message) => app.log.warn(fields, message) },
       }),
+      readBack: (clientCode, requestId) => providerSync.readBackPage(clientCode, requestId),
+      onCanceled: (clientCode) => {
+        providerSync.closeCheckouts(clientCode).catch(logged('ending the sessions of a canceled payment request failed'))
+      },
+      ...(config.environment === 'production' ? { hasProvider: providerConfigStore.hasActiveProvider } : {}),
       checkoutMode: config.environment === 'sandbox' ? 'test' : 'live',
       payments: paymentStore,
       paymentRules,
@@ -293,6 +310,7 @@ export function createApp({
           environment: config.environment,
           keyRing,
           publicBaseUrl: config.publicBaseUrl,
+          sync: (clientCode) => providerSync.sync(clientCode),
         }),
       ),
     ]),
@@ -347,7 +365,7 @@ export function createApp({
       )
     })
   }
-  registerInfraRoutes(app, store, allRoutes)
+  registerInfraRoutes(app, store, allRoutes, { degraded: () => secretCheck.readiness() })
   // Prometheus text at /metrics, behind the operator token (src/http/metrics.ts).
   registerMetrics(app, metrics, adminTokenDigest)
   // The page's flood guard per client address, in this process's memory, on the base clock (src/http/limits.ts).
@@ -355,20 +373,19 @@ export function createApp({
     limiter: createAddressLimiter({ perMinute: config.limits.payPerMinute, clock: baseClock }),
     checkoutOrigins: stripeCheckoutOrigins(config.stripe.apiBase),
   })
-  // Stripe's events for each client (docs/design/payment-providers.md): public, verified by signature, outside the route table.
-  registerProviderWebhooks(
-    app,
-    createProviderEvents({
-      store,
-      clock,
-      realClock: baseClock,
-      registry,
-      paymentRules,
-      atClientTime: inClientTime,
-      onFeedAppended,
-      onRefundQueued,
-    }),
-  )
+  // Each client's provider events (docs/design/payment-providers.md): public, verified by signature, outside the route table.
+  const providerEvents = createProviderEvents({
+    store,
+    clock,
+    realClock: baseClock,
+    registry,
+    paymentRules,
+    atClientTime: inClientTime,
+    onFeedAppended,
+    onRefundQueued,
+    log: app.log,
+  })
+  registerProviderWebhooks(app, providerEvents)
   const webhookDispatcher = createWebhookDispatcher({
     store,
     clock,
@@ -392,25 +409,27 @@ export function createApp({
     retryScheduleMs: config.webhooks.retryScheduleMs,
     onError: (err) => app.log.error({ errMessage: (err as Error).message, stack: (err as Error).stack }, 'receipt dispatcher error'),
   })
-  // At start, before the first request: every stored secret moves under the current key (bounded chunks, safe with
-  // instances starting together). A failure is logged and does not stop the start: the old keys still open them.
-  // A process that waits for its database (src/main.ts, `isReady`) runs it once the store answers instead.
-  const rewrapAtStart = async () => {
+  // At start, before the first request: how many stored secrets this instance's key ring cannot open, in one log
+  // line and in /readyz (src/store/secret-keys.ts, createSecretCheck). Nothing is re-encrypted at start: other
+  // instances may not hold this one's current key yet, and a rewrap would move their secrets out of their reach;
+  // the rewrap is the operator's step (POST /admin/v1/secrets/rewrap, `inbound secrets rewrap`) once every instance
+  // holds the new key (docs/operations.md, "Rotating WEBHOOK_SECRET_KEY"). A failure is logged and does not stop the
+  // start. A process that waits for its database (src/main.ts, `isReady`) runs it once the store answers instead.
+  const checkSecretsAtStart = async () => {
     try {
-      const { rewrapped, undecryptable } = await secretRewrap.run()
-      if (rewrapped > 0) app.log.info({ rewrapped }, 'stored secrets re-encrypted under the current key')
-      if (undecryptable > 0) {
+      const unreadable = await secretCheck.run()
+      if (unreadable > 0) {
         app.log.warn(
-          { undecryptable },
-          'stored secrets that no configured key opens (set WEBHOOK_SECRET_KEY_PREVIOUS to the key they were encrypted under; docs/operations.md)',
+          { unreadable },
+          'this instance holds no key that opens some stored secrets (encrypted under a key not in its WEBHOOK_SECRET_KEY or WEBHOOK_SECRET_KEY_PREVIOUS): add that key to its ring and restart it; /readyz reports it meanwhile (docs/operations.md)',
         )
       }
     } catch (err) {
-      app.log.error({ errMessage: (err as Error).message }, 're-encrypting stored secrets failed')
+      app.log.error({ errMessage: (err as Error).message }, 'checking stored secrets against the key ring failed')
     }
   }
   app.addHook('onReady', async () => {
-    if (!isReady || isReady()) await rewrapAtStart()
+    if (!isReady || isReady()) await checkSecretsAtStart()
   })
   /** The periodic freshness sweep (src/main.ts): in sandbox, each client at its own time. */
   const sweepFreshness = () => (sandbox ? sweepFreshnessAtClientTimes(store, sandbox, freshness) : freshness.sweep(store))
@@ -426,8 +445,16 @@ export function createApp({
     onFeedAppended,
     onError: logged('refund worker failed'),
   })
+  // The catch-up sweep of every client's provider events (src/workers/provider-sync.ts); absent when turned off.
+  const providerSyncWorker = createProviderSyncWorker({
+    store,
+    sync: providerSync,
+    intervalSeconds: config.providerSync.intervalSeconds,
+    onError: logged('payment provider catch-up sweep failed'),
+  })
   // Every background worker of the process, in one list: src/main.ts starts and stops them together.
   const workers: Worker[] = [
+    ...(providerSyncWorker ? [providerSyncWorker] : []),
     batchRunner,
     webhookDispatcher,
     receiptDispatcher,
@@ -467,6 +494,7 @@ export function createApp({
     receiptDispatcher,
     clientFanout,
     refundWorker,
+    providerSync,
     keyUsage,
     metrics,
     sandbox,
@@ -474,7 +502,8 @@ export function createApp({
     sweepFreshness,
     workers,
     secretRewrap,
-    rewrapAtStart,
+    secretCheck,
+    checkSecretsAtStart,
   }
 }
 

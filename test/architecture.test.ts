@@ -49,6 +49,26 @@ describe('the import graph of src/', () => {
   })
 })
 
+describe('the payment-provider seam', () => {
+  it("names Stripe ('stripe') only in its own folder and in the operator's configuration of it", () => {
+    // Everything else goes through the provider interface (payments/provider.ts): a second provider is a new folder.
+    const allowed = [
+      `${ROOT}/resources/payments/stripe/`,
+      `${ROOT}/admin/payment-provider-`,
+      // The operator's `inbound provider set`, which sends `{provider: "stripe", ...}`.
+      `${ROOT}/cli/inbound.ts`,
+    ]
+    const sites: string[] = []
+    for (const file of files) {
+      if (allowed.some((prefix) => file.path.startsWith(prefix))) continue
+      file.text.split('\n').forEach((line, i) => {
+        if (/(['"`])stripe\1/.test(line)) sites.push(`${file.path}:${i + 1}`)
+      })
+    }
+    assert.deepEqual(sites, [])
+  })
+})
+
 describe('the transactions of src/', () => {
   it('are opened only in src/store/, in executeWrite (requests) and in inUnitOfWork (everything else)', () => {
     // `.transaction(`, `inRequestTransaction(` and `new UnitOfWork(` anywhere else is a third idiom.
