@@ -96,6 +96,7 @@ export const ConfigSchema = z
     DATABASE_URL: z.string().url().optional(),
     DATABASE_CONNECT_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3600).default(60),
     DATA_DIR: z.string().min(1).default('./data'),
+    DATABASE_LAYOUT: z.enum(['plain', 'partitioned']).default('plain'),
     SERVICE_ENVIRONMENT: z.enum(['sandbox', 'production']).default('sandbox'),
     ADMIN_TOKEN: z.string().min(24, 'is shorter than 24 characters').optional(),
     PUBLIC_BASE_URL: z.string().url().optional(),
@@ -165,6 +166,7 @@ export const ConfigSchema = z
       databaseUrl: c.DATABASE_URL,
       databaseConnectTimeoutSeconds: c.DATABASE_CONNECT_TIMEOUT_SECONDS,
       dataDir: c.DATA_DIR,
+      databaseLayout: c.DATABASE_LAYOUT,
       environment: c.SERVICE_ENVIRONMENT,
       adminToken: c.ADMIN_TOKEN,
       publicBaseUrl,
@@ -208,6 +210,7 @@ const FIXES: Record<string, string> = {
   DATABASE_URL: 'set DATABASE_URL to a URL such as postgres://user:password@host:5432/database, or unset it for the embedded store',
   DATABASE_CONNECT_TIMEOUT_SECONDS: 'set DATABASE_CONNECT_TIMEOUT_SECONDS to a whole number of seconds from 1 to 3600, or unset it for 60',
   DATA_DIR: 'set DATA_DIR to a directory path, or unset it for ./data',
+  DATABASE_LAYOUT: 'set DATABASE_LAYOUT to plain or partitioned (a test layout, docs/scaling.md), or unset it for plain',
   SERVICE_ENVIRONMENT: 'set SERVICE_ENVIRONMENT to sandbox or production',
   ADMIN_TOKEN:
     'set ADMIN_TOKEN to a random string of at least 24 characters (for example the output of `openssl rand -hex 24`); it may be unset only in sandbox, where one is generated at first start and printed once',

@@ -63,7 +63,7 @@ const opening = pendingStore(config.databaseUrl ? 'postgres' : 'pglite')
 const store: Store = opening.store
 if (!config.databaseUrl) {
   try {
-    opening.ready(await openStore({ dataDir: config.dataDir }))
+    opening.ready(await openStore({ dataDir: config.dataDir, layout: config.databaseLayout }))
   } catch (err) {
     if (err instanceof DataDirLockedError) startFailed(err.message)
     startFailed(`could not open the embedded store: ${(err as Error).message}`, err)
@@ -159,6 +159,7 @@ async function reachPostgres(url: string): Promise<void> {
     opening.ready(
       await openStore({
         databaseUrl: url,
+        layout: config.databaseLayout,
         wait: {
           timeoutMs: timeoutSeconds * 1000,
           signal: aborted.signal,

@@ -97,20 +97,22 @@ export async function deleteClientData(tx: Tx, clientCode: string): Promise<Reco
   // First, under the feed head's row lock (held to commit): a write that allocates a sequence number waits for
   // the reset, and its event then follows the purge mark.
   await tx.query('UPDATE feed_heads SET purged_through_seq = last_seq WHERE client_code = $1', [clientCode])
-  const tables = (
-    await tx.query<{ table_name: string }>(
-      `SELECT c.table_name FROM information_schema.columns c
-         JOIN information_schema.tables t ON t.table_schema = c.table_schema AND t.table_name = c.table_name
-        WHERE c.column_name = 'client_code' AND c.table_schema = current_schema() AND t.table_type = 'BASE TABLE'
-        ORDER BY c.table_name`,
+  const tables =
+    // Tables, not their partitions (DATABASE_LAYOUT=partitioned, src/store/layout.ts): a delete from a table reaches its partitions.
+    (
+      await tx.query<{ table_name: string }>(
+        `SELECT c.relname AS table_name FROM pg_class c
+        WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+          AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'client_code' AND NOT a.attisdropped)
+        ORDER BY c.relname COLLATE "C"`,
+      )
     )
-  )
-    .map((r) => r.table_name)
-    .filter((t) => !RESET_KEEPS.has(t))
+      .map((r) => r.table_name)
+      .filter((t) => !RESET_KEEPS.has(t))
   const edges = await tx.query<{ child: string; parent: string }>(
     `SELECT cl.relname AS child, pl.relname AS parent FROM pg_constraint k
        JOIN pg_class cl ON cl.oid = k.conrelid JOIN pg_class pl ON pl.oid = k.confrelid
-      WHERE k.contype = 'f' AND k.connamespace = current_schema()::regnamespace AND k.conrelid <> k.confrelid`,
+      WHERE k.contype = 'f' AND k.conparentid = 0 AND k.connamespace = current_schema()::regnamespace AND k.conrelid <> k.confrelid`,
   )
   // Children first: a table is deleted from once no table still to do references it.
   const todo = new Set(tables)

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto'
 import { readdirSync, readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { type DatabaseLayout, partitionClientTables } from './layout.ts'
 import type { Store, Tx } from './store.ts'
 
 const here = dirname(fileURLToPath(import.meta.url))
@@ -58,8 +59,11 @@ export function listDefinitions(): Definition[] {
  * The definitions are re-applied whenever a migration ran or a file's digest differs from the one recorded in
  * schema_definitions, and only then: replacing a view takes an exclusive lock on it, which an instance starting
  * beside others serving requests should not take for nothing.
+ *
+ * With `layout: 'partitioned'` (layout.ts), every client-keyed table still unpartitioned after the migrations is
+ * converted to one hash-partitioned by `client_code`, before the definitions are applied.
  */
-export async function migrate(store: Store): Promise<number[]> {
+export async function migrate(store: Store, opts: { layout?: DatabaseLayout } = {}): Promise<number[]> {
   return store.transaction(async (tx) => {
     await tx.query('SELECT pg_advisory_xact_lock(7263540021)')
     await tx.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -74,7 +78,8 @@ export async function migrate(store: Store): Promise<number[]> {
       await tx.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [m.version, m.name])
       applied.push(m.version)
     }
-    await applyDefinitions(tx, applied.length > 0)
+    const converted = opts.layout === 'partitioned' ? await partitionClientTables(tx) : []
+    await applyDefinitions(tx, applied.length > 0 || converted.length > 0)
     return applied
   })
 }

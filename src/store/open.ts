@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { lockDataDir } from './data-dir-lock.ts'
+import type { DatabaseLayout } from './layout.ts'
 import { migrate } from './migrate.ts'
 import { openPglite } from './pglite.ts'
 import { openPostgres } from './postgres.ts'
@@ -12,9 +13,16 @@ import { CommitOutcomeUnknownError, type Store } from './store.ts'
  * a second process gets DataDirLockedError. With `wait`, a PostgreSQL server not reachable yet (not started,
  * starting, restarting) is waited for, with backoff, up to `wait.timeoutMs`.
  */
-export async function openStore(opts: { databaseUrl?: string; dataDir?: string; wait?: WaitOptions }): Promise<Store> {
-  if (opts.databaseUrl) return opts.wait ? openPostgresWhenReachable(opts.databaseUrl, opts.wait) : migrated(openPostgres(opts.databaseUrl))
-  if (!opts.dataDir) return migrated(await openPglite())
+export async function openStore(opts: {
+  databaseUrl?: string
+  dataDir?: string
+  wait?: WaitOptions
+  layout?: DatabaseLayout
+}): Promise<Store> {
+  const layout = opts.layout ?? 'plain'
+  if (opts.databaseUrl)
+    return opts.wait ? openPostgresWhenReachable(opts.databaseUrl, opts.wait, layout) : migrated(openPostgres(opts.databaseUrl), layout)
+  if (!opts.dataDir) return migrated(await openPglite(), layout)
   const lock = await lockDataDir(opts.dataDir)
   try {
     const dir = resolve(opts.dataDir, 'pglite')
@@ -30,16 +38,16 @@ export async function openStore(opts: { databaseUrl?: string; dataDir?: string; 
         }
       },
     }
-    return await migrated(locked)
+    return await migrated(locked, layout)
   } catch (err) {
     lock.release()
     throw err
   }
 }
 
-async function migrated(store: Store): Promise<Store> {
+async function migrated(store: Store, layout: DatabaseLayout): Promise<Store> {
   try {
-    await migrate(store)
+    await migrate(store, { layout })
     // So that the workers' first claims carry the instance's lease key (a failed first attempt is retried there).
     await store.leaseHolder?.ready?.catch(() => {})
   } catch (err) {
@@ -161,7 +169,7 @@ export function isUnreachable(err: unknown, depth = 0): boolean {
  * PostgreSQL, migrated, once it is reachable: attempts with backoff until `wait.timeoutMs` has passed, then
  * DatabaseUnreachableError. Migrations run in one transaction, so an attempt cut off half-way is simply retried.
  */
-async function openPostgresWhenReachable(url: string, wait: WaitOptions): Promise<Store> {
+async function openPostgresWhenReachable(url: string, wait: WaitOptions, layout: DatabaseLayout): Promise<Store> {
   const started = Date.now()
   const deadline = started + wait.timeoutMs
   const store = openPostgres(url)
@@ -179,7 +187,7 @@ async function openPostgresWhenReachable(url: string, wait: WaitOptions): Promis
     )
   for (let attempt = 1; ; attempt++) {
     try {
-      const migrating = migrate(store)
+      const migrating = migrate(store, { layout })
       // Settled either way, so that an attempt the deadline or a signal cut short never rejects unheard.
       migrating.catch(() => {})
       await within(migrating, deadline - Date.now(), wait.signal)

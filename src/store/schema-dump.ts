@@ -4,7 +4,8 @@ import type { Queryable } from './store.ts'
  * The migrated schema as text: every table of the `public` schema (persistence, columns, constraints), its other
  * indexes, sequences, views and functions, each in name order, from the catalog alone. PGlite has no pg_dump, so
  * this reads the catalog with the deparse functions both engines share (pg_get_constraintdef, pg_get_indexdef,
- * pg_get_viewdef, pg_get_functiondef). src/store/schema.sql is its output for a freshly migrated database
+ * pg_get_viewdef, pg_get_functiondef). The same text on either layout (src/store/layout.ts): a partitioned table reads
+ * as the plain table it stands for, and its partitions are left out. src/store/schema.sql is its output for a freshly migrated database
  * (`npm run schema:dump`), and test/store/schema.test.ts compares the two on each engine.
  */
 export async function dumpSchema(db: Queryable): Promise<string> {
@@ -17,7 +18,7 @@ export async function dumpSchema(db: Queryable): Promise<string> {
   const tables = await db.query<{ oid: number; name: string; unlogged: boolean }>(
     `SELECT c.oid::int AS oid, c.relname AS name, c.relpersistence = 'u' AS unlogged
        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-      WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p')
+      WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND NOT c.relispartition
       ORDER BY c.relname COLLATE "C"`,
   )
   const columns = await db.query<{ table_oid: number; line: string }>(
@@ -28,7 +29,7 @@ export async function dumpSchema(db: Queryable): Promise<string> {
        FROM pg_attribute a
        JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
        LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-      WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped
+      WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND NOT c.relispartition AND a.attnum > 0 AND NOT a.attisdropped
       ORDER BY a.attrelid, a.attnum`,
   )
   // Newer engines (PGlite's) also record each NOT NULL as a constraint (contype 'n'); the column line says it.
@@ -36,15 +37,16 @@ export async function dumpSchema(db: Queryable): Promise<string> {
     `SELECT k.conrelid::int AS table_oid, 'CONSTRAINT ' || quote_ident(k.conname) || ' ' || pg_get_constraintdef(k.oid) AS line
        FROM pg_constraint k
        JOIN pg_class c ON c.oid = k.conrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-      WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND k.contype <> 'n'
+      WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND NOT c.relispartition AND k.contype <> 'n' AND k.conparentid = 0
       ORDER BY k.conrelid, k.conname COLLATE "C"`,
   )
   // Indexes that back a constraint are the constraint's; the rest are listed after their table.
   const indexes = await db.query<{ table_oid: number; line: string }>(
-    `SELECT i.indrelid::int AS table_oid, pg_get_indexdef(i.indexrelid) || ';' AS line
+    `SELECT i.indrelid::int AS table_oid, replace(pg_get_indexdef(i.indexrelid), ' ON ONLY ', ' ON ') || ';' AS line
        FROM pg_index i
        JOIN pg_class x ON x.oid = i.indexrelid JOIN pg_namespace n ON n.oid = x.relnamespace
-      WHERE n.nspname = 'public' AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid)
+       JOIN pg_class t ON t.oid = i.indrelid
+      WHERE n.nspname = 'public' AND NOT t.relispartition AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid)
       ORDER BY i.indrelid, x.relname COLLATE "C"`,
   )
   for (const t of tables) {

@@ -24,7 +24,7 @@ CREATE INDEX api_keys_integration ON public.api_keys USING btree (integration_id
 CREATE TABLE audit_events (
   seq bigint NOT NULL DEFAULT nextval('audit_events_seq_seq'::regclass),
   audit_event_id uuid NOT NULL,
-  client_code text,
+  client_code text NOT NULL,
   actor text NOT NULL,
   action text NOT NULL,
   target_type text NOT NULL,
@@ -32,10 +32,9 @@ CREATE TABLE audit_events (
   details jsonb NOT NULL DEFAULT '{}'::jsonb,
   change_digest text NOT NULL,
   occurred_at timestamp with time zone NOT NULL,
-  CONSTRAINT audit_events_audit_event_id_key UNIQUE (audit_event_id),
-  CONSTRAINT audit_events_pkey PRIMARY KEY (seq)
+  CONSTRAINT audit_events_audit_event_id_key UNIQUE (client_code, audit_event_id),
+  CONSTRAINT audit_events_pkey PRIMARY KEY (client_code, seq)
 );
-CREATE INDEX audit_events_client ON public.audit_events USING btree (client_code, seq);
 
 CREATE TABLE balance_snapshots (
   client_code text NOT NULL,
@@ -269,6 +268,27 @@ CREATE TABLE integrations (
   CONSTRAINT integrations_pkey PRIMARY KEY (integration_id)
 );
 
+CREATE TABLE operator_audit_events (
+  seq bigint NOT NULL DEFAULT nextval('audit_events_seq_seq'::regclass),
+  audit_event_id uuid NOT NULL,
+  actor text NOT NULL,
+  action text NOT NULL,
+  target_type text NOT NULL,
+  target_id text NOT NULL,
+  details jsonb NOT NULL DEFAULT '{}'::jsonb,
+  change_digest text NOT NULL,
+  occurred_at timestamp with time zone NOT NULL,
+  CONSTRAINT operator_audit_events_audit_event_id_key UNIQUE (audit_event_id),
+  CONSTRAINT operator_audit_events_pkey PRIMARY KEY (seq)
+);
+
+CREATE TABLE page_tokens (
+  page_token text NOT NULL,
+  client_code text NOT NULL,
+  external_payment_request_id text NOT NULL,
+  CONSTRAINT page_tokens_pkey PRIMARY KEY (page_token)
+);
+
 CREATE TABLE payment_observation_allocations (
   client_code text NOT NULL,
   external_event_id text NOT NULL,
@@ -335,7 +355,7 @@ CREATE TABLE payment_requests (
   CONSTRAINT payment_requests_canceled_reason CHECK (((status = 'canceled'::text) = (cancel_reason IS NOT NULL))),
   CONSTRAINT payment_requests_client_code_external_receivable_id_fkey FOREIGN KEY (client_code, external_receivable_id) REFERENCES receivables(client_code, external_receivable_id),
   CONSTRAINT payment_requests_client_code_fkey FOREIGN KEY (client_code) REFERENCES clients(client_code),
-  CONSTRAINT payment_requests_page_token_key UNIQUE (page_token),
+  CONSTRAINT payment_requests_page_token_key UNIQUE (client_code, page_token),
   CONSTRAINT payment_requests_pkey PRIMARY KEY (client_code, external_payment_request_id),
   CONSTRAINT payment_requests_status_check CHECK ((status = ANY (ARRAY['open'::text, 'confirmed'::text, 'failed'::text, 'expired'::text, 'canceled'::text])))
 );
@@ -391,7 +411,7 @@ CASE
 END)),
   CONSTRAINT payments_client_code_external_payment_request_id_fkey FOREIGN KEY (client_code, external_payment_request_id) REFERENCES payment_requests(client_code, external_payment_request_id),
   CONSTRAINT payments_pkey PRIMARY KEY (client_code, external_payment_request_id),
-  CONSTRAINT payments_provider_provider_payment_id_key UNIQUE (provider, provider_payment_id),
+  CONSTRAINT payments_provider_provider_payment_id_key UNIQUE (client_code, provider, provider_payment_id),
   CONSTRAINT payments_refunded_minor_check CHECK ((refunded_minor >= 0)),
   CONSTRAINT payments_reversed_minor_check CHECK ((reversed_minor >= 0)),
   CONSTRAINT payments_status_check CHECK ((status = ANY (ARRAY['confirmed'::text, 'failed'::text]))),

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { createKeyRing, KEY_BYTES, type KeyRing, keyFromHex, UnreadableSecretError } from '../domain/key-ring.ts'
-import type { Queryable, Store } from './store.ts'
+import type { Queryable, Store, Tx } from './store.ts'
 
 /**
  * Where the key ring (src/domain/key-ring.ts) comes from, and the re-encryption of stored secrets under its
@@ -78,6 +78,10 @@ const ident = (name: string) => {
  * `chunk` rows, one transaction each, walked in key order, so each row is looked at once per run. Safe with
  * several instances at once: a chunk's rows are locked FOR UPDATE SKIP LOCKED (another instance's rows are
  * skipped, that instance rewraps them) and a rewrapped row no longer matches, so running again changes nothing.
+ *
+ * A table keyed by client (its first key column `client_code`) is walked client by client, so that every
+ * statement that locks or writes names one client (docs/scaling.md): the clients with a stale ciphertext are
+ * found first by one read across clients (named there among the exceptions), then each client's rows are walked.
  */
 export async function rewrapTable(store: Store, ring: KeyRing, t: EncryptedColumns, chunk = 100): Promise<RewrapResult> {
   const keys = t.keyColumns.map(ident)
@@ -87,57 +91,88 @@ export async function rewrapTable(store: Store, ring: KeyRing, t: EncryptedColum
   // `v2.<current key id>.`: hex digits and dots only, so no LIKE wildcard.
   const current = `v2.${ring.current.id}.%`
   const stale = cols.map((c) => `(${c} IS NOT NULL AND ${c} NOT LIKE $1)`).join(' OR ')
-  let after: string[] | null = null
-  for (;;) {
-    const from: string[] | null = after
-    const result = await store.transaction(async (tx) => {
-      const params: unknown[] = [current, chunk]
-      let keyset = ''
-      if (from) {
-        keyset = ` AND (${keys.join(', ')}) > (${from.map((_, i) => `$${i + 3}`).join(', ')})`
-        params.push(...from)
-      }
-      const rows = await tx.query<Record<string, string>>(
-        `SELECT ${[...keys, ...cols].join(', ')} FROM ${table}
-          WHERE (${stale})${keyset}
-          ORDER BY ${keys.join(', ')} LIMIT $2
-          FOR UPDATE SKIP LOCKED`,
-        params,
-      )
-      let rewrapped = 0
-      let undecryptable = 0
-      for (const row of rows) {
-        const aad = t.aad(row)
-        const updates: [string, string][] = []
-        for (const c of cols) {
-          const stored = row[c]
-          if (stored === null || stored === undefined) continue
-          try {
-            const next = ring.rewrap(aad, stored)
-            if (next !== null) updates.push([c, next])
-          } catch (err) {
-            if (!(err instanceof UnreadableSecretError)) throw err
-            // Left as it is: the family's own path says so where it is used (a webhook endpoint is disabled).
-            undecryptable++
-          }
+  const byClient = keys[0] === 'client_code'
+  const scopes: (string | null)[] = byClient
+    ? (
+        await store.query<{ client_code: string }>(`SELECT DISTINCT client_code FROM ${table} WHERE (${stale}) ORDER BY client_code`, [
+          current,
+        ])
+      ).map((r) => r.client_code)
+    : [null]
+  const walked = byClient ? keys.slice(1) : keys
+  for (const scope of scopes) {
+    let after: string[] | null = null
+    for (;;) {
+      const from: string[] | null = after
+      const result = await store.transaction(async (tx) => {
+        const params: unknown[] = [current, chunk]
+        let where = ''
+        if (scope !== null) {
+          params.push(scope)
+          where += ` AND client_code = $${params.length}`
         }
-        if (updates.length > 0) {
-          await tx.query(
-            `UPDATE ${table} SET ${updates.map(([c], i) => `${c} = $${i + 1}`).join(', ')}
-              WHERE ${keys.map((k, i) => `${k} = $${updates.length + i + 1}`).join(' AND ')}`,
-            [...updates.map(([, v]) => v), ...keys.map((k) => row[k])],
-          )
-          rewrapped += updates.length
+        if (from && walked.length > 0) {
+          where += ` AND (${walked.join(', ')}) > (${from.map((_, i) => `$${params.length + i + 1}`).join(', ')})`
+          params.push(...from)
         }
-      }
-      const last = rows.at(-1)
-      return { rewrapped, undecryptable, next: rows.length === chunk && last ? keys.map((k) => last[k] as string) : null }
-    })
-    total.rewrapped += result.rewrapped
-    total.undecryptable += result.undecryptable
-    if (!result.next) return total
-    after = result.next
+        const rows = await tx.query<Record<string, string>>(
+          `SELECT ${[...keys, ...cols].join(', ')} FROM ${table}
+            WHERE (${stale})${where}
+            ORDER BY ${keys.join(', ')} LIMIT $2
+            FOR UPDATE SKIP LOCKED`,
+          params,
+        )
+        const done = await rewrapRows(tx, ring, t, table, keys, cols, rows)
+        const last = rows.at(-1)
+        const next = rows.length === chunk && last && walked.length > 0 ? walked.map((k) => last[k] as string) : null
+        return { ...done, next }
+      })
+      total.rewrapped += result.rewrapped
+      total.undecryptable += result.undecryptable
+      if (!result.next) break
+      after = result.next
+    }
   }
+  return total
+}
+
+/** Re-encrypts the ciphertexts of locked rows, one UPDATE per row that changed (by its whole key). */
+async function rewrapRows(
+  tx: Tx,
+  ring: KeyRing,
+  t: EncryptedColumns,
+  table: string,
+  keys: readonly string[],
+  cols: readonly string[],
+  rows: Record<string, string>[],
+): Promise<RewrapResult> {
+  let rewrapped = 0
+  let undecryptable = 0
+  for (const row of rows) {
+    const aad = t.aad(row)
+    const updates: [string, string][] = []
+    for (const c of cols) {
+      const stored = row[c]
+      if (stored === null || stored === undefined) continue
+      try {
+        const next = ring.rewrap(aad, stored)
+        if (next !== null) updates.push([c, next])
+      } catch (err) {
+        if (!(err instanceof UnreadableSecretError)) throw err
+        // Left as it is: the family's own path says so where it is used (a webhook endpoint is disabled).
+        undecryptable++
+      }
+    }
+    if (updates.length > 0) {
+      await tx.query(
+        `UPDATE ${table} SET ${updates.map(([c], i) => `${c} = $${i + 1}`).join(', ')}
+          WHERE ${keys.map((k, i) => `${k} = $${updates.length + i + 1}`).join(' AND ')}`,
+        [...updates.map(([, v]) => v), ...keys.map((k) => row[k])],
+      )
+      rewrapped += updates.length
+    }
+  }
+  return { rewrapped, undecryptable }
 }
 
 /** Every table's ciphertexts under the current key: the operator's route (never a start: docs/operations.md). */

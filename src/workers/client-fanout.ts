@@ -1,7 +1,7 @@
 import {
   advanceReceivables,
   claimFanout,
-  fanoutDue,
+  dueFanoutClients,
   fanoutPending,
   receivablesBehind,
   recordFanoutFailure,
@@ -48,6 +48,9 @@ export interface ClientFanoutOptions {
 
 export const DEFAULT_FANOUT_CHUNK_SIZE = 500
 
+/** Due clients one search returns: a claim skips those another worker holds, so a few more than the workers. */
+const DUE_CLIENTS_PER_SEARCH = 16
+
 export interface ClientFanout extends Worker {
   readonly chunkSize: number
   /** One chunk of one client's fan-out (any due client, or only `clientCode`): the client it worked on. */
@@ -64,10 +67,22 @@ export function createClientFanout(opts: ClientFanoutOptions): ClientFanout {
   if (!Number.isInteger(chunkSize) || chunkSize < 1) throw new Error(`chunkSize must be a positive integer, not ${chunkSize}`)
 
   /**
-   * One chunk of one client's fan-out (any due client, or only `clientCode`), in one transaction. Returns the
-   * client it worked on, or undefined when nothing was due.
+   * One chunk of one client's fan-out (any due client, or only `clientCode`). Returns the client it worked on, or
+   * undefined when nothing was due. Any due client: the due clients are found by one read across clients, then
+   * claimed one by one until a claim succeeds (another worker holds the others), so every statement that locks or
+   * writes names its client (docs/scaling.md).
    */
   async function runChunk(clientCode?: string, opt: { rethrow?: boolean } = {}): Promise<string | undefined> {
+    if (clientCode !== undefined) return runClientChunk(clientCode, opt)
+    for (const due of await dueFanoutClients(store, DUE_CLIENTS_PER_SEARCH)) {
+      const ran = await runClientChunk(due, opt)
+      if (ran !== undefined) return ran
+    }
+    return undefined
+  }
+
+  /** One chunk of the client's fan-out, in one transaction; undefined when it was not due or another worker has it. */
+  async function runClientChunk(clientCode: string, opt: { rethrow?: boolean }): Promise<string | undefined> {
     let claimed: string | undefined
     try {
       return await inUnitOfWork(
@@ -120,7 +135,6 @@ export function createClientFanout(opts: ClientFanoutOptions): ClientFanout {
 
   /** One chunk of any due client; true when one ran. */
   async function runOnce(opt: { rethrow?: boolean } = {}): Promise<boolean> {
-    if (!(await fanoutDue(store))) return false
     return (await runChunk(undefined, opt)) !== undefined
   }
 

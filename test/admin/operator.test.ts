@@ -94,7 +94,10 @@ describe('operator API', () => {
     assert.equal(first.status, 200)
     const stored = async () => t.store.query('SELECT * FROM api_keys WHERE api_key_id = $1', [key.json.apiKeyId])
     const auditCount = async () =>
-      Number((await t.store.query<{ n: string }>('SELECT count(*) AS n FROM audit_events WHERE target_id = $1', [key.json.apiKeyId]))[0]?.n)
+      Number(
+        (await t.store.query<{ n: string }>('SELECT count(*) AS n FROM operator_audit_events WHERE target_id = $1', [key.json.apiKeyId]))[0]
+          ?.n,
+      )
     const before = { row: await stored(), audit: await auditCount() }
     assert.equal(before.audit, 2)
     for (const body of [{}, undefined]) {
@@ -103,7 +106,7 @@ describe('operator API', () => {
       assert.deepEqual(again.json, first.json)
     }
     assert.deepEqual({ row: await stored(), audit: await auditCount() }, before)
-    const events = await t.store.query<{ action: string }>('SELECT action FROM audit_events WHERE target_id = $1 ORDER BY seq', [
+    const events = await t.store.query<{ action: string }>('SELECT action FROM operator_audit_events WHERE target_id = $1 ORDER BY seq', [
       key.json.apiKeyId,
     ])
     assert.deepEqual(

@@ -31,7 +31,17 @@ const TABLES = [
   'change_events',
 ]
 /** Every table a read or a refused request must leave as it is: the client's data, and the operator's and webhooks' tables. */
-const ALL_TABLES = [...TABLES, 'clients', 'integrations', 'grants', 'api_keys', 'audit_events', 'webhook_endpoints', 'webhook_deliveries']
+const ALL_TABLES = [
+  ...TABLES,
+  'clients',
+  'integrations',
+  'grants',
+  'api_keys',
+  'audit_events',
+  'operator_audit_events',
+  'webhook_endpoints',
+  'webhook_deliveries',
+]
 
 before(async () => {
   t = await startTestApp({}, { resolver: async () => [{ address: '93.184.215.14', family: 4 }] })

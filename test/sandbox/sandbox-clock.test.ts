@@ -409,12 +409,12 @@ describe(`sandbox client reset (${engineName})`, () => {
     const headBefore = (await t.store.query<{ last_seq: string }>(`SELECT last_seq FROM feed_heads WHERE client_code = 'sc-reset'`))[0]
       ?.last_seq
 
-    // Every table with a client_code column, and how many rows of each client it holds.
+    // Every table with a client_code column (not its partitions, on the partitioned layout), and how many rows of each client it holds.
     const tables = (
       await t.store.query<{ table_name: string }>(
-        `SELECT c.table_name FROM information_schema.columns c
-           JOIN information_schema.tables t ON t.table_schema = c.table_schema AND t.table_name = c.table_name
-          WHERE c.column_name = 'client_code' AND c.table_schema = current_schema() AND t.table_type = 'BASE TABLE'`,
+        `SELECT c.relname AS table_name FROM pg_class c
+          WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+            AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'client_code' AND NOT a.attisdropped)`,
       )
     ).map((r) => r.table_name)
     const counts = async (client: string) => {

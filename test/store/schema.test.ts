@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { after, before, test } from 'node:test'
+import { clientKeyedTables, PARTITIONS } from '../../src/store/layout.ts'
 import { migrate } from '../../src/store/migrate.ts'
 import { dumpSchema } from '../../src/store/schema-dump.ts'
-import { createTestDatabase, engineName, type TestDatabase } from '../helpers/store.ts'
+import { createTestDatabase, engineName, type TestDatabase, testLayout } from '../helpers/store.ts'
 
 /**
  * The committed src/store/schema.sql is the migrated schema, read in one place: a freshly migrated database of each
@@ -41,4 +42,44 @@ test('a database migrated before the definition files existed gets them', async 
     DROP FUNCTION payment_request_expired(timestamptz, timestamptz);`)
   assert.deepEqual(await migrate(db.store), [])
   assert.equal(await dumpSchema(db.store), committed)
+})
+
+test('the partitioned layout (src/store/layout.ts): every client-keyed table hash-partitioned in 8, dumping to the same schema', async () => {
+  const other = await createTestDatabase({ layout: testLayout === 'partitioned' ? 'plain' : 'partitioned' })
+  try {
+    const partitioned = testLayout === 'partitioned' ? db : other
+    assert.equal(await dumpSchema(other.store), committed, 'the other layout dumps to the same text')
+    const tables = await clientKeyedTables(partitioned.store)
+    assert.ok(tables.length >= 40, `${tables.length} client-keyed tables`)
+    assert.deepEqual(
+      tables.filter((t) => !t.partitioned),
+      [],
+    )
+    const parts = await partitioned.store.query<{ parent: string; n: number; strategy: string; key: string }>(
+      `SELECT p.relname AS parent, count(*)::int AS n, pt.partstrat AS strategy, pg_get_partkeydef(p.oid) AS key
+         FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent JOIN pg_partitioned_table pt ON pt.partrelid = p.oid
+        GROUP BY p.relname, pt.partstrat, p.oid ORDER BY 1`,
+    )
+    assert.deepEqual(
+      parts,
+      tables.map((t) => ({ parent: t.name, n: PARTITIONS, strategy: 'h', key: 'HASH (client_code)' })),
+    )
+    // Tables keyed by something else stay whole: integrations, keys, settings, the limiter's, the operator's audit.
+    const whole = await partitioned.store.query<{ name: string }>(
+      `SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = 'public' AND c.relkind = 'r' AND NOT c.relispartition ORDER BY 1`,
+    )
+    assert.ok(whole.some((r) => r.name === 'integrations') && whole.some((r) => r.name === 'page_tokens'))
+    assert.equal(PARTITIONS, 8)
+    // A unique key without client_code is refused on it, as Citus refuses one without its distribution column.
+    await assert.rejects(
+      partitioned.store.exec('CREATE UNIQUE INDEX no_client ON receivables (external_receivable_id)'),
+      /partitioning columns|partition key/,
+    )
+    // Migrating again converts nothing and changes nothing.
+    assert.deepEqual(await migrate(partitioned.store, { layout: 'partitioned' }), [])
+    assert.equal(await dumpSchema(partitioned.store), committed)
+  } finally {
+    await other.drop()
+  }
 })

@@ -57,42 +57,55 @@ export interface ClaimedFanout {
 }
 
 /**
- * One client whose Receivables have not all reached its last fact, due now, row-locked: SKIP LOCKED leaves a
- * client another worker is on to that worker. `clientCode` restricts the claim to one client.
+ * The clients whose fan-out is due now, most overdue first (at most `limit`): the worker's search for work, read
+ * only and across clients (docs/scaling.md, "Exceptions"); each is then claimed on its own (claimFanout).
  */
-export async function claimFanout(tx: Tx, clientCode?: string): Promise<ClaimedFanout | undefined> {
+export async function dueFanoutClients(db: Queryable, limit: number): Promise<string[]> {
+  const rows = await db.query<{ client_code: string }>(
+    `SELECT f.client_code FROM client_fanouts f JOIN client_fact_heads h ON h.client_code = f.client_code
+      WHERE f.done_seq < h.last_seq AND f.next_attempt_at <= clock_timestamp()
+      ORDER BY f.next_attempt_at, f.client_code
+      LIMIT $1`,
+    [limit],
+  )
+  return rows.map((r) => r.client_code)
+}
+
+/**
+ * The client's fan-out when it has not reached its last fact and is due now, row-locked: SKIP LOCKED leaves a
+ * client another worker is on to that worker (undefined then, as when nothing is due).
+ */
+export async function claimFanout(tx: Tx, clientCode: string): Promise<ClaimedFanout | undefined> {
   return (
     await tx.query<ClaimedFanout>(
       `SELECT f.client_code, f.done_seq, f.target_seq, f.after_id, f.reached, f.failed_attempts, h.last_seq,
               (SELECT recorded_at FROM client_facts x
-                WHERE x.client_code = f.client_code
+                WHERE x.client_code = $1
                   AND x.seq = CASE WHEN f.target_seq > f.done_seq THEN f.target_seq ELSE h.last_seq END) AS target_recorded_at
          FROM client_fanouts f JOIN client_fact_heads h ON h.client_code = f.client_code
-        WHERE f.done_seq < h.last_seq AND f.next_attempt_at <= clock_timestamp() AND ($1::text IS NULL OR f.client_code = $1)
-        ORDER BY f.next_attempt_at, f.client_code
-        LIMIT 1
+        WHERE f.client_code = $1 AND h.client_code = $1 AND f.done_seq < h.last_seq AND f.next_attempt_at <= clock_timestamp()
         FOR UPDATE OF f SKIP LOCKED`,
-      [clientCode ?? null],
+      [clientCode],
     )
   )[0]
 }
 
-/** Is there any fan-out left that is due now (a cheap read before a claiming transaction)? */
-export async function fanoutDue(db: Queryable): Promise<boolean> {
-  const rows = await db.query<{ due: boolean }>(
-    `SELECT EXISTS (SELECT 1 FROM client_fanouts f JOIN client_fact_heads h ON h.client_code = f.client_code
-                     WHERE f.done_seq < h.last_seq AND f.next_attempt_at <= clock_timestamp()) AS due`,
-  )
-  return rows[0]?.due === true
-}
-
-/** Is there any fan-out left at all (of one client, or of any), due or backing off? */
+/**
+ * Is there any fan-out left at all, due or backing off: of one client, or (no client: tests and tools waiting for
+ * every fan-out to end, read only across clients) of any.
+ */
 export async function fanoutPending(db: Queryable, clientCode?: string): Promise<boolean> {
-  const rows = await db.query<{ pending: boolean }>(
-    `SELECT EXISTS (SELECT 1 FROM client_fanouts f JOIN client_fact_heads h ON h.client_code = f.client_code
-                     WHERE f.done_seq < h.last_seq AND ($1::text IS NULL OR f.client_code = $1)) AS pending`,
-    [clientCode ?? null],
-  )
+  const rows =
+    clientCode === undefined
+      ? await db.query<{ pending: boolean }>(
+          `SELECT EXISTS (SELECT 1 FROM client_fanouts f JOIN client_fact_heads h ON h.client_code = f.client_code
+                           WHERE f.done_seq < h.last_seq) AS pending`,
+        )
+      : await db.query<{ pending: boolean }>(
+          `SELECT EXISTS (SELECT 1 FROM client_fanouts f JOIN client_fact_heads h ON h.client_code = f.client_code
+                           WHERE f.client_code = $1 AND h.client_code = $1 AND f.done_seq < h.last_seq) AS pending`,
+          [clientCode],
+        )
   return rows[0]?.pending === true
 }
 
@@ -189,7 +202,7 @@ export async function fanoutStatus(db: Queryable, clientCode: string) {
       last_error: string | null
     }>(
       `SELECT h.last_seq, f.done_seq, f.target_seq, f.after_id, f.reached, f.failed_attempts, f.last_error
-         FROM client_fact_heads h JOIN client_fanouts f ON f.client_code = h.client_code WHERE h.client_code = $1`,
+         FROM client_fact_heads h JOIN client_fanouts f ON f.client_code = h.client_code WHERE h.client_code = $1 AND f.client_code = $1`,
       [clientCode],
     )
   )[0]

@@ -114,6 +114,12 @@ export async function insertPaymentRequest(
     now: string
   },
 ): Promise<PaymentRequestRow> {
+  // The hosted page finds the client of its token here first (findPageRow); the token's uniqueness is this key's.
+  await tx.query('INSERT INTO page_tokens (page_token, client_code, external_payment_request_id) VALUES ($1, $2, $3)', [
+    r.token,
+    clientCode,
+    id,
+  ])
   const rows = await tx.query<PaymentRequestRow>(
     `INSERT INTO payment_requests (client_code, external_payment_request_id, external_receivable_id, revision, status, currency,
                                    amount_minor, description, expires_at, body, page_token, created_at, updated_at)
@@ -200,8 +206,9 @@ export async function expireDue(
 }
 
 /**
- * Holds as they are now, for one Receivable (LATERAL, over the outer row's `client_code` and
- * `external_receivable_id`, alias `h`): the facts of receivable_hold_facts, with the client-wide two (collection
+ * Holds as they are now, for one Receivable (LATERAL, over the client code `client` names, a parameter, and the
+ * outer row's `external_receivable_id`, alias `h`; the client named, not taken from the outer row, so that every
+ * table of the view is narrowed to one client by the statement itself: docs/scaling.md): the facts of receivable_hold_facts, with the client-wide two (collection
  * enabled, Source stale) read live rather than as of the Receivable's last client fact. That is exactly what
  * catchUpReceivable followed by the view gives, without the write: so a read (the hosted page's GET) judges a
  * collection switched off a moment ago as the writes do (the page's POST, the operator's simulate, a Payment
@@ -213,14 +220,14 @@ export async function expireDue(
  * since the key comes from another table's row and not from a constant; kept apart, the key is a parameter of
  * the subquery and every table of the view is read by index for that one Receivable (EXPLAIN, checked).
  */
-function holdFactsNow(outer: string): string {
+function holdFactsNow(outer: string, client: string): string {
   return `LATERAL (
     SELECT v.client_code, v.external_receivable_id, v.instruction_state, c.collection_enabled, v.has_source_restriction,
            v.has_dispute, COALESCE(sa.stale_recorded, true) AS source_stale, v.status, v.flagged, v.reconciliation_held
       FROM receivable_hold_facts v
-      JOIN clients c ON c.client_code = v.client_code
-      LEFT JOIN source_activity sa ON sa.client_code = v.client_code
-     WHERE v.client_code = ${outer}.client_code AND v.external_receivable_id = ${outer}.external_receivable_id
+      JOIN clients c ON c.client_code = ${client}
+      LEFT JOIN source_activity sa ON sa.client_code = ${client}
+     WHERE v.client_code = ${client} AND v.external_receivable_id = ${outer}.external_receivable_id
     OFFSET 0) h`
 }
 
@@ -261,14 +268,14 @@ export async function lockPayingReceivable(
     await tx.query<PayingReceivableRow>(
       `SELECT r.currency, r.source_amount_minor, r.confirmed_unreconciled_minor, r.acknowledged_undeclared_minor,
               (SELECT COALESCE(sum(o.amount_minor), 0) FROM payment_requests o
-                WHERE o.client_code = r.client_code AND o.external_receivable_id = r.external_receivable_id
+                WHERE o.client_code = $1 AND o.external_receivable_id = r.external_receivable_id
                   AND o.status = 'open' AND NOT payment_request_expired(o.expires_at, $4)
                   AND o.external_payment_request_id <> $3
                   AND ($5::timestamptz IS NULL OR (o.created_at, o.external_payment_request_id) < ($5::timestamptz, $3)))::text
               AS reserved_minor,
               ${holdColumns()}
          FROM receivables r
-         LEFT JOIN ${holdFactsNow('r')} ON true
+         LEFT JOIN ${holdFactsNow('r', '$1')} ON true
         WHERE r.client_code = $1 AND r.external_receivable_id = $2
           FOR UPDATE OF r`,
       [clientCode, receivableId, request.id, now, request.createdAt ?? null],
@@ -307,12 +314,14 @@ export interface PageRow {
 }
 
 /**
- * The hosted page's read: one statement, outside any transaction, by the token alone (256 random bits, unique;
- * the only lookup not keyed by client code, and everything it joins is keyed by the client code it finds). It
- * writes nothing: an expiry that has passed unrecorded is shown as expired (payable() judges it), and recorded by
- * the next write or the expiry sweeper.
+ * The hosted page's read: two statements, outside any transaction. The token alone (256 random bits) finds its
+ * client in page_tokens (migration 0043; on Citus a table of its own, docs/scaling.md); the read then names that
+ * client for every table it joins. It writes nothing: an expiry that has passed unrecorded is shown as expired
+ * (payable() judges it), and recorded by the next write or the expiry sweeper.
  */
 export async function findPageRow(db: Queryable, token: string): Promise<PageRow | undefined> {
+  const owner = (await db.query<{ client_code: string }>('SELECT client_code FROM page_tokens WHERE page_token = $1', [token], PREPARED))[0]
+  if (!owner) return undefined
   return (
     await db.query<PageRow>(
       `SELECT p.client_code, p.external_payment_request_id, p.status, p.currency, p.amount_minor, p.description, p.expires_at,
@@ -321,16 +330,16 @@ export async function findPageRow(db: Queryable, token: string): Promise<PageRow
               cpp.mode AS provider_mode, ck.status AS checkout_status, ck.session_id AS checkout_session_id,
               ${holdColumns()}
          FROM payment_requests p
-         JOIN clients c ON c.client_code = p.client_code
-         LEFT JOIN sandbox_clocks sc ON sc.client_code = p.client_code
-         LEFT JOIN payments pay ON pay.client_code = p.client_code AND pay.external_payment_request_id = p.external_payment_request_id
-         LEFT JOIN client_payment_providers cpp ON cpp.client_code = p.client_code AND cpp.retired_at IS NULL
+         JOIN clients c ON c.client_code = $1
+         LEFT JOIN sandbox_clocks sc ON sc.client_code = $1
+         LEFT JOIN payments pay ON pay.client_code = $1 AND pay.external_payment_request_id = p.external_payment_request_id
+         LEFT JOIN client_payment_providers cpp ON cpp.client_code = $1 AND cpp.retired_at IS NULL
          LEFT JOIN LATERAL (SELECT k.status, k.session_id FROM provider_checkouts k
-                             WHERE k.client_code = p.client_code AND k.external_payment_request_id = p.external_payment_request_id
+                             WHERE k.client_code = $1 AND k.external_payment_request_id = p.external_payment_request_id
                              ORDER BY k.attempt DESC LIMIT 1) ck ON true
-         JOIN ${holdFactsNow('p')} ON true
-        WHERE p.page_token = $1`,
-      [token],
+         JOIN ${holdFactsNow('p', '$1')} ON true
+        WHERE p.client_code = $1 AND p.page_token = $2`,
+      [owner.client_code, token],
       PREPARED,
     )
   )[0]

@@ -277,28 +277,17 @@ export async function completeReceiptAttempts(db: Queryable, clientCode: string,
 }
 
 /**
- * Retention (src/resources/retention/service.ts): finished receipt delivery records (delivered or abandoned) whose
- * last attempt is older than `days` at the database's time, with their attempts. A pending receipt is still owed
- * and is never purged.
+ * Retention (src/resources/retention/service.ts): one client's finished receipt delivery records (delivered or
+ * abandoned) whose last attempt is older than `days` at its time `now`, with their attempts. A pending receipt is
+ * still owed and is never purged.
  */
-export async function purgeReceiptDeliveries(db: Queryable, days: number): Promise<void> {
-  await db.query(
-    `WITH gone AS (
-       DELETE FROM receipt_deliveries WHERE status <> 'pending' AND completed_at < now() - make_interval(days => $1)
-       RETURNING client_code, receipt_id)
-     DELETE FROM receipt_delivery_attempts a USING gone g WHERE a.client_code = g.client_code AND a.receipt_id = g.receipt_id`,
-    [days],
-  )
-}
-
-/** One client's finished receipt delivery records older than `days` at its time `now` (a sandbox clock). */
 export async function purgeClientReceiptDeliveries(db: Queryable, clientCode: string, now: string, days: number): Promise<void> {
   await db.query(
     `WITH gone AS (
        DELETE FROM receipt_deliveries
         WHERE client_code = $1 AND status <> 'pending' AND completed_at < $2::timestamptz - make_interval(days => $3)
-       RETURNING client_code, receipt_id)
-     DELETE FROM receipt_delivery_attempts a USING gone g WHERE a.client_code = g.client_code AND a.receipt_id = g.receipt_id`,
+       RETURNING receipt_id)
+     DELETE FROM receipt_delivery_attempts a USING gone g WHERE a.client_code = $1 AND a.receipt_id = g.receipt_id`,
     [clientCode, now, days],
   )
 }

@@ -382,12 +382,7 @@ export async function completeAttempts(
   )
 }
 
-/** Delivery records older than the retention period (attempts go with them). */
-export async function purgeDeliveries(db: Queryable, days: number): Promise<void> {
-  await db.query(`DELETE FROM webhook_deliveries WHERE created_at < now() - make_interval(days => $1)`, [days])
-}
-
-/** One client's delivery records older than `days` at its time `now` (a sandbox clock). */
+/** Retention: one client's delivery records older than `days` at its time `now` (attempts go with them). */
 export async function purgeClientDeliveries(db: Queryable, clientCode: string, now: string, days: number): Promise<void> {
   await db.query(`DELETE FROM webhook_deliveries WHERE client_code = $1 AND created_at < $2::timestamptz - make_interval(days => $3)`, [
     clientCode,

@@ -48,7 +48,13 @@ async function statements(call: () => Promise<{ status: number; body: string }>,
   const res = await call()
   assert.equal(res.status, status, res.body)
   const outside = counting.outside.map((sql) =>
-    /FROM payment_requests p/.test(sql) ? 'page read' : /FROM sandbox_clocks/.test(sql) ? 'sandbox clock' : sql,
+    /FROM page_tokens/.test(sql)
+      ? 'page token'
+      : /FROM payment_requests p/.test(sql)
+        ? 'page read'
+        : /FROM sandbox_clocks/.test(sql)
+          ? 'sandbox clock'
+          : sql,
   )
   const requestLocks = counting.inTransactions.filter((sql) => /FROM payment_requests WHERE .* FOR UPDATE/s.test(sql)).length
   return { inTransaction: counting.inTransactions.length, requestLocks, outside }
@@ -67,11 +73,11 @@ async function paymentOf(client: string, requestId: string): Promise<string[]> {
 test("the hosted page's POST: one lock of the request, 10/9 statements in its transaction", async () => {
   const p = await pageRequest(t, 'cs-page')
   const confirmed = await statements(() => t.call('POST', p.hostedUrl.pathname, form('confirmed')), 303)
-  assert.deepEqual(confirmed, { inTransaction: expect(10, 9), requestLocks: 1, outside: ['page read', 'sandbox clock'] })
+  assert.deepEqual(confirmed, { inTransaction: expect(10, 9), requestLocks: 1, outside: ['page token', 'page read', 'sandbox clock'] })
   assert.deepEqual(await paymentOf(p.client, p.requestId), ['confirmed 3000'])
   // The same outcome again: the page's read finds it decided, and answers from that read with no transaction.
   const again = await statements(() => t.call('POST', p.hostedUrl.pathname, form('confirmed')), 303)
-  assert.deepEqual(again, { inTransaction: 0, requestLocks: 0, outside: ['page read'] })
+  assert.deepEqual(again, { inTransaction: 0, requestLocks: 0, outside: ['page token', 'page read'] })
 })
 
 test('simulate: one lock of the request, 11/10 statements in its transaction; the same outcome again 4', async () => {

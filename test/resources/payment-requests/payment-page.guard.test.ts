@@ -244,13 +244,15 @@ describe('PAY_RATE_LIMIT_PER_MINUTE: per client address, GET and POST together',
 })
 
 describe('the page read is cheap', () => {
-  test('a page GET is one statement, outside any transaction; a malformed token none', async () => {
+  test("a page GET is two statements (the token's client, then the read naming it), outside any transaction; a malformed token none", async () => {
     now = new Date('2026-11-23T12:03:00.000Z')
     counting.reset()
     const res = await page('GET', `/pay/${token}`, '203.0.113.30')
     assert.equal(res.status, 200)
     assert.match(res.body, /<form method="post"/)
-    assert.equal(counting.outside.length, 1, counting.outside.join('\n---\n'))
+    assert.equal(counting.outside.length, 2, counting.outside.join('\n---\n'))
+    assert.equal(counting.outside[0], 'SELECT client_code FROM page_tokens WHERE page_token = $1')
+    assert.match(counting.outside[1] ?? '', /WHERE p\.client_code = \$1 AND p\.page_token = \$2/)
     assert.deepEqual(counting.inTransactions, [])
     counting.reset()
     for (const [i, bad] of ['short', `${'A'.repeat(42)}!`, 'A'.repeat(44)].entries()) {

@@ -259,7 +259,7 @@ describe(`changing the key that encrypts stored secrets (${engineName})`, () => 
     // kr-k1 is still under the forgotten K2.
     assert.deepEqual([res.status, res.json], [200, { rewrapped: 0, undecryptable: 1 }])
     const audit = await db.store.query<{ actor: string; target_id: string; details: unknown }>(
-      `SELECT actor, target_id, details FROM audit_events WHERE action = 'secrets.rewrapped' ORDER BY seq`,
+      `SELECT actor, target_id, details FROM operator_audit_events WHERE action = 'secrets.rewrapped' ORDER BY seq`,
     )
     assert.deepEqual(audit.at(-1), {
       actor: 'operator',
