@@ -66,6 +66,8 @@ import { createRefundService } from './resources/refunds/service.ts'
 import { refundStore } from './resources/refunds/store.ts'
 import { snapshotRoutes } from './resources/snapshots/routes.ts'
 import { createSnapshotService } from './resources/snapshots/service.ts'
+import { timelineRoutes } from './resources/timeline/routes.ts'
+import { createTimelineService } from './resources/timeline/service.ts'
 import { webhookRoutes } from './resources/webhooks/routes.ts'
 import { createWebhookService } from './resources/webhooks/service.ts'
 import { webhookSecretColumns } from './resources/webhooks/store.ts'
@@ -265,6 +267,7 @@ export function createApp({
   const routes: RouteDef[] = [
     ...customerRoutes(routeDeps, services.customers),
     ...receivableRoutes(routeDeps, services.receivables),
+    ...timelineRoutes(createTimelineService({ store })),
     ...financialEventRoutes(routeDeps, services.financialEvents),
     ...paymentObservationRoutes(routeDeps, services.paymentObservations),
     ...paymentRequestRoutes(routeDeps, services.paymentRequests),

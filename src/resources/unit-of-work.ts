@@ -1,5 +1,5 @@
 import type { Store, Tx } from '../store/store.ts'
-import { type ChangeInput, insertChanges } from './feed/store.ts'
+import { type ChangeActor, type ChangeInput, insertChanges } from './feed/store.ts'
 import { recordClientFact } from './holds/client-facts-store.ts'
 import { type SourceTouch, writeSourceActivity } from './holds/source-activity-store.ts'
 import { bumpReceivableRevisions, type HoldSnapshot, holdSnapshot } from './holds/store.ts'
@@ -30,6 +30,13 @@ export class UnitOfWork {
   private readonly watched = new Map<string, HoldSnapshot>()
 
   constructor(readonly tx: Tx) {}
+
+  /**
+   * Who acts in this unit of work, recorded on its feed rows (migration 0038): the service itself unless the one
+   * who opened it says otherwise (a request's write names its Integration's key or the operator; a provider's event
+   * its provider).
+   */
+  actor: ChangeActor = { type: 'service' }
 
   appendChange(clientCode: string, change: ChangeInput): void {
     const list = this.events.get(clientCode)
@@ -116,7 +123,7 @@ export class UnitOfWork {
     this.touches.clear()
     for (const clientCode of [...this.events.keys()].sort()) {
       const events = this.events.get(clientCode) ?? []
-      await insertChanges(this.tx, clientCode, events)
+      await insertChanges(this.tx, clientCode, events, this.actor)
       if (events.length > 0) this.feedAppended = true
     }
     this.events.clear()

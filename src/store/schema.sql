@@ -117,6 +117,7 @@ CREATE TABLE book_omissions (
   CONSTRAINT book_omissions_pkey PRIMARY KEY (client_code, external_completion_id, external_receivable_id)
 );
 CREATE INDEX book_omissions_held ON public.book_omissions USING btree (client_code, external_receivable_id) WHERE (released_at IS NULL);
+CREATE INDEX book_omissions_receivable ON public.book_omissions USING btree (client_code, external_receivable_id, flagged_at);
 
 CREATE TABLE change_events (
   client_code text NOT NULL,
@@ -127,10 +128,14 @@ CREATE TABLE change_events (
   resource_id text NOT NULL,
   revision bigint NOT NULL,
   occurred_at timestamp with time zone NOT NULL,
+  actor_type text,
+  actor_ref text,
+  CONSTRAINT change_events_actor_type_check CHECK ((actor_type = ANY (ARRAY['integration'::text, 'operator'::text, 'provider'::text, 'service'::text]))),
   CONSTRAINT change_events_client_code_fkey FOREIGN KEY (client_code) REFERENCES clients(client_code),
   CONSTRAINT change_events_pkey PRIMARY KEY (client_code, seq)
 );
 CREATE INDEX change_events_occurred ON public.change_events USING btree (client_code, occurred_at);
+CREATE INDEX change_events_resource ON public.change_events USING btree (client_code, resource_type, resource_id, seq);
 
 CREATE TABLE client_fact_heads (
   client_code text NOT NULL,
@@ -583,6 +588,7 @@ CREATE TABLE reconciliation_holds (
   CONSTRAINT reconciliation_holds_pkey PRIMARY KEY (client_code, external_reconciliation_id, external_receivable_id)
 );
 CREATE INDEX reconciliation_holds_open ON public.reconciliation_holds USING btree (client_code, external_receivable_id) WHERE (released_at IS NULL);
+CREATE INDEX reconciliation_holds_receivable ON public.reconciliation_holds USING btree (client_code, external_receivable_id, held_at);
 
 CREATE TABLE recovery_instruction_history (
   client_code text NOT NULL,
