@@ -360,6 +360,7 @@ describe('every operator route', () => {
     integrationId: 'sec-admin-i',
     apiKeyId: `ak_${'a'.repeat(24)}`,
     externalPaymentRequestId: 'sec-admin-pr',
+    externalReceivableId: 'sec-admin-r',
   }
   const adminValues = (route: RouteDef) => {
     const values: Record<string, string> = {}

@@ -78,6 +78,7 @@ export type PaymentReconciliationListQuery = ListQuery<'/v1/clients/{clientCode}
 export type FinancialEventListQuery = ListQuery<'/v1/clients/{clientCode}/adjustments'>
 export type PaymentObservationListQuery = ListQuery<'/v1/clients/{clientCode}/payment-observations'>
 export type BatchListQuery = ListQuery<'/v1/clients/{clientCode}/batches'>
+export type TimelineQuery = ListQuery<'/v1/clients/{clientCode}/receivables/{externalReceivableId}/timeline'>
 
 /** Options of one list call. */
 export interface ListOptions {
@@ -254,6 +255,15 @@ export interface InboundClient {
   listPaymentObservations(query?: PaymentObservationListQuery, options?: ListOptions): Promise<Page<Schemas['PaymentObservationList']>>
   /** The batches whose every record kind this key's grant may write. */
   listBatches(query?: BatchListQuery, options?: ListOptions): Promise<Page<Schemas['BatchList']>>
+  /**
+   * One page of a Receivable's timeline, oldest first: every entry `{at, kind, actor, summary, ref?}`. The page is
+   * also an async iterable over the whole timeline from there on.
+   */
+  receivableTimeline(
+    externalReceivableId: string,
+    query?: TimelineQuery,
+    options?: ListOptions,
+  ): Promise<Page<Schemas['ReceivableTimeline']>>
 }
 
 const EXTERNAL_ID = /^[A-Za-z0-9_-]{1,128}$/
@@ -375,6 +385,11 @@ export function createClient(options: ClientOptions): InboundClient {
     listPaymentObservations: (query = {}, o = {}) =>
       client.GET('/v1/clients/{clientCode}/payment-observations', { params: { query }, ...o }),
     listBatches: (query = {}, o = {}) => client.GET('/v1/clients/{clientCode}/batches', { params: { query }, ...o }),
+    receivableTimeline: (externalReceivableId, query = {}, o = {}) =>
+      client.GET('/v1/clients/{clientCode}/receivables/{externalReceivableId}/timeline', {
+        params: { path: { externalReceivableId }, query },
+        ...o,
+      }),
   }
   return client
 }

@@ -26,7 +26,7 @@ export interface TimelineRow {
 const REQUESTS = `SELECT external_payment_request_id AS id FROM payment_requests WHERE client_code = $1 AND external_receivable_id = $2`
 
 const BRANCHES = [
-  // Revisions: the Receivable's feed events (kept as long as the feed keeps them: FEED_RETENTION_DAYS).
+  // Revisions: the Receivable's feed events (kept as long as the feed keeps them: 30 days).
   `SELECT e.occurred_at AS at, 'revision:' || lpad(e.revision::text, 19, '0') AS key, 'revision' AS kind,
           e.actor_type, e.actor_ref, jsonb_build_object('revision', e.revision, 'type', e.type) AS detail
      FROM change_events e

@@ -198,6 +198,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/clients/{clientCode}/receivables/{externalReceivableId}/timeline": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a Receivable's timeline
+         * @description Everything that happened to the Receivable, oldest first: its revisions, financial events, payment observations, holds placed and released with their reason, recovery instructions, payment requests, payments, refunds, reversals, reconciliations and receipts. Each entry says when, who (`actor`: the Integration and its API key name, an operator, the payment provider, or the service itself; `unknown` for revisions recorded before the service kept it) and what, with a `ref` to the resource it concerns. Pages of `limit` entries (1 to 200, default 50); pass `nextCursor` as `cursor` for the next page, until it is null.
+         *
+         *     Concepts: [Customers and Receivables](/docs/guide/customers-and-receivables) in the guide.
+         */
+        get: operations["getReceivableTimeline"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/clients/{clientCode}/adjustments/{externalEventId}": {
         parameters: {
             query?: never;
@@ -3029,6 +3051,31 @@ export interface components {
             nextCursor: string | null;
         };
         /**
+         * @example {
+         *       "data": [
+         *         {
+         *           "at": "2026-01-31T09:30:00.000000Z",
+         *           "kind": "revision",
+         *           "actor": {
+         *             "type": "integration",
+         *             "name": "Core banking sync"
+         *           },
+         *           "summary": "Revision 1: created",
+         *           "ref": {
+         *             "type": "receivable",
+         *             "id": "recv-demo-1",
+         *             "revision": 1
+         *           }
+         *         }
+         *       ],
+         *       "nextCursor": null
+         *     }
+         */
+        ReceivableTimeline: {
+            data: components["schemas"]["TimelineEntry"][];
+            nextCursor: string | null;
+        };
+        /**
          * @description A Receivable as sent by the Source. Importing never starts recovery. `creditUnion` is required by the grant's industry profile (credit_union); without it the service answers 422 `profile_mismatch`.
          * @example {
          *       "financialType": "accelerated_balance",
@@ -3345,6 +3392,41 @@ export interface components {
          * @example ledger/customers/A-17
          */
         SourceReference: string;
+        TimelineActor: {
+            /** @enum {string} */
+            type: "integration" | "operator" | "provider" | "service" | "unknown";
+            /** @description The Integration's API key name, or the provider's name, where known. */
+            name?: string;
+        };
+        /**
+         * @example {
+         *       "at": "2026-01-31T09:30:00.000000Z",
+         *       "kind": "revision",
+         *       "actor": {
+         *         "type": "integration",
+         *         "name": "Core banking sync"
+         *       },
+         *       "summary": "Revision 1: created",
+         *       "ref": {
+         *         "type": "receivable",
+         *         "id": "recv-demo-1",
+         *         "revision": 1
+         *       }
+         *     }
+         */
+        TimelineEntry: {
+            at: components["schemas"]["Timestamp"];
+            /** @enum {string} */
+            kind: "revision" | "adjustment" | "credit_note" | "write_off" | "payment_observation" | "hold_placed" | "hold_released" | "recovery_instruction" | "payment_request" | "payment_request_expired" | "payment_request_canceled" | "payment" | "refund" | "refund_succeeded" | "refund_failed" | "reversal" | "reconciliation" | "reconciliation_resolved" | "receipt" | "receipt_delivered" | "receipt_abandoned";
+            actor: components["schemas"]["TimelineActor"];
+            summary: string;
+            /** @description The resource the entry is about, to read it (a Payment request, a refund, an instruction...). */
+            ref?: {
+                type: string;
+                id: string;
+                revision?: number;
+            };
+        };
         /**
          * Format: date-time
          * @description ISO 8601 date-time in UTC with a literal Z suffix; calendar-valid.
@@ -4808,6 +4890,92 @@ export interface operations {
             };
             /** @description `unsupported_media_type`: Unsupported media type */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: Rate limit exceeded */
+            429: {
+                headers: {
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `projection_unavailable`: Projection unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getReceivableTimeline: {
+        parameters: {
+            query?: {
+                /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
+                cursor?: string;
+                /** @description Entries per page, 1 to 200. */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
+                clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
+                externalReceivableId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the Receivable's timeline, oldest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReceivableTimeline"];
+                };
+            };
+            /** @description `invalid_api_key`: Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `client_scope_denied`: Client scope denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `receivable_not_found`: Receivable not found */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
