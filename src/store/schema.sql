@@ -68,6 +68,7 @@ CREATE TABLE batch_records (
   CONSTRAINT batch_records_pkey PRIMARY KEY (client_code, external_batch_id, "position"),
   CONSTRAINT batch_records_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'succeeded'::text, 'failed'::text, 'dependency_failed'::text])))
 );
+CREATE INDEX batch_records_resource ON public.batch_records USING btree (client_code, kind, external_id);
 
 CREATE TABLE batches (
   client_code text NOT NULL,
@@ -196,6 +197,30 @@ CREATE TABLE clients (
   CONSTRAINT clients_pkey PRIMARY KEY (client_code)
 );
 
+CREATE TABLE customer_erasures (
+  client_code text NOT NULL,
+  external_customer_id text NOT NULL,
+  cause text NOT NULL,
+  status text NOT NULL,
+  step text NOT NULL DEFAULT 'batch_records'::text,
+  after_seq bigint NOT NULL DEFAULT 0,
+  erased_strings jsonb,
+  requested_at timestamp with time zone NOT NULL,
+  completed_at timestamp with time zone,
+  attempts integer NOT NULL DEFAULT 0,
+  lease_token uuid,
+  lease_expires_at timestamp with time zone,
+  last_error text,
+  CONSTRAINT customer_erasures_cause_check CHECK ((cause = ANY (ARRAY['request'::text, 'retention'::text]))),
+  CONSTRAINT customer_erasures_check CHECK (((status = 'done'::text) = (completed_at IS NOT NULL))),
+  CONSTRAINT customer_erasures_check1 CHECK (((status = 'pending'::text) OR (erased_strings IS NULL))),
+  CONSTRAINT customer_erasures_client_code_fkey FOREIGN KEY (client_code) REFERENCES clients(client_code),
+  CONSTRAINT customer_erasures_pkey PRIMARY KEY (client_code, external_customer_id),
+  CONSTRAINT customer_erasures_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'done'::text]))),
+  CONSTRAINT customer_erasures_step_check CHECK ((step = ANY (ARRAY['batch_records'::text, 'payment_requests'::text, 'audit'::text, 'done'::text])))
+);
+CREATE INDEX customer_erasures_pending ON public.customer_erasures USING btree (client_code, requested_at) WHERE (status = 'pending'::text);
+
 CREATE TABLE customers (
   client_code text NOT NULL,
   external_customer_id text NOT NULL,
@@ -204,6 +229,7 @@ CREATE TABLE customers (
   deactivated_contacts jsonb NOT NULL DEFAULT '[]'::jsonb,
   created_at timestamp with time zone NOT NULL,
   updated_at timestamp with time zone NOT NULL,
+  erased_at timestamp with time zone,
   CONSTRAINT customers_client_code_fkey FOREIGN KEY (client_code) REFERENCES clients(client_code),
   CONSTRAINT customers_pkey PRIMARY KEY (client_code, external_customer_id)
 );
