@@ -35,6 +35,9 @@ Commands:
                                              unless --name is given
   key revoke <apiKeyId>
   audit list [--client C] [PAGING]
+  customer erase <clientCode> <externalCustomerId>
+                                             erase a Customer's personal data everywhere (names, contacts,
+                                             free text; amounts and identifiers stay): prints its state
   receivable timeline <clientCode> <externalReceivableId> [PAGING]
                                              everything that happened to a Receivable, oldest first:
                                              when, who (actor) and what
@@ -496,6 +499,10 @@ async function main(): Promise<void> {
     }
     case 'audit list':
       return showTable(await listing('/admin/v1/audit-events', { clientCode: opts.client }), COLUMNS.audit)
+    case 'customer erase':
+      return show(
+        await admin('POST', `/admin/v1/clients/${seg(need(a, 'clientCode'))}/customers/${seg(need(b, 'externalCustomerId'))}/erasure`),
+      )
     case 'receivable timeline': {
       const path = `/admin/v1/clients/${seg(need(a, 'clientCode'))}/receivables/${seg(need(b, 'externalReceivableId'))}/timeline`
       return showTable(await listing(path), COLUMNS.timeline)

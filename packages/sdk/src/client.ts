@@ -264,6 +264,12 @@ export interface InboundClient {
     query?: TimelineQuery,
     options?: ListOptions,
   ): Promise<Page<Schemas['ReceivableTimeline']>>
+  /**
+   * Erases a Customer's personal data (202 recorded, then done within seconds; any later call 200 with its state).
+   * Afterwards its GET answers `{externalCustomerId, erased: true, erasedAt}` and a write of it is ProblemError 409
+   * `customer_erased`.
+   */
+  eraseCustomer(externalCustomerId: string, options?: ListOptions): Promise<Schemas['CustomerErasure']>
 }
 
 const EXTERNAL_ID = /^[A-Za-z0-9_-]{1,128}$/
@@ -385,6 +391,8 @@ export function createClient(options: ClientOptions): InboundClient {
     listPaymentObservations: (query = {}, o = {}) =>
       client.GET('/v1/clients/{clientCode}/payment-observations', { params: { query }, ...o }),
     listBatches: (query = {}, o = {}) => client.GET('/v1/clients/{clientCode}/batches', { params: { query }, ...o }),
+    eraseCustomer: (externalCustomerId, o = {}) =>
+      client.POST('/v1/clients/{clientCode}/customers/{externalCustomerId}/erasure', { params: { path: { externalCustomerId } }, ...o }),
     receivableTimeline: (externalReceivableId, query = {}, o = {}) =>
       client.GET('/v1/clients/{clientCode}/receivables/{externalReceivableId}/timeline', {
         params: { path: { externalReceivableId }, query },

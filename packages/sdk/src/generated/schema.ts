@@ -13,7 +13,7 @@ export interface paths {
         };
         /**
          * Read a Customer
-         * @description Reads one Customer as the service holds it, with its `revision` and `updatedAt`. Contacts and restrictions are returned as last written.
+         * @description Reads one Customer as the service holds it, with its `revision` and `updatedAt`. Contacts and restrictions are returned as last written. A Customer whose personal data was erased answers only `{externalCustomerId, erased: true, erasedAt}`.
          *
          *     Concepts: [Customers and Receivables](/docs/guide/customers-and-receivables) in the guide.
          */
@@ -214,6 +214,28 @@ export interface paths {
         get: operations["getReceivableTimeline"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/clients/{clientCode}/customers/{externalCustomerId}/erasure": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Erase a Customer's personal data
+         * @description Erases the Customer's personal data wherever the service keeps it: its names, contacts, addresses, emails, phones and restriction references, the free text of the Payment requests of the Receivables it is responsible for, its records in batches, and any of its values in audit details. Amounts, identifiers, restriction types (and so its holds) stay. The first request answers 202 and the erasure is done within seconds (`status` `done`, `erasedAt`); any later request answers 200 with its state. From then on the Customer's GET answers `{externalCustomerId, erased: true, erasedAt}` and a PUT, PATCH or batch record of it is refused with 409 `customer_erased`.
+         *
+         *     Concepts: [Customers and Receivables](/docs/guide/customers-and-receivables) in the guide.
+         */
+        post: operations["eraseCustomer"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1930,49 +1952,25 @@ export interface components {
         };
         /**
          * @example {
-         *       "data": [
-         *         {
-         *           "externalCustomerId": "cust-demo-1",
-         *           "type": "person",
-         *           "name": {
-         *             "firstName": "Ada",
-         *             "lastName": "Example"
-         *           },
-         *           "sourceReference": "ledger/customers/demo-1",
-         *           "contacts": [
-         *             {
-         *               "externalContactId": "contact-demo-1",
-         *               "fullName": "Ada Example",
-         *               "isCustomerSelf": true,
-         *               "isMain": true,
-         *               "address": {
-         *                 "countryCode": "US",
-         *                 "line1": "100 Main Street",
-         *                 "locality": "Springfield",
-         *                 "postalCode": "62701",
-         *                 "region": "IL",
-         *                 "type": "home"
-         *               },
-         *               "email": {
-         *                 "address": "ada@example.com",
-         *                 "type": "personal"
-         *               },
-         *               "phone": {
-         *                 "number": "+12175550142",
-         *                 "type": "mobile"
-         *               }
-         *             }
-         *           ],
-         *           "restrictions": [],
-         *           "revision": 1,
-         *           "updatedAt": "2026-01-31T09:30:00.000Z"
-         *         }
-         *       ],
-         *       "nextCursor": null
+         *       "externalCustomerId": "cust-gone-1",
+         *       "status": "pending",
+         *       "requestedAt": "2026-02-01T10:00:00.000Z",
+         *       "erasedAt": null
          *     }
          */
+        CustomerErasure: {
+            externalCustomerId: string;
+            /**
+             * @description `pending` while the service is still erasing copies; `done` within seconds.
+             * @enum {string}
+             */
+            status: "pending" | "done";
+            requestedAt: components["schemas"]["Timestamp"];
+            /** @description When every copy was erased; null while pending. */
+            erasedAt: components["schemas"]["Timestamp"] | null;
+        };
         CustomerList: {
-            data: components["schemas"]["Customer"][];
+            data: components["schemas"]["CustomerRead"][];
             nextCursor: string | null;
         };
         /**
@@ -1986,6 +1984,7 @@ export interface components {
         CustomerMergePatch: {
             [key: string]: unknown;
         };
+        CustomerRead: components["schemas"]["Customer"] | components["schemas"]["ErasedCustomer"];
         /**
          * @description Customer as sent by the Source. Omitting `contacts` leaves them unchanged.
          * @example {
@@ -2049,6 +2048,19 @@ export interface components {
             address: string;
             /** @enum {string} */
             type: "personal" | "work" | "other";
+        };
+        /**
+         * @example {
+         *       "externalCustomerId": "cust-gone-1",
+         *       "erased": true,
+         *       "erasedAt": "2026-02-01T10:00:00.000Z"
+         *     }
+         */
+        ErasedCustomer: {
+            externalCustomerId: string;
+            /** @constant */
+            erased: true;
+            erasedAt: components["schemas"]["Timestamp"];
         };
         /**
          * @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail.
@@ -3782,13 +3794,13 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The Customer */
+            /** @description The Customer, or what is left of an erased one */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Customer"];
+                    "application/json": components["schemas"]["CustomerRead"];
                 };
             };
             /** @description `invalid_api_key`: Invalid API key */
@@ -3912,7 +3924,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `contact_update_unsupported`: Contact update unsupported */
+            /** @description `contact_update_unsupported`: Contact update unsupported; `customer_erased`: Customer erased */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4033,7 +4045,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `contact_update_unsupported`: Contact update unsupported */
+            /** @description `contact_update_unsupported`: Contact update unsupported; `customer_erased`: Customer erased */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4976,6 +4988,123 @@ export interface operations {
             };
             /** @description `receivable_not_found`: Receivable not found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: Rate limit exceeded */
+            429: {
+                headers: {
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `projection_unavailable`: Projection unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    eraseCustomer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
+                clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
+                externalCustomerId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Already recorded: its state */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CustomerErasure"];
+                };
+            };
+            /** @description Recorded: the erasure is under way */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CustomerErasure"];
+                };
+            };
+            /** @description `malformed_json`: Malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invalid_api_key`: Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `client_scope_denied`: Client scope denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `customer_not_found`: Customer not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `request_too_large`: Request too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: Unsupported media type */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };

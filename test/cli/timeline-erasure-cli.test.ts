@@ -7,7 +7,10 @@ import { ADMIN_TOKEN, startTestApp, type TestApp } from '../helpers/app.ts'
 import { payableReceivable } from '../helpers/payments.ts'
 import { engineName } from '../helpers/store.ts'
 
-/** `inbound receivable timeline` (issue 35 item 3), run as a child process against the real app on a loopback port. */
+/**
+ * `inbound receivable timeline` and `inbound customer erase` (issue 35 items 3 and 4), run as a child process against
+ * the real app on a loopback port.
+ */
 const run = promisify(execFile)
 let t: TestApp
 let url: string
@@ -55,5 +58,19 @@ describe(`inbound receivable timeline (${engineName})`, () => {
     assert.match(missing.stderr, /^error: Receivable not found \(404\): No Receivable nope for this client\.$/m)
     const usage = await cli(['receivable', 'timeline', 'tlc'])
     assert.equal(usage.code, 2)
+  })
+
+  test('customer erase: recorded (pending), then its state; an unknown Customer exits 1', async () => {
+    const first = await cli(['customer', 'erase', 'tlc', 'pay-cust', '--json'])
+    assert.equal(first.code, 0, first.stderr)
+    const erasure = JSON.parse(first.stdout)
+    assert.deepEqual(erasure, { externalCustomerId: 'pay-cust', status: 'pending', requestedAt: erasure.requestedAt, erasedAt: null })
+    await t.app.erasureWorkers.worker.runOnce()
+    const again = await cli(['customer', 'erase', 'tlc', 'pay-cust'])
+    assert.equal(again.code, 0, again.stderr)
+    assert.match(again.stdout, /^status +done$/m)
+    const missing = await cli(['customer', 'erase', 'tlc', 'nobody'])
+    assert.equal(missing.code, 1)
+    assert.match(missing.stderr, /^error: Customer not found \(404\)/m)
   })
 })
