@@ -361,6 +361,7 @@ describe('every operator route', () => {
     apiKeyId: `ak_${'a'.repeat(24)}`,
     externalPaymentRequestId: 'sec-admin-pr',
     externalReceivableId: 'sec-admin-r',
+    externalCustomerId: 'sec-admin-cust',
   }
   const adminValues = (route: RouteDef) => {
     const values: Record<string, string> = {}

@@ -161,6 +161,6 @@ export const ErasedCustomerResponse = z
 export type ErasedCustomerResponse = z.output<typeof ErasedCustomerResponse>
 
 /** A Customer as read: held, or erased. */
-export const CustomerRead = z.union([CustomerResponse, ErasedCustomerResponse]).meta({ id: 'CustomerRead' })
+export const CustomerRead = z.union([CustomerResponse, ErasedCustomerResponse]).meta({ id: 'CustomerRead', examples: [customerExample] })
 
 export const CustomerList = listResponse(CustomerRead, 'CustomerList')

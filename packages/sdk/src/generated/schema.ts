@@ -1969,6 +1969,49 @@ export interface components {
             /** @description When every copy was erased; null while pending. */
             erasedAt: components["schemas"]["Timestamp"] | null;
         };
+        /**
+         * @example {
+         *       "data": [
+         *         {
+         *           "externalCustomerId": "cust-demo-1",
+         *           "type": "person",
+         *           "name": {
+         *             "firstName": "Ada",
+         *             "lastName": "Example"
+         *           },
+         *           "sourceReference": "ledger/customers/demo-1",
+         *           "contacts": [
+         *             {
+         *               "externalContactId": "contact-demo-1",
+         *               "fullName": "Ada Example",
+         *               "isCustomerSelf": true,
+         *               "isMain": true,
+         *               "address": {
+         *                 "countryCode": "US",
+         *                 "line1": "100 Main Street",
+         *                 "locality": "Springfield",
+         *                 "postalCode": "62701",
+         *                 "region": "IL",
+         *                 "type": "home"
+         *               },
+         *               "email": {
+         *                 "address": "ada@example.com",
+         *                 "type": "personal"
+         *               },
+         *               "phone": {
+         *                 "number": "+12175550142",
+         *                 "type": "mobile"
+         *               }
+         *             }
+         *           ],
+         *           "restrictions": [],
+         *           "revision": 1,
+         *           "updatedAt": "2026-01-31T09:30:00.000Z"
+         *         }
+         *       ],
+         *       "nextCursor": null
+         *     }
+         */
         CustomerList: {
             data: components["schemas"]["CustomerRead"][];
             nextCursor: string | null;
@@ -1984,6 +2027,44 @@ export interface components {
         CustomerMergePatch: {
             [key: string]: unknown;
         };
+        /**
+         * @example {
+         *       "externalCustomerId": "cust-demo-1",
+         *       "type": "person",
+         *       "name": {
+         *         "firstName": "Ada",
+         *         "lastName": "Example"
+         *       },
+         *       "sourceReference": "ledger/customers/demo-1",
+         *       "contacts": [
+         *         {
+         *           "externalContactId": "contact-demo-1",
+         *           "fullName": "Ada Example",
+         *           "isCustomerSelf": true,
+         *           "isMain": true,
+         *           "address": {
+         *             "countryCode": "US",
+         *             "line1": "100 Main Street",
+         *             "locality": "Springfield",
+         *             "postalCode": "62701",
+         *             "region": "IL",
+         *             "type": "home"
+         *           },
+         *           "email": {
+         *             "address": "ada@example.com",
+         *             "type": "personal"
+         *           },
+         *           "phone": {
+         *             "number": "+12175550142",
+         *             "type": "mobile"
+         *           }
+         *         }
+         *       ],
+         *       "restrictions": [],
+         *       "revision": 1,
+         *       "updatedAt": "2026-01-31T09:30:00.000Z"
+         *     }
+         */
         CustomerRead: components["schemas"]["Customer"] | components["schemas"]["ErasedCustomer"];
         /**
          * @description Customer as sent by the Source. Omitting `contacts` leaves them unchanged.
