@@ -371,7 +371,7 @@ export function createApp({
     limiter: createAddressLimiter({ perMinute: config.limits.payPerMinute, clock: baseClock }),
     checkoutOrigins: stripeCheckoutOrigins(config.stripe.apiBase),
   })
-  // Stripe's events for each client (design.md section 6): public, verified by signature, outside the route table.
+  // Stripe's events for each client (docs/design/payment-providers.md): public, verified by signature, outside the route table.
   registerProviderWebhooks(
     app,
     createProviderEvents({
@@ -397,7 +397,7 @@ export function createApp({
     ...(sandbox ? { sandbox } : {}),
     onError: (err) => app.log.error({ errMessage: (err as Error).message, stack: (err as Error).stack }, 'webhook dispatcher error'),
   })
-  // Receipts to the Source (design.md section 7): on the webhooks' schedule and destination rules, real time.
+  // Receipts to the Source (docs/design/receipt-delivery.md): on the webhooks' schedule and destination rules, real time.
   const receiptDispatcher = createReceiptDispatcher({
     store,
     clock: baseClock,

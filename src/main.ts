@@ -200,7 +200,7 @@ function listenFailure(err: NodeJS.ErrnoException, c: Config): string {
 }
 
 /**
- * Credentials shown once are printed on stdout after the listening line, as design.md section 2 asks ("prints
+ * Credentials shown once are printed on stdout after the listening line, as docs/design/runtime.md asks ("prints
  * the key and a curl line"), but never through the logger (whose redaction would hide them and whose transports
  * may ship them). In a terminal they are plain lines; otherwise each is one JSON line in the log's shape, marked
  * `"shownOnce": true`, so a JSON log reader still parses every line and a shipper can drop these by that field.

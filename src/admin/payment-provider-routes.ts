@@ -5,7 +5,7 @@ import { type PaymentProviderService, STRIPE_WEBHOOK_EVENTS } from './payment-pr
 import { ClientCodeParams } from './schema.ts'
 
 /*
- * The operator's routes for a client's payment provider (design.md section 6; docs/operator-api.md), wrapped by
+ * The operator's routes for a client's payment provider (docs/design/payment-providers.md; docs/operator-api.md), wrapped by
  * `inbound provider set|show|remove`. Schemas carry ids starting `Operator` (src/admin/schema.ts says why).
  */
 

@@ -13,13 +13,13 @@ import { deletePaymentProvider, findPaymentProvider, type PaymentProviderRow, up
 import { findClient } from './store.ts'
 
 /**
- * A client's payment provider, configured by the operator (design.md section 6; docs/operator-api.md): Stripe, with
+ * A client's payment provider, configured by the operator (docs/design/payment-providers.md; docs/operator-api.md): Stripe, with
  * the client's secret (or restricted) API key and the signing secret of the webhook endpoint the operator created
  * in Stripe's dashboard. The secrets are encrypted under the key ring (as webhook signing secrets are), never
  * answered, never logged, and audited only as SHA-256 digests.
  */
 
-/** The Stripe events the webhook endpoint must send (design.md section 6): everything the service acts on. */
+/** The Stripe events the webhook endpoint must send (docs/design/payment-providers.md): everything the service acts on. */
 export { STRIPE_WEBHOOK_EVENTS }
 
 /** Where Stripe sends a client's events (the route is issue 22 item 3's): what the operator enters in the dashboard. */
@@ -60,7 +60,7 @@ export function createPaymentProviderService({ store, clock, environment, keyRin
     /** 201 when the client had none, 200 when it replaced one. Both secrets are replaced together. */
     async put(clientCode: string, body: PaymentProviderPutBody) {
       const mode = keyMode(body.secretKey)
-      // The schema admits only sk_/rk_ test/live keys; the environment decides which of the two modes it takes.
+      // The schema admits only sk_/rk_ test or live keys; the environment decides which of the two modes it takes.
       const wanted = MODE_OF[environment]
       if (mode !== wanted) {
         throw fieldProblem(

@@ -14,7 +14,7 @@ export interface WorkingAmountFacts {
 }
 
 /**
- * What recovery may still collect on a Receivable (design.md section 5): its Source amount less what confirmed
+ * What recovery may still collect on a Receivable (docs/design/money.md): its Source amount less what confirmed
  * Payments took that the Source has not acknowledged, less what the Source acknowledged but has not yet included in
  * a declaration of the balance, never below zero. So reconciling a Payment never raises it; the Source's next
  * declaration (which includes the acknowledged receipt) replaces it. SQL: working_amount_minor(source_amount_minor,

@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { SourceReference } from './identifiers.ts'
 
-/** design.md: `dispute` yields the hold `dispute`; every other type yields `source_restriction`. */
+/** docs/design/domain-rules.md, "Restrictions and disputes": `dispute` yields the hold `dispute`; every other type yields `source_restriction`. */
 export const RESTRICTION_TYPES = ['dispute', 'bankruptcy', 'hardship', 'legal_hold', 'deceased', 'other'] as const
 export const MAX_RESTRICTIONS = 8
 

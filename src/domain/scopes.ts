@@ -1,4 +1,4 @@
-/** Scopes a grant can hold: the specification's seen scopes plus the read scopes design.md adds. */
+/** Scopes a grant can hold: the specification's seen scopes plus the scopes docs/design/tenancy-and-credentials.md adds. */
 export const SCOPES = [
   'customers:read',
   'customers:write',

@@ -37,7 +37,7 @@ import type { Store } from '../store/store.ts'
 import { createWorker, serveInLanes, type Worker } from './worker.ts'
 
 /**
- * The receipt dispatcher (design.md section 7). Guarantees:
+ * The receipt dispatcher (docs/design/receipt-delivery.md). Guarantees:
  * - Receipts come from committed facts: each run walks the change feed of every verified route after its scanned
  *   sequence (commit order) and turns each `payment.confirmed`, `refund.succeeded` and `payment.reversed` event
  *   into one receipt row, its payload read from the `payments` row (and the take-back record) and fixed then, its id stable (`receiptIdFor`), in the same transaction that moves the

@@ -6,7 +6,7 @@ import { payableReceivable } from '../helpers/payments.ts'
 import { engineName } from '../helpers/store.ts'
 
 /**
- * The lists of design.md section 9 (issue 24 item 1), each against exact data on a controlled clock: newest first
+ * The lists of docs/design/lists-and-notifications.md (issue 24 item 1), each against exact data on a controlled clock: newest first
  * by creation time (ties by identifier, descending), each item exactly what its GET answers, paging across pages,
  * every filter, bad cursors, limits and filters refused at their pointer, an empty list, and another client's rows
  * (with the very same identifiers) never shown.
@@ -402,7 +402,7 @@ const CASES: ListCase[] = [
 /** The GET of one item of a list. */
 const getItem = (k: Tenant, segment: string, id: string) => t.call('GET', `/v1/clients/${k.clientCode}/${segment}/${id}`, { key: k.apiKey })
 
-describe(`the lists of design.md section 9 (${engineName})`, () => {
+describe(`the lists of docs/design/lists-and-notifications.md (${engineName})`, () => {
   test('a Payment request past its expiresAt is listed expired, its expiry recorded as the GET records it', async () => {
     const stored = async () =>
       (

@@ -11,7 +11,7 @@ import { engineName, loadDumpDatabase, type TestDatabase } from '../helpers/stor
  * made by /tmp/old-main/gen/upgrade-fixture.ts: nine Receivables, each a situation the new working amount must
  * migrate) is upgraded by `migrate` (0019_money_rules_v2.sql backfills receivables.acknowledged_undeclared_minor,
  * 0023_payment_undeclared.sql shares it among the Receivable's Payments), and every Receivable then shows the
- * working amount design.md section 5 defines, to the cent.
+ * working amount docs/design/money.md defines, to the cent.
  */
 const dump = readFileSync(new URL('../fixtures/upgrade-from-20eeacf.sql', import.meta.url), 'utf8')
 // Just after the fixture was written (its open requests expire on 2026-12-15), so nothing expires or goes stale.
@@ -74,7 +74,7 @@ test(`the dump is main's at 20eeacf, and main showed the figures issue 21 names 
   assert.equal(applied[0], 19)
 })
 
-test('after the upgrade every Receivable shows the working amount of design.md section 5, to the cent', async () => {
+test('after the upgrade every Receivable shows the working amount of docs/design/money.md, to the cent', async () => {
   const ids = ['r-unpaid', 'r-paid', 'r-recon', 'r-partial', 'r-redeclared', 'r-declared-before', 'r-snapshot', 'r-credit', 'r-open']
   const after: Record<string, string> = {}
   for (const id of ids) after[id] = await position(id)

@@ -10,9 +10,9 @@ import type { PaymentRules } from './payment-rules.ts'
 import { lockPaymentRequest, type PageRow } from './store.ts'
 
 /**
- * Paying through a client's real provider from the hosted page (issue 22 item 2; design.md section 6): the page's
+ * Paying through a client's real provider from the hosted page (issue 22 item 2; docs/design/payment-providers.md): the page's
  * POST runs the pay-time check, then starts (or resumes) a checkout attempt and sends the debtor to the provider's
- * page (303). The provider's event records the outcome later (payments/provider-events.ts).
+ * page (303). The provider's event records the outcome later (payment-requests/provider-events.ts).
  *
  * One transaction, under the request's row lock (so two clicks run one after the other):
  * 1. the request as it is now (an expiry due is recorded first); a request no longer open answers as the page does

@@ -102,7 +102,7 @@ export type RecordedOutcome =
     }
 
 /**
- * The pay-time check (design.md section 5): may a request for `amountMinor` still be paid from this Receivable,
+ * The pay-time check (docs/design/money.md): may a request for `amountMinor` still be paid from this Receivable,
  * read under its lock? Its working amount less what the other open requests reserve (lockPayingReceivable: at pay
  * time those made before it; at creation every other). Returns the figures, for the
  * answer that says why not.

@@ -19,7 +19,7 @@ import type { PaymentRules } from './payment-rules.ts'
 import { lockPaymentRequest } from './store.ts'
 
 /**
- * A real provider's events (issue 22 item 3; design.md section 6), at `POST /providers/stripe/webhooks/{clientCode}`
+ * A real provider's events (issue 22 item 3; docs/design/payment-providers.md), at `POST /providers/stripe/webhooks/{clientCode}`
  * (provider-webhook-route.ts). Whatever the provider, in this order:
  *
  * 1. The client's configuration: none (or an unknown client, or one whose configuration cannot be used): 404.

@@ -8,7 +8,7 @@ import { ReceiptCapability, ReceiptDeliveryAttempt } from '../receipts/schema.ts
 import { RECEIVABLE_EXAMPLE_ID } from '../receivables/schema.ts'
 
 export const PAYMENT_REQUEST_STATUSES = ['open', 'confirmed', 'failed', 'expired', 'canceled'] as const
-/** requested: the integrator canceled it; balance_changed: at pay time its amount no longer fit (design.md section 5). */
+/** requested: the integrator canceled it; balance_changed: at pay time its amount no longer fit (docs/design/money.md). */
 export const CANCEL_REASONS = ['requested', 'balance_changed'] as const
 export const PAYMENT_OUTCOMES = ['confirmed', 'failed'] as const
 export const ACKNOWLEDGEMENT_STATUSES = ['pending', 'partially_acknowledged', 'acknowledged', 'held'] as const

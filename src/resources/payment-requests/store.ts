@@ -235,7 +235,7 @@ export interface PayingReceivableRow {
   acknowledged_undeclared_minor: string
   /**
    * The sum of the Receivable's other open requests not expired at the instant given: what they reserve of the
-   * working amount (design.md section 5). When a request is paid, the others made before it (`ahead`).
+   * working amount (docs/design/money.md). When a request is paid, the others made before it (`ahead`).
    */
   reserved_minor: string
   [hold: `hold_${string}`]: boolean | null

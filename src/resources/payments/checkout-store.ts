@@ -3,7 +3,7 @@ import type { Queryable, Tx } from '../../store/store.ts'
 /**
  * SQL of a provider's side of paying (migration 0024): the checkout attempts of a Payment request, the provider
  * events handled, and the disputes reversed. The rules are in payment-requests/checkout.ts (paying) and
- * payments/provider-events.ts (the provider's events).
+ * payment-requests/provider-events.ts (the provider's events).
  */
 export type CheckoutStatus = 'creating' | 'open' | 'processing' | 'complete' | 'expired' | 'failed' | 'refunded'
 

@@ -15,7 +15,7 @@ import type { Environment } from '../../config.ts'
  *   provider tells the outcome later, by a signed event. It does four things and knows nothing of the service's
  *   tables: `startCheckout` (a hosted payment session for one attempt, idempotent by the attempt's key), `refund`,
  *   `readEvent` (verify a delivery and say which event it is) and `factOf` (the object's current state, read from
- *   the provider, as a `ProviderFact`). payment-requests/checkout.ts starts attempts and payments/provider-events.ts
+ *   the provider, as a `ProviderFact`). payment-requests/checkout.ts starts attempts and payment-requests/provider-events.ts
  *   records facts; neither names Stripe.
  *
  * Adding a provider (Adyen, a US ACH processor): a new file implementing `CheckoutProvider` (stripe/adapter.ts is

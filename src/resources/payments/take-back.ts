@@ -4,7 +4,7 @@ import { lockPayment, lockTakeBackReceivable, matchedMinor, type PaymentRow, rec
 import { insertTakeBack } from './take-back-store.ts'
 
 /**
- * The balance effect of money taken back from a confirmed Payment (design.md section 5, "Effect of a refund or
+ * The balance effect of money taken back from a confirmed Payment (docs/design/money.md, "Effect of a refund or
  * reversal"; docs/decisions.md, "Refunds and reversals" and "Money taken back per Payment"), one rule for a refund's
  * success and a reversal:
  *

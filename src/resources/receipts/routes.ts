@@ -6,7 +6,7 @@ import type { ReceiptService } from './service.ts'
 const path = '/v1/clients/:clientCode/receipt-route'
 const tags = ['Receipt delivery']
 
-/** The client's receipt-posting route (design.md section 7): its writes are WriteOperations served by `writeRoute`. */
+/** The client's receipt-posting route (docs/design/receipt-delivery.md): its writes are WriteOperations served by `writeRoute`. */
 export function receiptRoutes(deps: RouteDeps, receipts: ReceiptService): RouteDef[] {
   const { operations } = receipts
   return [

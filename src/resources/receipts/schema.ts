@@ -65,7 +65,7 @@ export const ReceiptRouteWithSecret = z
     ],
   })
 
-/** One attempt to deliver a receipt (design.md section 7). */
+/** One attempt to deliver a receipt (docs/design/receipt-delivery.md). */
 export const ReceiptDeliveryAttempt = z
   .object({
     attempt: z.number().int().min(1).describe('1 for the first attempt of the receipt, +1 on each retry.'),

@@ -33,7 +33,7 @@ import {
 } from './store.ts'
 
 /**
- * Receipt delivery to the Source (design.md section 7; docs/decisions.md, "Receipt delivery").
+ * Receipt delivery to the Source (docs/design/receipt-delivery.md; docs/decisions.md, "Receipt delivery").
  *
  * - One `vendor_receipt_posting` route per client, configured by an Integration holding `payment_requests:write`;
  *   that Integration's grant governs delivery (active, `receiptDeliveryOwner` `service`). The destination rules

@@ -7,7 +7,7 @@ import type { UnitOfWork } from '../unit-of-work.ts'
 import { decideRefund, insertRefund, lockPendingRefund, type RefundedPaymentRow, type RefundKey, type RefundRow } from './store.ts'
 
 /**
- * The rules of money given back (design.md section 5; docs/decisions.md, "Refunds and reversals"):
+ * The rules of money given back (docs/design/money.md; docs/decisions.md, "Refunds and reversals"):
  *
  * - what may still be taken back from a Payment is its amount less its refunds pending or succeeded and its
  *   reversals (`remainingMinor`), read under the request's row lock (store.ts, lockRefundedPayment), so two refunds,

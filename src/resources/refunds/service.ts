@@ -31,7 +31,7 @@ export function toRefundResponse(row: RefundRow): RefundResponse {
 }
 
 /**
- * Refunds of a confirmed Payment (design.md section 5, "Refunds"). The PUT records the refund as `pending` and
+ * Refunds of a confirmed Payment (docs/design/money.md, "Refunds"). The PUT records the refund as `pending` and
  * answers; the provider is asked after COMMIT by the refund worker (src/workers/refund-worker.ts), outside any
  * transaction, and its decision moves the money (rules.ts, recordRefundOutcome). Not a Source write.
  */

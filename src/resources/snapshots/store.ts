@@ -39,7 +39,7 @@ export async function lockReceivablesForSnapshot(tx: Tx, clientCode: string, ids
 /**
  * Applies the balances in one statement; returns each Receivable's new revision. An applied entry is a declaration
  * of the balance: it includes every receipt the Source acknowledged before, so acknowledged-undeclared money
- * returns to zero (design.md section 5), every Payment's share of it with one more declaration counted
+ * returns to zero (docs/design/money.md), every Payment's share of it with one more declaration counted
  * (payments/take-back.ts).
  */
 export async function applyBalances(

@@ -1,4 +1,4 @@
--- Issue 21, design.md section 5 ("The money a debtor pays").
+-- Issue 21, docs/design/money.md ("The money a debtor pays").
 --
 -- 1. receivables.acknowledged_undeclared_minor: money matched receipt lines acknowledged after the Source last
 --    declared the Receivable's balance (a Receivable PUT with a higher sourceRevision, or an applied balance-snapshot

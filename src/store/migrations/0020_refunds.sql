@@ -1,4 +1,4 @@
--- Money back (design.md section 5; docs/decisions.md, "Refunds and reversals"): refunds of a confirmed Payment,
+-- Money back (docs/design/money.md; docs/decisions.md, "Refunds and reversals"): refunds of a confirmed Payment,
 -- decided by the provider outside any transaction (the refund worker), and reversals the provider records.
 
 -- A refund of one Payment request's Payment, named by the Integration (or `unapplied-<request id>` for the

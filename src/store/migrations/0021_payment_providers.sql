@@ -1,4 +1,4 @@
--- A client's payment provider (issue 22, design.md section 6): Stripe, configured by the operator
+-- A client's payment provider (issue 22, docs/design/payment-providers.md): Stripe, configured by the operator
 -- (`PUT /admin/v1/clients/{clientCode}/payment-provider`). At most one per client; none means the sandbox provider
 -- in sandbox and "no payment provider is configured" in production (src/resources/payments/registry.ts).
 CREATE TABLE client_payment_providers (

@@ -1,4 +1,4 @@
--- Receipt delivery to the Source (design.md section 7; src/resources/receipts, src/workers/receipt-dispatcher.ts):
+-- Receipt delivery to the Source (docs/design/receipt-delivery.md; src/resources/receipts, src/workers/receipt-dispatcher.ts):
 -- one receipt-posting route per client, the receipts derived from committed facts, and every attempt.
 
 -- The client's `vendor_receipt_posting` route. `integration_id` is the Integration that configured it: its grant

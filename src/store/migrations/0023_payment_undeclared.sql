@@ -1,4 +1,4 @@
--- Issue 21: whose acknowledged money the Source has not declared (design.md section 5, "Effect of a refund or
+-- Issue 21: whose acknowledged money the Source has not declared (docs/design/money.md, "Effect of a refund or
 -- reversal"; docs/decisions.md, "Money taken back per Payment").
 --
 -- Money taken back from a Payment leaves the Receivable's acknowledged_undeclared_minor only as far as that

@@ -1,4 +1,4 @@
--- Taking real payments through a client's provider (issue 22, design.md section 6): Stripe Checkout attempts,
+-- Taking real payments through a client's provider (issue 22, docs/design/payment-providers.md): Stripe Checkout attempts,
 -- Stripe's events handled once, and the disputes already reversed.
 
 -- One attempt to pay a Payment request through the provider: a Checkout Session. Attempt n's idempotency key is

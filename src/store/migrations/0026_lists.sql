@@ -1,4 +1,4 @@
--- The lists of design.md section 9 (docs/decisions.md, "Lists"): newest first by creation time, ties broken by
+-- The lists of docs/design/lists-and-notifications.md (docs/decisions.md, "Lists"): newest first by creation time, ties broken by
 -- identifier, each list and each of its filters one backward index range scan on (client_code, [filter,]
 -- created, id) (src/store/newest-first.ts; the EXPLAIN figures are in docs/performance.md, "Lists").
 

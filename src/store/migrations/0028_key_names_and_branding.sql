@@ -11,5 +11,5 @@ ALTER TABLE api_keys
   ADD COLUMN last_used_at timestamptz;
 
 -- A client's branding for the hosted payment page (display name, accent colour, support contact, locale),
--- validated by the operator API (src/admin/branding.ts); null until the operator sets it.
+-- validated by the operator API (src/domain/branding.ts); null until the operator sets it.
 ALTER TABLE clients ADD COLUMN branding jsonb CHECK (jsonb_typeof(branding) = 'object');

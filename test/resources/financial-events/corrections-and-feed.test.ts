@@ -233,7 +233,7 @@ describe('the change feed', () => {
     const none = await t.tenant('fin', { integrationId: 'int-noread', scopes: ['customers:write'] })
     assert.equal(problemCode(await page(none, 'fin')), 'client_scope_denied')
     assert.deepEqual(pointers(await page(k, 'fin', '?after=%24%24')), [['invalid_format', '/query/after']])
-    // design.md section 3: list limits are 1..200; nothing is capped silently.
+    // docs/design/routes.md: list limits are 1..200; nothing is capped silently.
     assert.deepEqual(pointers(await page(k, 'fin', '?limit=201')), [['too_big', '/query/limit']])
     assert.deepEqual(pointers(await page(k, 'fin', '?limit=0')), [['too_small', '/query/limit']])
     assert.equal((await page(k, 'fin', '?limit=200')).status, 200)

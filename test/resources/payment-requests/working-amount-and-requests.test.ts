@@ -5,7 +5,7 @@ import { payableReceivable } from '../../helpers/payments.ts'
 import { createTestDatabase, engineName, onPostgres, type TestDatabase } from '../../helpers/store.ts'
 
 /**
- * Issue 21, items 1 to 4 (design.md section 5): the working amount reconciliation cannot raise, open requests that
+ * Issue 21, items 1 to 4 (docs/design/money.md): the working amount reconciliation cannot raise, open requests that
  * reserve what they ask, cancel, and the pay-time check; with the races of item 7 that concern them (a request
  * paid while a credit note lands; 20 concurrent creates on one Receivable), on each engine. On PostgreSQL the
  * races run through two apps on two store connections (two pools) of one database.

@@ -17,8 +17,8 @@ import { payableReceivable } from '../../helpers/payments.ts'
  * - the Receivable's four financialPosition amounts equal the model's;
  * - `workingAmount` never exceeds what the debtor still owes by the Source's last declaration (`sourceAmount`)
  *   less the money the service holds that this declaration does not yet count (allocated, not taken back, and
- *   not acknowledged before the Source last declared): the service never over-collects. This is design.md section
- *   5's strict bound: declared money taken back stays out of the working amount until the Source declares again,
+ *   not acknowledged before the Source last declared): the service never over-collects. This is docs/design/money.md's
+ *   strict bound: declared money taken back stays out of the working amount until the Source declares again,
  *   so the debtor is not asked for it even though it is owed again;
  * - the Receivable's acknowledged-undeclared money (internal, read from the store) equals the model's and is the
  *   sum of its Payments' undeclared shares (migration 0023), each equal to the model's;
@@ -252,7 +252,7 @@ async function sequence(actions: Action[]): Promise<{ tenant: Tenant; m: Model }
 }
 
 /**
- * What design.md section 5 promises beyond never over-collecting: money the Source acknowledged and has since
+ * What docs/design/money.md promises beyond never over-collecting: money the Source acknowledged and has since
  * declared, taken back, "stays out of workingAmount until the Source posts the reversal and declares again". The
  * shrunk case above, step by step: each Payment's acknowledged money is its own (payments/take-back.ts), so the first
  * one's declared 50.00 leaves nothing of the second one's undeclared 0.01.
@@ -602,7 +602,7 @@ async function checkInvariants(t: TestApp, tenant: Tenant, m: Model, where: stri
   const holds: string[] = res.json.recovery.holds
   assert.equal(holds.includes('reconciliation_hold'), m.heldBy.size > 0, `${where}: ${holds}`)
 
-  // Never over-collect, by design.md's strict bound: the working amount is at most what the Source's last declaration
+  // Never over-collect, by docs/design/money.md's strict bound: the working amount is at most what the Source's last declaration
   // says is owed, less the money the service holds that this declaration does not count. Declared money taken back
   // since is owed again, but stays out until the Source declares again: it is not added here.
   const holding = sum(m.requests.flatMap((r) => (r.payment ? [heldUndeclared(r.payment)] : [])))

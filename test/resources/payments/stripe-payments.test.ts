@@ -38,7 +38,7 @@ const page = (p: StripePayable, query = '') => s.t.call('GET', `${p.path}${query
 const h1 = (html: string) => /<h1>([^<]*)<\/h1>/.exec(html)?.[1]
 
 describe('the page pays through Stripe Checkout', () => {
-  test('Pay: the pay-time check, one Checkout Session as design.md pins it, 303 to it; a second click, the same session', async () => {
+  test('Pay: the pay-time check, one Checkout Session as docs/design/payment-providers.md pins it, 303 to it; a second click, the same session', async () => {
     const p = await stripePayable(s, 'st-pay')
     const first = await page(p)
     assert.equal(first.status, 200)

@@ -11,7 +11,7 @@ import { engineName, onPostgres } from '../../helpers/store.ts'
 import { type Received, type Receiver, startReceiver } from '../../helpers/webhook-receiver.ts'
 
 /**
- * Receipt delivery to the Source end to end (design.md section 7) on a loopback receiver
+ * Receipt delivery to the Source end to end (docs/design/receipt-delivery.md) on a loopback receiver
  * (WEBHOOK_DEV_ALLOW_LOOPBACK=1), through the real app and store: the dispatcher's runs are driven one at a time
  * (runOnce) and its clock is moved forward to reach each retry, so nothing here waits for a schedule. Durations are
  * never asserted.

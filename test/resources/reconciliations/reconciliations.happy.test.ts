@@ -31,14 +31,14 @@ const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 const cents = (amount: string) => BigInt(amount.replace('.', ''))
 /**
  * The financial position from its three stored amounts: workingAmount is sourceAmount minus
- * confirmedUnreconciledAmount, never below zero (design.md). Acknowledging a receipt moves money from
+ * confirmedUnreconciledAmount, never below zero (docs/design/domain-rules.md). Acknowledging a receipt moves money from
  * confirmed-unreconciled to receipt-acknowledged and leaves sourceAmount to the Source, so workingAmount rises
  * back until the Source declares its balance after posting the receipt.
  */
 /**
  * The financial position when no declaration came after the acknowledgements (none does in this file): every
  * acknowledged amount is still undeclared, so the working amount is source - unreconciled - acknowledged
- * (design.md section 5: reconciling never raises it).
+ * (docs/design/money.md: reconciling never raises it).
  */
 function position(source: string, unreconciled: string, acknowledged: string) {
   const rest = cents(source) - cents(unreconciled) - cents(acknowledged)

@@ -7,7 +7,7 @@ import { payableReceivable } from '../../helpers/payments.ts'
 import { confirmedPayment, expectStatus, moneyBack, refundCalls, usd } from './helpers.ts'
 
 /**
- * Refunds, reversals and unapplied money refunded automatically (design.md section 5; docs/decisions.md, "Refunds
+ * Refunds, reversals and unapplied money refunded automatically (docs/design/money.md; docs/decisions.md, "Refunds
  * and reversals"): exact amounts on the refund, the Payment and the Receivable, revisions and the change feed.
  */
 let nowMs = Date.parse('2026-03-02T10:00:00.000Z')

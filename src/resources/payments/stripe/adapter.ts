@@ -10,9 +10,9 @@ import {
 import { type StripeGateway, StripeRejectedError, StripeSignatureError } from './gateway.ts'
 
 /**
- * The Stripe provider (issue 22, design.md section 6): `CheckoutProvider` over the typed gateway (gateway.ts), for
+ * The Stripe provider (issue 22, docs/design/payment-providers.md): `CheckoutProvider` over the typed gateway (gateway.ts), for
  * one client's keys. It maps Stripe's objects to the service's facts and nothing more; what a fact does is
- * payments/provider-events.ts's.
+ * payment-requests/provider-events.ts's.
  *
  * - Paying: a Checkout Session in `payment` mode, one line (amount, currency, description), `client_reference_id`
  *   the request id, metadata `{clientCode, paymentRequestId}` on the session and its PaymentIntent (refunds and

@@ -32,7 +32,7 @@ import Stripe from 'stripe'
 export const DEFAULT_STRIPE_API_BASE = 'https://api.stripe.com'
 /** Per call; the SDK's default is 80 s, far longer than a debtor waits on the page. */
 export const STRIPE_TIMEOUT_MS = 10_000
-/** The tolerance design.md section 6 pins for `webhooks.constructEvent`: an event signed longer ago is refused. */
+/** The tolerance docs/design/payment-providers.md pins for `webhooks.constructEvent`: an event signed longer ago is refused. */
 export const WEBHOOK_TOLERANCE_SECONDS = 300
 
 /**

@@ -4,7 +4,7 @@
 -- client_code is pushed into each of them and a summary over 100,000 Receivables is a few hash joins.
 --
 -- The client-wide facts (collection enabled, Source stale) are read as of the Receivable's last client fact
--- (src/resources/client-facts, migration 0013): the state just before the next fact when one is pending for it,
+-- (src/resources/holds/client-facts-store.ts, migration 0013): the state just before the next fact when one is pending for it,
 -- the live state otherwise, so a revision never changes its content. `source_stale` is the recorded freshness,
 -- which only a transaction flips (a Source write that makes the client fresh, or the freshness sweeper).
 --
