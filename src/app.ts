@@ -31,6 +31,8 @@ import { createCollectionSummary } from './resources/collection/service.ts'
 import { customerRoutes } from './resources/customers/routes.ts'
 import { createCustomerService } from './resources/customers/service.ts'
 import { customerStore } from './resources/customers/store.ts'
+import { erasureRoutes } from './resources/erasure/routes.ts'
+import { createErasureService } from './resources/erasure/service.ts'
 import { financialEventRoutes } from './resources/financial-events/routes.ts'
 import { createFinancialEventService } from './resources/financial-events/service.ts'
 import { freshnessRoutes } from './resources/freshness/routes.ts'
@@ -67,6 +69,8 @@ import { createRefundService } from './resources/refunds/service.ts'
 import { refundStore } from './resources/refunds/store.ts'
 import { snapshotRoutes } from './resources/snapshots/routes.ts'
 import { createSnapshotService } from './resources/snapshots/service.ts'
+import { timelineRoutes } from './resources/timeline/routes.ts'
+import { createTimelineService } from './resources/timeline/service.ts'
 import { webhookRoutes } from './resources/webhooks/routes.ts'
 import { createWebhookService } from './resources/webhooks/service.ts'
 import { webhookSecretColumns } from './resources/webhooks/store.ts'
@@ -77,6 +81,7 @@ import { createSecretCheck, type EncryptedColumns, keyRingLoader } from './store
 import type { Store } from './store/store.ts'
 import { createBatchRunner } from './workers/batch-runner.ts'
 import { createClientFanout } from './workers/client-fanout.ts'
+import { createErasureWorker } from './workers/erasure.ts'
 import { createPaymentExpiryWorker } from './workers/payment-expiry.ts'
 import { createProviderSyncWorker } from './workers/provider-sync.ts'
 import { createReceiptDispatcher, RECEIPT_EVENT_TYPES } from './workers/receipt-dispatcher.ts'
@@ -281,9 +286,20 @@ export function createApp({
     ? createSandboxClockService({ store, sandbox, freshness, drainClientFacts: (c) => clientFanout.runClientUntilIdle(c) })
     : undefined
   const routeDeps = { store, clock, onFeedAppended }
+  // Erasure of a Customer's personal data: the request records it, this worker follows it up in bounded chunks.
+  const erasure = createErasureService({ store, clock, customers: customerStore, onRecorded: () => erasureWorkers.worker.wake() })
+  const erasureWorkers = createErasureWorker({
+    store,
+    clock: baseClock,
+    erasure,
+    retentionDays: config.personalDataRetentionDays,
+    onError: (err) => app.log.error({ errMessage: (err as Error).message }, 'erasure failed'),
+  })
   const routes: RouteDef[] = [
     ...customerRoutes(routeDeps, services.customers),
     ...receivableRoutes(routeDeps, services.receivables),
+    ...timelineRoutes(createTimelineService({ store })),
+    ...erasureRoutes(routeDeps, erasure),
     ...financialEventRoutes(routeDeps, services.financialEvents),
     ...paymentObservationRoutes(routeDeps, services.paymentObservations),
     ...paymentRequestRoutes(routeDeps, services.paymentRequests),
@@ -474,6 +490,8 @@ export function createApp({
     createPaymentExpiryWorker({ store, clock: baseClock, sandbox, onFeedAppended, onError: logged('payment request expiry sweep failed') }),
     createRetentionWorker({ db: store, sandbox, onError: logged('retention failed') }),
     refundWorker,
+    erasureWorkers.worker,
+    ...(erasureWorkers.retention ? [erasureWorkers.retention] : []),
     // Writes the API keys' last use off the request path, at most once a minute per key, and once more at stop.
     createWorker({
       name: 'api-key-usage',
@@ -506,6 +524,7 @@ export function createApp({
     clientFanout,
     refundWorker,
     providerSync,
+    erasureWorkers,
     keyUsage,
     metrics,
     sandbox,

@@ -106,6 +106,8 @@ export const ConfigSchema = z
     PAY_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(30),
     WEBHOOK_INTERVAL_MS: z.coerce.number().int().min(100).default(60_000),
     WEBHOOK_BACKLOG_LIMIT: z.coerce.number().int().min(100).max(10_000_000).default(10_000),
+    // Unset (the default): no Customer is erased unless asked for (docs/decisions.md, "Erasure of a Customer's personal data").
+    PERSONAL_DATA_RETENTION_DAYS: z.coerce.number().int().min(1).max(36_500).optional(),
     WEBHOOK_RETRY_SCHEDULE: DurationList.default(['1m', '5m', '30m', '2h', '6h', '12h', '24h'].map(parseDuration)),
     WEBHOOK_DEV_ALLOW_LOOPBACK: Flag.default(false),
     WEBHOOK_SECRET_KEY: z
@@ -180,6 +182,7 @@ export const ConfigSchema = z
         secretKeyHex: c.WEBHOOK_SECRET_KEY,
         previousSecretKeysHex: c.WEBHOOK_SECRET_KEY_PREVIOUS,
       },
+      personalDataRetentionDays: c.PERSONAL_DATA_RETENTION_DAYS,
       freshness: {
         transactionSeconds: c.FRESHNESS_STALE_AFTER_TRANSACTION_SECONDS,
         snapshotSeconds: c.FRESHNESS_STALE_AFTER_SNAPSHOT_SECONDS,
@@ -222,6 +225,8 @@ const FIXES: Record<string, string> = {
   WEBHOOK_INTERVAL_MS: 'set WEBHOOK_INTERVAL_MS to a whole number of milliseconds of at least 100, or unset it for 60000',
   WEBHOOK_BACKLOG_LIMIT:
     'set WEBHOOK_BACKLOG_LIMIT to a whole number of pending notifications per endpoint between 100 and 10000000, or unset it for 10000',
+  PERSONAL_DATA_RETENTION_DAYS:
+    'set PERSONAL_DATA_RETENTION_DAYS to a whole number of days from 1 to 36500 (Customers whose Receivables have all been closed that long are erased), or unset it for never',
   WEBHOOK_RETRY_SCHEDULE: 'set WEBHOOK_RETRY_SCHEDULE to comma-separated durations such as 1m,5m,30m,2h (units s, m, h, d), or unset it',
   WEBHOOK_DEV_ALLOW_LOOPBACK: 'set WEBHOOK_DEV_ALLOW_LOOPBACK to 0 or 1, and to 1 only outside SERVICE_ENVIRONMENT=production',
   WEBHOOK_SECRET_KEY:

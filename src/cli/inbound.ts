@@ -35,6 +35,12 @@ Commands:
                                              unless --name is given
   key revoke <apiKeyId>
   audit list [--client C] [PAGING]
+  customer erase <clientCode> <externalCustomerId>
+                                             erase a Customer's personal data everywhere (names, contacts,
+                                             free text; amounts and identifiers stay): prints its state
+  receivable timeline <clientCode> <externalReceivableId> [PAGING]
+                                             everything that happened to a Receivable, oldest first:
+                                             when, who (actor) and what
   secrets rewrap                             re-encrypt every stored secret under WEBHOOK_SECRET_KEY
                                              (docs/operations.md, changing the encryption key)
   provider set <clientCode> --secret-key-file F --webhook-secret-file F
@@ -234,6 +240,18 @@ const COLUMNS = {
     ['lastUsedAt', field('lastUsedAt')],
     ['revokedAt', field('revokedAt')],
     ['name', field('name')],
+  ],
+  timeline: [
+    ['at', field('at')],
+    ['kind', field('kind')],
+    [
+      'actor',
+      (row) => {
+        const actor = row.actor as { type: string; name?: string }
+        return actor.name ? `${actor.type}: ${actor.name}` : actor.type
+      },
+    ],
+    ['summary', field('summary')],
   ],
   audit: [
     ['occurredAt', field('occurredAt')],
@@ -490,6 +508,14 @@ async function main(): Promise<void> {
     }
     case 'audit list':
       return showTable(await listing('/admin/v1/audit-events', { clientCode: opts.client }), COLUMNS.audit)
+    case 'customer erase':
+      return show(
+        await admin('POST', `/admin/v1/clients/${seg(need(a, 'clientCode'))}/customers/${seg(need(b, 'externalCustomerId'))}/erasure`),
+      )
+    case 'receivable timeline': {
+      const path = `/admin/v1/clients/${seg(need(a, 'clientCode'))}/receivables/${seg(need(b, 'externalReceivableId'))}/timeline`
+      return showTable(await listing(path), COLUMNS.timeline)
+    }
     default:
       throw new UsageError(`unknown command: ${positionals.join(' ')}`)
   }

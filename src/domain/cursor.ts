@@ -110,3 +110,11 @@ export function newestFirstPage<R extends { list_at: string }>(list: string, row
   const last = page.at(-1)
   return { page, nextCursor: rows.length > limit && last ? encodeCursor(list, { after: [last.list_at, idOf(last)] }) : null }
 }
+
+/**
+ * The cursor of a Receivable's timeline (oldest first, docs/decisions.md "A Receivable's timeline"): it names its
+ * list, `{timeline: [at, key]}`, the time and key of the last entry shown; a key is made of identifiers and words.
+ */
+export const TimelineCursor = z.strictObject({
+  timeline: z.tuple([CreationTime, z.string().regex(/^[a-z]+:[A-Za-z0-9_:/-]{1,600}$/)]),
+})

@@ -28,6 +28,7 @@ export const problemCatalogue = {
   method_not_allowed: { status: 405, title: 'Method not allowed' },
   batch_conflict: { status: 409, title: 'Batch conflict' },
   contact_update_unsupported: { status: 409, title: 'Contact update unsupported' },
+  customer_erased: { status: 409, title: 'Customer erased' },
   payment_not_confirmed: { status: 409, title: 'Payment not confirmed' },
   recovery_held: { status: 409, title: 'Recovery held' },
   payment_request_conflict: { status: 409, title: 'Payment request identifier already used with a different body' },

@@ -151,6 +151,12 @@ export const problemDocs = {
     fix: 'Give every contact a stable `externalContactId` from the Source and send the complete list: a known id is updated, a new id added, an omitted id deactivated. Contacts first created without ids cannot be changed afterwards; only unchanged contacts are accepted for such a Customer.',
     retry: NEVER,
   },
+  customer_erased: {
+    cause:
+      "A Customer `PUT` or `PATCH` (or a batch `customer` record) names a Customer whose personal data was erased (`POST /v1/clients/{clientCode}/customers/{externalCustomerId}/erasure`, or the operator's `PERSONAL_DATA_RETENTION_DAYS`). The service keeps only its identifier and refuses to take personal data for it again, so an erasure cannot be undone by a late or repeated write from the Source.",
+    fix: 'Stop sending this Customer: remove it from the Source feed (and its batches). A debtor who becomes a customer again needs a new `externalCustomerId`. `GET /v1/clients/{clientCode}/customers/{externalCustomerId}` answers `{externalCustomerId, erased: true, erasedAt}`.',
+    retry: NEVER,
+  },
   payment_not_confirmed: {
     cause:
       '`GET /v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}/receipt-delivery` on a Payment request that has no provider-confirmed Payment (still open, expired, or its Payment failed), so there is nothing to deliver a receipt for; also `PUT /v1/clients/{clientCode}/payment-reconciliations/{externalReconciliationId}` naming such a Payment request, a refund of one (`PUT .../payment-requests/{externalPaymentRequestId}/refunds/{externalRefundId}`), and the operator sandbox reversal (`simulate` with outcome `reversed`).',

@@ -26,6 +26,8 @@ export interface RouteContext<P, Q, B, R = undefined> {
   body: B
   /** Present on api_key routes: the caller's grant for the path's client, already authorized. */
   grant: Grant
+  /** Present on api_key routes: the calling API key's id (a write records it as the feed rows' actor, migration 0038). */
+  apiKeyId?: string
   clientCode: string
   requestId: string
   ip: string

@@ -285,6 +285,7 @@ function routeHandler(def: RouteDef, deps: HttpDeps, admission: Admission) {
         query: entry.query,
         body,
         grant: admitted?.grant as Grant,
+        ...(admitted ? { apiKeyId: admitted.caller.apiKeyId } : {}),
         clientCode,
         requestId: request.id,
         ip: request.ip,

@@ -30,6 +30,8 @@ export interface OperationContext {
   params?: Readonly<Record<string, string>>
   /** An operator acts (an `operator` write route): an operation that audits operator actions records one. */
   operator?: true
+  /** The calling API key (an Integration's request): recorded as the actor of the write's feed rows. */
+  apiKeyId?: string
 }
 
 /** The grant of an operation only an Integration runs (one with scopes): its absence is a programming error. */
@@ -177,6 +179,11 @@ export async function executeWrite(
   // (6) The request's concurrency slot is freed by this transaction: free exactly when the write commits.
   const { answer, afterCommit } = await inRequestTransaction(store, slot, async (tx, release) => {
     const uow = new UnitOfWork(tx)
+    uow.actor = ctx.operator
+      ? { type: 'operator' }
+      : ctx.grant
+        ? { type: 'integration', ...(ctx.apiKeyId ? { ref: ctx.apiKeyId } : {}) }
+        : uow.actor
     const result = await runOperation(uow, op, ctx, body, isoNow(clock))
     // (3)-(6) in one round trip: the flush, the response's render and the slot's release are sent together.
     const [rendered] = await uow.flushWith(() => Promise.all([result.body(), release()]))
@@ -253,7 +260,7 @@ export function writeRoute(
     responses,
     problems: meta.problems,
     public: !operator,
-    handler: async ({ clientCode, grant, params, body, slot, requireScopes }) => {
+    handler: async ({ clientCode, grant, apiKeyId, params, body, slot, requireScopes }) => {
       if (op.scopesFor) requireScopes(op.scopesFor(body))
       const path = params as Record<string, unknown>
       const named: Record<string, string> = {}
@@ -264,6 +271,7 @@ export function writeRoute(
         id: String(path[meta.idParam]),
         params: named,
         ...(operator ? { operator: true as const } : {}),
+        ...(!operator && apiKeyId ? { apiKeyId } : {}),
       }
       return executeWrite(deps, op, ctx, body, slot)
     },

@@ -1,6 +1,6 @@
 import { rollbackToSavepoint, setSavepoint } from '../store/savepoints.ts'
 import type { Store, Tx } from '../store/store.ts'
-import { type ChangeInput, insertChanges } from './feed/store.ts'
+import { type ChangeActor, type ChangeInput, insertChanges } from './feed/store.ts'
 import { recordClientFact } from './holds/client-facts-store.ts'
 import { type SourceTouch, writeSourceActivity } from './holds/source-activity-store.ts'
 import { bumpReceivableRevisions, type HoldSnapshot, holdSnapshot } from './holds/store.ts'
@@ -31,6 +31,13 @@ export class UnitOfWork {
   private readonly watched = new Map<string, HoldSnapshot>()
 
   constructor(readonly tx: Tx) {}
+
+  /**
+   * Who acts in this unit of work, recorded on its feed rows (migration 0038): the service itself unless the one
+   * who opened it says otherwise (a request's write names its Integration's key or the operator; a provider's event
+   * its provider).
+   */
+  actor: ChangeActor = { type: 'service' }
 
   appendChange(clientCode: string, change: ChangeInput): void {
     const list = this.events.get(clientCode)
@@ -132,7 +139,7 @@ export class UnitOfWork {
     if (guarded) sent.push(setSavepoint(this.tx, 'uow_flush'))
     const flips = touches.map(([clientCode, touch]) => writeSourceActivity(this.tx, clientCode, touch))
     sent.push(...flips)
-    sent.push(...feeds.map(([clientCode, events]) => insertChanges(this.tx, clientCode, events)))
+    sent.push(...feeds.map(([clientCode, events]) => insertChanges(this.tx, clientCode, events, this.actor)))
     const answer = after()
     await Promise.all([...sent, answer])
     const flipped = await Promise.all(flips)
@@ -147,7 +154,7 @@ export class UnitOfWork {
       // A change of the client-wide source_stale hold: one fact, not a revision of each Receivable here.
       if (flips) await recordClientFact(this.tx, clientCode, { kind: 'source_fresh', sourceStaleBefore: true }, touch.now)
     }
-    for (const [clientCode, events] of feeds) await insertChanges(this.tx, clientCode, events)
+    for (const [clientCode, events] of feeds) await insertChanges(this.tx, clientCode, events, this.actor)
     this.markAppended(feeds)
     return after()
   }

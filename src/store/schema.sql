@@ -70,6 +70,7 @@ CREATE TABLE batch_records (
   CONSTRAINT batch_records_retried_from_check CHECK (((retried_from_batch IS NULL) = (retried_from_position IS NULL))),
   CONSTRAINT batch_records_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'succeeded'::text, 'failed'::text, 'dependency_failed'::text])))
 );
+CREATE INDEX batch_records_resource ON public.batch_records USING btree (client_code, kind, external_id);
 
 CREATE TABLE batches (
   client_code text NOT NULL,
@@ -119,6 +120,7 @@ CREATE TABLE book_omissions (
   CONSTRAINT book_omissions_pkey PRIMARY KEY (client_code, external_completion_id, external_receivable_id)
 );
 CREATE INDEX book_omissions_held ON public.book_omissions USING btree (client_code, external_receivable_id) WHERE (released_at IS NULL);
+CREATE INDEX book_omissions_receivable ON public.book_omissions USING btree (client_code, external_receivable_id, flagged_at);
 
 CREATE TABLE change_events (
   client_code text NOT NULL,
@@ -129,10 +131,14 @@ CREATE TABLE change_events (
   resource_id text NOT NULL,
   revision bigint NOT NULL,
   occurred_at timestamp with time zone NOT NULL,
+  actor_type text,
+  actor_ref text,
+  CONSTRAINT change_events_actor_type_check CHECK ((actor_type = ANY (ARRAY['integration'::text, 'operator'::text, 'provider'::text, 'service'::text]))),
   CONSTRAINT change_events_client_code_fkey FOREIGN KEY (client_code) REFERENCES clients(client_code),
   CONSTRAINT change_events_pkey PRIMARY KEY (client_code, seq)
 );
 CREATE INDEX change_events_occurred ON public.change_events USING btree (client_code, occurred_at);
+CREATE INDEX change_events_resource ON public.change_events USING btree (client_code, resource_type, resource_id, seq);
 
 CREATE TABLE client_fact_heads (
   client_code text NOT NULL,
@@ -194,6 +200,30 @@ CREATE TABLE clients (
   CONSTRAINT clients_pkey PRIMARY KEY (client_code)
 );
 
+CREATE TABLE customer_erasures (
+  client_code text NOT NULL,
+  external_customer_id text NOT NULL,
+  cause text NOT NULL,
+  status text NOT NULL,
+  step text NOT NULL DEFAULT 'batch_records'::text,
+  after_seq bigint NOT NULL DEFAULT 0,
+  erased_strings jsonb,
+  requested_at timestamp with time zone NOT NULL,
+  completed_at timestamp with time zone,
+  attempts integer NOT NULL DEFAULT 0,
+  lease_token uuid,
+  lease_expires_at timestamp with time zone,
+  last_error text,
+  CONSTRAINT customer_erasures_cause_check CHECK ((cause = ANY (ARRAY['request'::text, 'retention'::text]))),
+  CONSTRAINT customer_erasures_check CHECK (((status = 'done'::text) = (completed_at IS NOT NULL))),
+  CONSTRAINT customer_erasures_check1 CHECK (((status = 'pending'::text) OR (erased_strings IS NULL))),
+  CONSTRAINT customer_erasures_client_code_fkey FOREIGN KEY (client_code) REFERENCES clients(client_code),
+  CONSTRAINT customer_erasures_pkey PRIMARY KEY (client_code, external_customer_id),
+  CONSTRAINT customer_erasures_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'done'::text]))),
+  CONSTRAINT customer_erasures_step_check CHECK ((step = ANY (ARRAY['batch_records'::text, 'payment_requests'::text, 'audit'::text, 'done'::text])))
+);
+CREATE INDEX customer_erasures_pending ON public.customer_erasures USING btree (client_code, requested_at) WHERE (status = 'pending'::text);
+
 CREATE TABLE customers (
   client_code text NOT NULL,
   external_customer_id text NOT NULL,
@@ -202,6 +232,7 @@ CREATE TABLE customers (
   deactivated_contacts jsonb NOT NULL DEFAULT '[]'::jsonb,
   created_at timestamp with time zone NOT NULL,
   updated_at timestamp with time zone NOT NULL,
+  erased_at timestamp with time zone,
   CONSTRAINT customers_client_code_fkey FOREIGN KEY (client_code) REFERENCES clients(client_code),
   CONSTRAINT customers_pkey PRIMARY KEY (client_code, external_customer_id)
 );
@@ -621,6 +652,7 @@ CREATE TABLE reconciliation_holds (
   CONSTRAINT reconciliation_holds_pkey PRIMARY KEY (client_code, external_reconciliation_id, external_receivable_id)
 );
 CREATE INDEX reconciliation_holds_open ON public.reconciliation_holds USING btree (client_code, external_receivable_id) WHERE (released_at IS NULL);
+CREATE INDEX reconciliation_holds_receivable ON public.reconciliation_holds USING btree (client_code, external_receivable_id, held_at);
 
 CREATE TABLE recovery_instruction_history (
   client_code text NOT NULL,

@@ -383,7 +383,11 @@ export async function runChunk(deps: ChunkDeps, batch: ClaimedBatch, token: stri
   let appendedFeed = false
   const result = await inUnitOfWork(
     deps.store,
-    (uow) => chunkInTransaction(deps, uow, batch, token),
+    (uow) => {
+      // A batch's records are its Integration's writes (the key that sent the batch is not kept: docs/decisions.md).
+      uow.actor = { type: 'integration' }
+      return chunkInTransaction(deps, uow, batch, token)
+    },
     () => {
       appendedFeed = true
     },

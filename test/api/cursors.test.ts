@@ -90,6 +90,14 @@ const LISTS: CursorRoute[] = [
     boundary: encodeCursor('receivables', { after: 'z'.repeat(128) }),
   },
   {
+    // Oldest first: the page after the latest instant the cursor keeps is empty.
+    route: 'GET /v1/clients/:clientCode/receivables/:externalReceivableId/timeline',
+    list: 'receivable-timeline',
+    url: (c) => `/v1/clients/${C}/receivables/cur-r/timeline?cursor=${c}`,
+    pointer: '/query/cursor',
+    boundary: encodeCursor('receivable-timeline', { timeline: ['9999-12-31T23:59:59.999999Z', 'z:z'] }),
+  },
+  {
     route: 'GET /v1/clients/:clientCode/payment-requests/:externalPaymentRequestId/refunds',
     list: 'refunds',
     url: (c) => `/v1/clients/${C}/payment-requests/cur-pr/refunds?cursor=${c}`,
@@ -109,6 +117,13 @@ const LISTS: CursorRoute[] = [
     url: (c) => `/v1/clients/${C}/webhook-endpoint/deliveries?cursor=${c}`,
     pointer: '/query/cursor',
     boundary: encodeCursor('webhook-deliveries', { s: BIGINT_MAX, d: `dlv_${'f'.repeat(32)}` }),
+  },
+  {
+    route: 'GET /admin/v1/clients/:clientCode/receivables/:externalReceivableId/timeline',
+    list: 'admin/receivable-timeline',
+    url: (c) => `/admin/v1/clients/${C}/receivables/cur-r/timeline?cursor=${c}`,
+    pointer: '/query/cursor',
+    boundary: encodeCursor('admin/receivable-timeline', { timeline: ['9999-12-31T23:59:59.999999Z', 'z:z'] }),
   },
   {
     route: 'GET /admin/v1/clients',

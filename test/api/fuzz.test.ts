@@ -65,7 +65,7 @@ before(async () => {
       sourceReference: 'r/1',
     },
   })
-  // A Payment request of fuzzq, whose refunds list the query fuzzers read.
+  // A Payment request of fuzzq, whose refunds list the query fuzzers read (and its Receivable, whose timeline).
   await payableReceivable(t, q, 'fuzz-r')
   const request = await t.call('PUT', '/v1/clients/fuzzq/payment-requests/fuzz-pr', {
     key: q.apiKey,
@@ -278,6 +278,7 @@ const queryRouteUrl = (path: string) =>
     if (p === 'clientCode') return 'fuzzq'
     if (p === 'integrationId') return 'int-fuzzq'
     if (p === 'externalPaymentRequestId') return 'fuzz-pr'
+    if (p === 'externalReceivableId') return 'fuzz-r'
     throw new Error(`${path}: no value for :${p}`)
   })
 
@@ -339,7 +340,7 @@ test('crafted cursors (out-of-range numbers, NUL, wrong types, any JSON) on ever
         .filter((n) => n === 'cursor' || n === 'after')
         .map((name) => ({ route: r, name })),
     )
-  assert.equal(cursorRoutes.length, 19, cursorRoutes.map((c) => routeKey(c.route)).join(', '))
+  assert.equal(cursorRoutes.length, 21, cursorRoutes.map((c) => routeKey(c.route)).join(', '))
   // A crafted cursor no list ever returns: the shapes with values out of every column's range or of the wrong type.
   const crafted = fc.oneof(
     fc.record({ s: fc.oneof(fc.bigInt({ min: 9223372036854775808n, max: 10n ** 30n }).map(String), fc.bigInt({ max: -1n }).map(String)) }),

@@ -360,6 +360,8 @@ describe('every operator route', () => {
     integrationId: 'sec-admin-i',
     apiKeyId: `ak_${'a'.repeat(24)}`,
     externalPaymentRequestId: 'sec-admin-pr',
+    externalReceivableId: 'sec-admin-r',
+    externalCustomerId: 'sec-admin-cust',
   }
   const adminValues = (route: RouteDef) => {
     const values: Record<string, string> = {}

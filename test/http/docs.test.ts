@@ -79,6 +79,8 @@ test('a problem page lists the routes that can answer it, from the route table',
   assert.deepEqual(listed.sort(), [
     'GET /v1/clients/{clientCode}/customers/{externalCustomerId}',
     'PATCH /v1/clients/{clientCode}/customers/{externalCustomerId}',
+    'POST /admin/v1/clients/{clientCode}/customers/{externalCustomerId}/erasure',
+    'POST /v1/clients/{clientCode}/customers/{externalCustomerId}/erasure',
   ])
 
   // A cross-cutting code names nearly every route; the list folds away behind its count.

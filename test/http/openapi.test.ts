@@ -47,7 +47,10 @@ test('it lists exactly the implemented public operations', () => {
 test('every operation documents its error responses from the problem catalogue', () => {
   const put = doc.paths['/v1/clients/{clientCode}/customers/{externalCustomerId}'].put
   assert.deepEqual(Object.keys(put.responses).sort(), ['200', '201', '400', '401', '403', '409', '413', '415', '422', '429', '503'])
-  assert.deepEqual(Object.keys(put.responses['409'].content['application/problem+json'].examples), ['contact_update_unsupported'])
+  assert.deepEqual(Object.keys(put.responses['409'].content['application/problem+json'].examples), [
+    'contact_update_unsupported',
+    'customer_erased',
+  ])
   for (const [path, ops] of Object.entries(
     doc.paths as Record<
       string,

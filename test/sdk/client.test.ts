@@ -435,6 +435,22 @@ describe(`SDK client against the service (${engineName})`, () => {
     )
     const bad = await rejects(irs.listBatches({ status: 'done' as 'queued' }))
     assert.deepEqual([bad.code, bad.fieldErrors.map((e) => e.pointer)], ['validation_error', ['/query/status']])
+
+    // A Receivable's timeline: oldest first, a page at a time, and iterable over every page.
+    const timeline = await irs.receivableTimeline('lr-1', { limit: 2 })
+    assert.deepEqual(
+      timeline.data.map((e) => [e.kind, e.summary]),
+      [
+        ['revision', 'Revision 1: created'],
+        ['payment_observation', 'Payment observation lpo-1 (payment): 1.00 USD allocated'],
+      ],
+    )
+    const kinds: string[] = []
+    for await (const entry of timeline) kinds.push(entry.kind)
+    assert.deepEqual(kinds.slice(0, 2), ['revision', 'payment_observation'])
+    assert.equal(kinds.filter((k) => k === 'payment_observation').length, 3)
+    const unknown = await rejects(irs.receivableTimeline('lr-nobody'))
+    assert.equal(unknown.code, 'receivable_not_found')
   })
 
   test('following the feed picks up new events until aborted', async () => {

@@ -82,6 +82,7 @@ export type PaymentReconciliationListQuery = ListQuery<'/v1/clients/{clientCode}
 export type FinancialEventListQuery = ListQuery<'/v1/clients/{clientCode}/adjustments'>
 export type PaymentObservationListQuery = ListQuery<'/v1/clients/{clientCode}/payment-observations'>
 export type BatchListQuery = ListQuery<'/v1/clients/{clientCode}/batches'>
+export type TimelineQuery = ListQuery<'/v1/clients/{clientCode}/receivables/{externalReceivableId}/timeline'>
 
 /** Options of one list call. */
 export interface ListOptions {
@@ -271,6 +272,21 @@ export interface InboundClient {
   listPaymentObservations(query?: PaymentObservationListQuery, options?: ListOptions): Promise<Page<Schemas['PaymentObservationList']>>
   /** The batches whose every record kind this key's grant may write. */
   listBatches(query?: BatchListQuery, options?: ListOptions): Promise<Page<Schemas['BatchList']>>
+  /**
+   * One page of a Receivable's timeline, oldest first: every entry `{at, kind, actor, summary, ref?}`. The page is
+   * also an async iterable over the whole timeline from there on.
+   */
+  receivableTimeline(
+    externalReceivableId: string,
+    query?: TimelineQuery,
+    options?: ListOptions,
+  ): Promise<Page<Schemas['ReceivableTimeline']>>
+  /**
+   * Erases a Customer's personal data (202 recorded, then done within seconds; any later call 200 with its state).
+   * Afterwards its GET answers `{externalCustomerId, erased: true, erasedAt}` and a write of it is ProblemError 409
+   * `customer_erased`.
+   */
+  eraseCustomer(externalCustomerId: string, options?: ListOptions): Promise<Schemas['CustomerErasure']>
 }
 
 const EXTERNAL_ID = /^[A-Za-z0-9_-]{1,128}$/
@@ -397,6 +413,13 @@ export function createClient(options: ClientOptions): InboundClient {
     listPaymentObservations: (query = {}, o = {}) =>
       client.GET('/v1/clients/{clientCode}/payment-observations', { params: { query }, ...o }),
     listBatches: (query = {}, o = {}) => client.GET('/v1/clients/{clientCode}/batches', { params: { query }, ...o }),
+    eraseCustomer: (externalCustomerId, o = {}) =>
+      client.POST('/v1/clients/{clientCode}/customers/{externalCustomerId}/erasure', { params: { path: { externalCustomerId } }, ...o }),
+    receivableTimeline: (externalReceivableId, query = {}, o = {}) =>
+      client.GET('/v1/clients/{clientCode}/receivables/{externalReceivableId}/timeline', {
+        params: { path: { externalReceivableId }, query },
+        ...o,
+      }),
   }
   return client
 }

@@ -49,7 +49,7 @@ export const ChangePage = z
             occurredAt: '2026-01-31T09:30:00.112Z',
           },
         ],
-        nextCursor: 'eyJzIjoiMiJ9',
+        nextCursor: 'eyJsIjoiY2hhbmdlcyIsInMiOiIyIn0',
         hasMore: false,
       },
     ],

@@ -154,4 +154,13 @@ export const CustomerResponse = z
   .meta({ id: 'Customer', examples: [customerExample] })
 export type CustomerResponse = z.output<typeof CustomerResponse>
 
-export const CustomerList = listResponse(CustomerResponse, 'CustomerList')
+/** What a Customer whose personal data was erased answers: its identifier and when (docs/decisions.md). */
+export const ErasedCustomerResponse = z
+  .object({ externalCustomerId: z.string(), erased: z.literal(true), erasedAt: Timestamp })
+  .meta({ id: 'ErasedCustomer', examples: [{ externalCustomerId: 'cust-gone-1', erased: true, erasedAt: '2026-02-01T10:00:00.000Z' }] })
+export type ErasedCustomerResponse = z.output<typeof ErasedCustomerResponse>
+
+/** A Customer as read: held, or erased. */
+export const CustomerRead = z.union([CustomerResponse, ErasedCustomerResponse]).meta({ id: 'CustomerRead', examples: [customerExample] })
+
+export const CustomerList = listResponse(CustomerRead, 'CustomerList')

@@ -10,7 +10,7 @@ import type { Queryable } from '../../store/store.ts'
 import type { RestrictionRules } from '../holds/restrictions.ts'
 import { defineOperation, type OperationContext, type RouteDeps, runOne, type SetOperation, type SetOutcome } from '../operations.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
-import { type ContactT, CustomerPatch, CustomerResponse, CustomerWrite } from './schema.ts'
+import { type ContactT, CustomerPatch, CustomerResponse, CustomerWrite, type ErasedCustomerResponse } from './schema.ts'
 import {
   type CustomerRow,
   findCustomer,
@@ -32,6 +32,15 @@ export interface WriteResult<T> {
 }
 
 const notFound = (id: string) => new Problem('customer_not_found', `No Customer ${id} for this client.`)
+/** A write that would bring personal data back to an erased Customer (docs/decisions.md, erasure). */
+export const erasedProblem = (id: string) =>
+  new Problem('customer_erased', `Customer ${id} was erased; the service takes no personal data for it again.`)
+
+/** How a Customer reads: as held, or (erased) its identifier and when. */
+export function toCustomerRead(row: CustomerRow): CustomerResponse | ErasedCustomerResponse {
+  if (row.erased_at) return { externalCustomerId: row.external_customer_id, erased: true, erasedAt: row.erased_at }
+  return toCustomerResponse(row)
+}
 
 export function toCustomerResponse(row: CustomerRow): CustomerResponse {
   const { contacts, ...rest } = row.representation
@@ -194,6 +203,10 @@ export function createCustomerService(deps: CustomerServiceDeps) {
           continue
         }
         const { existing } = w
+        if (existing.erased_at) {
+          outcomes.push({ problem: erasedProblem(id) })
+          continue
+        }
         let decided: ReturnType<typeof decideReplace>
         try {
           decided = decideReplace(existing, body)
@@ -258,6 +271,7 @@ export function createCustomerService(deps: CustomerServiceDeps) {
       // The lock and the read after it, sent together (one round trip with BEGIN; the read sees what committed first).
       const [, existing] = await Promise.all([lockIdentity(uow.tx, clientCode, 'customer', id), findCustomer(uow.tx, clientCode, id)])
       if (!existing) throw notFound(id)
+      if (existing.erased_at) throw erasedProblem(id)
       const merged = mergePatch.apply(structuredClone(existing.representation), patch) as Record<string, unknown>
       // Deleting `contacts` through the patch deactivates them all (for PUT, omission leaves them alone).
       if (merged.contacts === undefined) merged.contacts = []
@@ -272,10 +286,10 @@ export function createCustomerService(deps: CustomerServiceDeps) {
     putOperation,
     patchOperation,
 
-    async get(clientCode: string, id: string, db: Queryable = store): Promise<CustomerResponse> {
+    async get(clientCode: string, id: string, db: Queryable = store): Promise<CustomerResponse | ErasedCustomerResponse> {
       const row = await findCustomer(db, clientCode, id)
       if (!row) throw notFound(id)
-      return toCustomerResponse(row)
+      return toCustomerRead(row)
     },
 
     async list(clientCode: string, cursor: string | undefined, limit: number) {
@@ -284,7 +298,7 @@ export function createCustomerService(deps: CustomerServiceDeps) {
       const page = rows.slice(0, limit)
       const last = page.at(-1)
       return {
-        data: page.map(toCustomerResponse),
+        data: page.map(toCustomerRead),
         nextCursor: rows.length > limit && last ? encodeCursor('customers', { after: last.external_customer_id }) : null,
       }
     },

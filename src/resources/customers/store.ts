@@ -13,9 +13,11 @@ export interface CustomerRow {
   representation: CustomerWrite & { contacts: ContactT[] }
   deactivated_contacts: ContactT[]
   updated_at: string
+  /** Set once the Customer's personal data is erased (migration 0039): the row is then a tombstone. */
+  erased_at: string | null
 }
 
-const COLUMNS = 'external_customer_id, revision, representation, deactivated_contacts, updated_at'
+const COLUMNS = 'external_customer_id, revision, representation, deactivated_contacts, updated_at, erased_at'
 
 export async function findCustomer(db: Queryable, clientCode: string, id: string): Promise<CustomerRow | undefined> {
   const rows = await db.query<CustomerRow>(`SELECT ${COLUMNS} FROM customers WHERE client_code = $1 AND external_customer_id = $2`, [

@@ -35,6 +35,15 @@ export const CHANGE_TYPES = [
 ] as const
 export type ChangeType = (typeof CHANGE_TYPES)[number]
 
+/**
+ * Who made a change (migration 0038): an Integration's request (`ref`: its API key id), an operator, a payment
+ * provider (`ref`: the provider), or the service itself (a worker). Recorded on each feed row; the timeline shows it.
+ */
+export interface ChangeActor {
+  type: 'integration' | 'operator' | 'provider' | 'service'
+  ref?: string
+}
+
 export interface ChangeInput {
   type: ChangeType
   resourceType: ResourceType
@@ -55,7 +64,12 @@ export interface ChangeInput {
  * client-wide fact (`client_fact_seq`, migration 0013): the new revision includes every collection toggle and
  * freshness flip committed before it, so the background fan-out (src/workers/client-fanout.ts) skips them.
  */
-export async function insertChanges(tx: Tx, clientCode: string, changes: readonly ChangeInput[]): Promise<void> {
+export async function insertChanges(
+  tx: Tx,
+  clientCode: string,
+  changes: readonly ChangeInput[],
+  actor: ChangeActor = { type: 'service' },
+): Promise<void> {
   if (changes.length === 0) return
   const n = changes.length
   const types = new Array<string>(n)
@@ -83,10 +97,12 @@ export async function insertChanges(tx: Tx, clientCode: string, changes: readonl
          FROM client_fact_heads h
         WHERE h.client_code = $1 AND r.client_code = $1 AND r.external_receivable_id = ANY($8::text[])
           AND r.client_fact_seq < h.last_seq)
-     INSERT INTO change_events (client_code, seq, event_id, type, resource_type, resource_id, revision, occurred_at)
-     SELECT $1, head.base + c.n, gen_random_uuid(), c.type, c.resource_type, c.resource_id, c.revision, c.occurred_at
+     INSERT INTO change_events (client_code, seq, event_id, type, resource_type, resource_id, revision, occurred_at,
+                                actor_type, actor_ref)
+     SELECT $1, head.base + c.n, gen_random_uuid(), c.type, c.resource_type, c.resource_id, c.revision, c.occurred_at,
+            $9, $10
        FROM head, unnest($3::text[], $4::text[], $5::text[], $6::bigint[], $7::timestamptz[]) WITH ORDINALITY
             AS c(type, resource_type, resource_id, revision, occurred_at, n)`,
-    [clientCode, n, types, resourceTypes, resourceIds, revisions, occurredAts, receivables],
+    [clientCode, n, types, resourceTypes, resourceIds, revisions, occurredAts, receivables, actor.type, actor.ref ?? null],
   )
 }

@@ -289,7 +289,15 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
     let effect: string
     try {
       effect = await deps.atClientTime(clientCode, () =>
-        inUnitOfWork(store, (uow) => apply(uow, provider.name, clientCode, event, fact, after), deps.onFeedAppended),
+        inUnitOfWork(
+          store,
+          (uow) => {
+            // The provider's word (the timeline's actor, migration 0038).
+            uow.actor = { type: 'provider', ref: provider.name }
+            return apply(uow, provider.name, clientCode, event, fact, after)
+          },
+          deps.onFeedAppended,
+        ),
       )
     } catch (err) {
       if (!(err instanceof ReturnMoney) || fact.kind !== 'paid') throw err

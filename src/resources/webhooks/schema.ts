@@ -166,7 +166,7 @@ export const ReplayBody = z
       .regex(/^[A-Za-z0-9_-]{1,200}$/, 'must be a change-feed cursor')
       .describe('A change-feed cursor (`nextCursor` of `GET /changes`): every notification after it is queued again.'),
   })
-  .meta({ id: 'WebhookReplay', examples: [{ after: 'eyJzIjoiMiJ9' }] })
+  .meta({ id: 'WebhookReplay', examples: [{ after: 'eyJsIjoiY2hhbmdlcyIsInMiOiIyIn0' }] })
 
 export const ReplayResult = z
   .object({ queued: z.number().int().min(0).describe('Deliveries queued, each due now.') })

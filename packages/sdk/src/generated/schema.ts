@@ -13,7 +13,7 @@ export interface paths {
         };
         /**
          * Read a Customer
-         * @description Reads one Customer as the service holds it, with its `revision` and `updatedAt`. Contacts and restrictions are returned as last written.
+         * @description Reads one Customer as the service holds it, with its `revision` and `updatedAt`. Contacts and restrictions are returned as last written. A Customer whose personal data was erased answers only `{externalCustomerId, erased: true, erasedAt}`.
          *
          *     Concepts: [Customers and Receivables](/docs/guide/customers-and-receivables) in the guide.
          */
@@ -192,6 +192,50 @@ export interface paths {
          *     Concepts: [Customers and Receivables](/docs/guide/customers-and-receivables) in the guide.
          */
         post: operations["reopenReceivable"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/clients/{clientCode}/receivables/{externalReceivableId}/timeline": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a Receivable's timeline
+         * @description Everything that happened to the Receivable, oldest first: its revisions, financial events, payment observations, holds placed and released with their reason, recovery instructions, payment requests, payments, refunds, reversals, reconciliations and receipts. Each entry says when, who (`actor`: the Integration and its API key name, an operator, the payment provider, or the service itself; `unknown` for revisions recorded before the service kept it) and what, with a `ref` to the resource it concerns. Pages of `limit` entries (1 to 200, default 50); pass `nextCursor` as `cursor` for the next page, until it is null.
+         *
+         *     Concepts: [Customers and Receivables](/docs/guide/customers-and-receivables) in the guide.
+         */
+        get: operations["getReceivableTimeline"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/clients/{clientCode}/customers/{externalCustomerId}/erasure": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Erase a Customer's personal data
+         * @description Erases the Customer's personal data wherever the service keeps it: its names, contacts, addresses, emails, phones and restriction references, the free text of the Payment requests of the Receivables it is responsible for, its records in batches, and any of its values in audit details. Amounts, identifiers, restriction types (and so its holds) stay. The first request answers 202 and the erasure is done within seconds (`status` `done`, `erasedAt`); any later request answers 200 with its state. From then on the Customer's GET answers `{externalCustomerId, erased: true, erasedAt}` and a PUT, PATCH or batch record of it is refused with 409 `customer_erased`.
+         *
+         *     Concepts: [Customers and Receivables](/docs/guide/customers-and-receivables) in the guide.
+         */
+        post: operations["eraseCustomer"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1728,7 +1772,7 @@ export interface components {
          *           "occurredAt": "2026-01-31T09:30:00.112Z"
          *         }
          *       ],
-         *       "nextCursor": "eyJzIjoiMiJ9",
+         *       "nextCursor": "eyJsIjoiY2hhbmdlcyIsInMiOiIyIn0",
          *       "hasMore": false
          *     }
          */
@@ -1984,6 +2028,25 @@ export interface components {
         };
         /**
          * @example {
+         *       "externalCustomerId": "cust-gone-1",
+         *       "status": "pending",
+         *       "requestedAt": "2026-02-01T10:00:00.000Z",
+         *       "erasedAt": null
+         *     }
+         */
+        CustomerErasure: {
+            externalCustomerId: string;
+            /**
+             * @description `pending` while the service is still erasing copies; `done` within seconds.
+             * @enum {string}
+             */
+            status: "pending" | "done";
+            requestedAt: components["schemas"]["Timestamp"];
+            /** @description When every copy was erased; null while pending. */
+            erasedAt: components["schemas"]["Timestamp"] | null;
+        };
+        /**
+         * @example {
          *       "data": [
          *         {
          *           "externalCustomerId": "cust-demo-1",
@@ -2026,7 +2089,7 @@ export interface components {
          *     }
          */
         CustomerList: {
-            data: components["schemas"]["Customer"][];
+            data: components["schemas"]["CustomerRead"][];
             nextCursor: string | null;
         };
         /**
@@ -2040,6 +2103,45 @@ export interface components {
         CustomerMergePatch: {
             [key: string]: unknown;
         };
+        /**
+         * @example {
+         *       "externalCustomerId": "cust-demo-1",
+         *       "type": "person",
+         *       "name": {
+         *         "firstName": "Ada",
+         *         "lastName": "Example"
+         *       },
+         *       "sourceReference": "ledger/customers/demo-1",
+         *       "contacts": [
+         *         {
+         *           "externalContactId": "contact-demo-1",
+         *           "fullName": "Ada Example",
+         *           "isCustomerSelf": true,
+         *           "isMain": true,
+         *           "address": {
+         *             "countryCode": "US",
+         *             "line1": "100 Main Street",
+         *             "locality": "Springfield",
+         *             "postalCode": "62701",
+         *             "region": "IL",
+         *             "type": "home"
+         *           },
+         *           "email": {
+         *             "address": "ada@example.com",
+         *             "type": "personal"
+         *           },
+         *           "phone": {
+         *             "number": "+12175550142",
+         *             "type": "mobile"
+         *           }
+         *         }
+         *       ],
+         *       "restrictions": [],
+         *       "revision": 1,
+         *       "updatedAt": "2026-01-31T09:30:00.000Z"
+         *     }
+         */
+        CustomerRead: components["schemas"]["Customer"] | components["schemas"]["ErasedCustomer"];
         /**
          * @description Customer as sent by the Source. Omitting `contacts` leaves them unchanged.
          * @example {
@@ -2103,6 +2205,19 @@ export interface components {
             address: string;
             /** @enum {string} */
             type: "personal" | "work" | "other";
+        };
+        /**
+         * @example {
+         *       "externalCustomerId": "cust-gone-1",
+         *       "erased": true,
+         *       "erasedAt": "2026-02-01T10:00:00.000Z"
+         *     }
+         */
+        ErasedCustomer: {
+            externalCustomerId: string;
+            /** @constant */
+            erased: true;
+            erasedAt: components["schemas"]["Timestamp"];
         };
         /**
          * @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail.
@@ -3108,6 +3223,31 @@ export interface components {
             nextCursor: string | null;
         };
         /**
+         * @example {
+         *       "data": [
+         *         {
+         *           "at": "2026-01-31T09:30:00.000000Z",
+         *           "kind": "revision",
+         *           "actor": {
+         *             "type": "integration",
+         *             "name": "Core banking sync"
+         *           },
+         *           "summary": "Revision 1: created",
+         *           "ref": {
+         *             "type": "receivable",
+         *             "id": "recv-demo-1",
+         *             "revision": 1
+         *           }
+         *         }
+         *       ],
+         *       "nextCursor": null
+         *     }
+         */
+        ReceivableTimeline: {
+            data: components["schemas"]["TimelineEntry"][];
+            nextCursor: string | null;
+        };
+        /**
          * @description A Receivable as sent by the Source. Importing never starts recovery. `creditUnion` is required by the grant's industry profile (credit_union); without it the service answers 422 `profile_mismatch`.
          * @example {
          *       "financialType": "accelerated_balance",
@@ -3432,6 +3572,41 @@ export interface components {
          * @example ledger/customers/A-17
          */
         SourceReference: string;
+        TimelineActor: {
+            /** @enum {string} */
+            type: "integration" | "operator" | "provider" | "service" | "unknown";
+            /** @description The Integration's API key name, or the provider's name, where known. */
+            name?: string;
+        };
+        /**
+         * @example {
+         *       "at": "2026-01-31T09:30:00.000000Z",
+         *       "kind": "revision",
+         *       "actor": {
+         *         "type": "integration",
+         *         "name": "Core banking sync"
+         *       },
+         *       "summary": "Revision 1: created",
+         *       "ref": {
+         *         "type": "receivable",
+         *         "id": "recv-demo-1",
+         *         "revision": 1
+         *       }
+         *     }
+         */
+        TimelineEntry: {
+            at: components["schemas"]["Timestamp"];
+            /** @enum {string} */
+            kind: "revision" | "adjustment" | "credit_note" | "write_off" | "payment_observation" | "hold_placed" | "hold_released" | "recovery_instruction" | "payment_request" | "payment_request_expired" | "payment_request_canceled" | "payment" | "refund" | "refund_succeeded" | "refund_failed" | "reversal" | "reconciliation" | "reconciliation_resolved" | "receipt" | "receipt_delivered" | "receipt_abandoned";
+            actor: components["schemas"]["TimelineActor"];
+            summary: string;
+            /** @description The resource the entry is about, to read it (a Payment request, a refund, an instruction...). */
+            ref?: {
+                type: string;
+                id: string;
+                revision?: number;
+            };
+        };
         /**
          * Format: date-time
          * @description ISO 8601 date-time in UTC with a literal Z suffix; calendar-valid.
@@ -3668,7 +3843,7 @@ export interface components {
         };
         /**
          * @example {
-         *       "after": "eyJzIjoiMiJ9"
+         *       "after": "eyJsIjoiY2hhbmdlcyIsInMiOiIyIn0"
          *     }
          */
         WebhookReplay: {
@@ -3787,13 +3962,13 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The Customer */
+            /** @description The Customer, or what is left of an erased one */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Customer"];
+                    "application/json": components["schemas"]["CustomerRead"];
                 };
             };
             /** @description `invalid_api_key`: Invalid API key */
@@ -3917,7 +4092,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `contact_update_unsupported`: Contact update unsupported */
+            /** @description `contact_update_unsupported`: Contact update unsupported; `customer_erased`: Customer erased */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4038,7 +4213,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `contact_update_unsupported`: Contact update unsupported */
+            /** @description `contact_update_unsupported`: Contact update unsupported; `customer_erased`: Customer erased */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4877,6 +5052,209 @@ export interface operations {
             };
             /** @description `receivable_state_conflict`: Receivable state conflict */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `request_too_large`: Request too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: Unsupported media type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: Rate limit exceeded */
+            429: {
+                headers: {
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `projection_unavailable`: Projection unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getReceivableTimeline: {
+        parameters: {
+            query?: {
+                /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
+                cursor?: string;
+                /** @description Entries per page, 1 to 200. */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
+                clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
+                externalReceivableId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the Receivable's timeline, oldest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReceivableTimeline"];
+                };
+            };
+            /** @description `invalid_api_key`: Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `client_scope_denied`: Client scope denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `receivable_not_found`: Receivable not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: Rate limit exceeded */
+            429: {
+                headers: {
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `projection_unavailable`: Projection unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    eraseCustomer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
+                clientCode: string;
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
+                externalCustomerId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Already recorded: its state */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CustomerErasure"];
+                };
+            };
+            /** @description Recorded: the erasure is under way */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CustomerErasure"];
+                };
+            };
+            /** @description `malformed_json`: Malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invalid_api_key`: Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `client_scope_denied`: Client scope denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `customer_not_found`: Customer not found */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
