@@ -1,3 +1,4 @@
+import type { FastifyInstance } from 'fastify'
 import { z } from 'zod'
 import { createKeyUsage, KEY_USAGE_FLUSH_INTERVAL_MS } from './access/key-usage.ts'
 import { brandingRoutes } from './admin/branding-routes.ts'
@@ -23,7 +24,6 @@ import { batchRoutes } from './resources/batches/routes.ts'
 import { createBatchService, type OperationsByKind } from './resources/batches/service.ts'
 import { bookRoutes } from './resources/book/routes.ts'
 import { createBookService } from './resources/book/service.ts'
-import { bookStore } from './resources/book/store.ts'
 import { changeRoutes } from './resources/changes/routes.ts'
 import { createChangeService } from './resources/changes/service.ts'
 import { collectionRoutes } from './resources/collection/routes.ts'
@@ -37,6 +37,8 @@ import { freshnessRoutes } from './resources/freshness/routes.ts'
 import { createFreshness } from './resources/freshness/service.ts'
 import { clientFactStore } from './resources/holds/client-facts-store.ts'
 import { restrictionRules } from './resources/holds/restrictions.ts'
+import { holdStore } from './resources/holds/store.ts'
+import type { RouteDeps } from './resources/operations.ts'
 import { paymentObservationRoutes } from './resources/payment-observations/routes.ts'
 import { createPaymentObservationService } from './resources/payment-observations/service.ts'
 import { createCheckout } from './resources/payment-requests/checkout.ts'
@@ -107,21 +109,14 @@ const OpenApiDocument = z.record(z.string(), z.unknown()).meta({
 
 const STARTING = 'The service is starting and its database is not reachable yet. Nothing was saved. Retry with backoff.'
 
-/** The one wiring root of the HTTP process: services, their routes, the server. */
-export function createApp({
-  store,
-  config,
-  adminTokenDigest,
-  clock: baseClock = systemClock,
-  resolver = systemResolver,
-  gate,
-  isReady,
-}: AppOptions) {
+/** The clocks, the key ring of secrets at rest and who takes each client's payments: what every part below shares. */
+function wireFoundation(store: Store, config: Config, baseClock: Clock) {
   // Sandbox: every service reads the time of the client it works for (src/sandbox/clock.ts says
   // where that client's scope is entered). Production: the base clock itself, no scope, no cost.
   const sandbox = config.environment === 'sandbox' ? createSandboxClock(baseClock) : undefined
   const clock = sandbox?.clock ?? baseClock
   const atClientTime = sandbox ? <T>(clientCode: string, fn: () => Promise<T>) => sandbox.atClientTime(store, clientCode, fn) : undefined
+  const inClientTime = atClientTime ?? (<T>(_clientCode: string, fn: () => Promise<T>) => fn())
   // Every secret kept at rest is encrypted with this one key ring (src/domain/key-ring.ts); a family that stores
   // secrets adds its columns to `encryptedSecrets`, so the rewrap at start and the operator's route cover them.
   const keyRing = keyRingLoader(store, {
@@ -130,41 +125,6 @@ export function createApp({
   })
   const encryptedSecrets: EncryptedColumns[] = [webhookSecretColumns, receiptSecretColumns, ...paymentProviderSecretColumns]
   const secretRewrap = createSecretRewrap({ store, clock: baseClock, keyRing, tables: encryptedSecrets })
-  const webhooks = createWebhookService({
-    store,
-    clock,
-    resolver,
-    allowLoopback: config.webhooks.allowLoopback,
-    keyRing,
-    backlogLimit: config.webhooks.backlogLimit,
-    // A retry or a ping committed: the dispatcher takes a turn within a second (inside the endpoint's budget).
-    onQueued: () => webhookDispatcher.wake(),
-  })
-  // The client's receipt-posting route (src/resources/receipts); its dispatcher sends the receipts.
-  const receipts = createReceiptService({
-    store,
-    clock,
-    resolver,
-    allowLoopback: config.webhooks.allowLoopback,
-    keyRing,
-    onQueued: () => receiptDispatcher.wake(),
-  })
-  // Each factory receives the other families' store functions and rules it uses (a Pick<> in its deps type).
-  // Every commit that appended change-feed events wakes the webhook dispatcher (src/workers/worker.ts coalesces the
-  // wake-ups; the dispatcher's per-run budget still holds). After COMMIT: a failing wake-up is logged, nothing more.
-  const onFeedAppended = () => {
-    try {
-      webhookDispatcher.wake()
-      receiptDispatcher.wake()
-    } catch (err) {
-      app.log.error({ errMessage: (err as Error).message }, 'webhook dispatcher wake-up failed')
-    }
-  }
-  const db = { store, clock, onFeedAppended }
-  // A refund recorded pending (the PUT, or a confirmation's unapplied money): the refund worker asks the provider now.
-  const onRefundQueued = () => refundWorker.wake()
-  // Client-wide changes (collection toggles, freshness flips) record one fact; this worker gives each Receivable
-  // its new revision and event in the background (src/workers/client-fanout.ts).
   // Who takes a client's payments (src/resources/payments/registry.ts): its Stripe configuration, else the sandbox
   // provider in sandbox, else none. Stripe's time is the base clock's.
   const sandboxProvider = providerFor(config.environment)
@@ -176,30 +136,39 @@ export function createApp({
     sandboxProvider,
     now: () => baseClock.now(),
   })
-  const inClientTime = atClientTime ?? (<T>(_clientCode: string, fn: () => Promise<T>) => fn())
-  const clientFanout = createClientFanout({
-    store,
-    onFeedAppended,
-    onError: (err) => app.log.error({ errMessage: (err as Error).message, stack: (err as Error).stack }, 'client fan-out error'),
-  })
-  const freshness = createFreshness({
-    clock,
-    thresholds: config.freshness,
-    clientFacts: clientFactStore,
-    onFact: () => clientFanout.wake(),
-  })
-  const services = {
-    customers: createCustomerService({ ...db, restrictions: restrictionRules }),
-    receivables: createReceivableService({ ...db, book: bookStore, restrictions: restrictionRules }),
-    book: createBookService({ ...db, receivables: receivableStore }),
-    snapshots: createSnapshotService({ ...db, book: bookStore }),
+  return { sandbox, clock, baseClock, atClientTime, inClientTime, keyRing, secretRewrap, sandboxProvider, registry }
+}
+type Foundation = ReturnType<typeof wireFoundation>
+
+/** What the services are made of beside the foundation: the write path's bag and the wake-ups they give. */
+interface ServiceWiring {
+  config: Config
+  foundation: Foundation
+  /** The store, the clients' clock and the feed's wake-up: every write's transaction (executeWrite). */
+  writes: RouteDeps
+  webhooks: ReturnType<typeof createWebhookService>
+  receipts: ReturnType<typeof createReceiptService>
+  freshness: ReturnType<typeof createFreshness>
+  onRefundQueued: () => void
+  onClientFact: () => void
+}
+
+/** The resource services, each given the other families' store functions and rules it uses (a Pick<> in its deps type). */
+function wireServices({ config, foundation, writes, webhooks, receipts, freshness, onRefundQueued, onClientFact }: ServiceWiring) {
+  const { store, clock, onFeedAppended } = writes
+  const { baseClock, atClientTime, inClientTime, registry, sandboxProvider } = foundation
+  return {
+    customers: createCustomerService({ ...writes, restrictions: restrictionRules }),
+    receivables: createReceivableService({ ...writes, holds: holdStore, restrictions: restrictionRules }),
+    book: createBookService({ ...writes, holds: holdStore }),
+    snapshots: createSnapshotService({ ...writes, holds: holdStore }),
     freshness,
-    recovery: createRecoveryService({ ...db, receivables: receivableStore }),
-    reconciliations: createReconciliationService({ ...db, receivables: receivableStore, restrictions: restrictionRules }),
-    financialEvents: createFinancialEventService(db),
-    paymentObservations: createPaymentObservationService({ ...db, customers: customerStore, receivables: receivableStore }),
+    recovery: createRecoveryService({ ...writes, receivables: receivableStore }),
+    reconciliations: createReconciliationService({ ...writes, receivables: receivableStore, restrictions: restrictionRules }),
+    financialEvents: createFinancialEventService(writes),
+    paymentObservations: createPaymentObservationService({ ...writes, customers: customerStore, receivables: receivableStore }),
     paymentRequests: createPaymentRequestService({
-      ...db,
+      ...writes,
       provider: sandboxProvider,
       publicBaseUrl: config.publicBaseUrl,
       checkout: createCheckout({
@@ -219,7 +188,7 @@ export function createApp({
       ...(atClientTime ? { atClientTime } : {}),
       onFeedAppended,
     }),
-    refunds: createRefundService({ ...db, refunds: refundStore, onRefundQueued }),
+    refunds: createRefundService({ ...writes, refunds: refundStore, onRefundQueued }),
     changes: createChangeService({ store }),
     webhooks,
     admin: createAdminService({
@@ -232,56 +201,45 @@ export function createApp({
       },
       onClientReset: (tx, clientCode, now) => receipts.onClientReset(tx, clientCode, now),
       baseClock,
-      onClientFact: () => clientFanout.wake(),
+      onClientFact,
     }),
   }
-  const operations: OperationsByKind = {
-    customer: services.customers.putOperation,
-    receivable: services.receivables.put,
-    payment_observation: services.paymentObservations.put,
-    ...services.financialEvents.operations,
-  }
-  // One registry per app instance (src/http/metrics.ts); the batch runner reports the records it committed.
-  const metrics = createMetrics(store)
-  const batchRunner = createBatchRunner({
-    store,
-    clock,
-    operations,
-    chunkSize: config.batches.chunkSize,
-    leaseSeconds: config.batches.leaseSeconds,
-    pollMs: config.batches.pollMs,
-    concurrency: config.batches.concurrency,
-    onRecordsProcessed: (n) => metrics.recordsProcessed(n),
-    onFeedAppended,
-    ...(atClientTime ? { atClientTime } : {}),
-    onError: (err) => app.log.error({ errMessage: (err as Error).message, stack: (err as Error).stack }, 'batch runner error'),
-  })
-  const batches = createBatchService({ store, clock, operations, docsUrl: config.docsUrl, onQueued: () => batchRunner.wake() })
-  // Sandbox only: the operator's per-client clock (absent in production, so its routes are too).
-  const sandboxClock = sandbox
-    ? createSandboxClockService({ store, sandbox, freshness, drainClientFacts: (c) => clientFanout.runClientUntilIdle(c) })
-    : undefined
-  const routeDeps = { store, clock, onFeedAppended }
+}
+type Services = ReturnType<typeof wireServices>
+
+/** The route table: every family's routes, the operator's, and the OpenAPI document built from all of them. */
+function wireRoutes(
+  config: Config,
+  foundation: Foundation,
+  writes: RouteDeps,
+  services: Services & {
+    batches: ReturnType<typeof createBatchService>
+    receipts: ReturnType<typeof createReceiptService>
+    sandboxClock: ReturnType<typeof createSandboxClockService> | undefined
+  },
+): RouteDef[] {
+  const { store } = writes
+  const { baseClock, keyRing, secretRewrap } = foundation
   const routes: RouteDef[] = [
-    ...customerRoutes(routeDeps, services.customers),
-    ...receivableRoutes(routeDeps, services.receivables),
-    ...financialEventRoutes(routeDeps, services.financialEvents),
-    ...paymentObservationRoutes(routeDeps, services.paymentObservations),
-    ...paymentRequestRoutes(routeDeps, services.paymentRequests),
-    ...refundRoutes(routeDeps, services.refunds),
+    ...customerRoutes(writes, services.customers),
+    ...receivableRoutes(writes, services.receivables),
+    ...financialEventRoutes(writes, services.financialEvents),
+    ...paymentObservationRoutes(writes, services.paymentObservations),
+    ...paymentRequestRoutes(writes, services.paymentRequests),
+    ...refundRoutes(writes, services.refunds),
     ...changeRoutes(services.changes),
-    ...batchRoutes(routeDeps, batches),
-    ...bookRoutes(routeDeps, services.book),
-    ...snapshotRoutes(routeDeps, services.snapshots),
-    ...freshnessRoutes(store, freshness),
-    ...recoveryRoutes(routeDeps, services.recovery),
-    ...reconciliationRoutes(routeDeps, services.reconciliations),
-    ...collectionRoutes(store, createCollectionSummary({ clock })),
-    ...webhookRoutes(routeDeps, webhooks),
-    ...receiptRoutes(routeDeps, receipts),
+    ...batchRoutes(writes, services.batches),
+    ...bookRoutes(writes, services.book),
+    ...snapshotRoutes(writes, services.snapshots),
+    ...freshnessRoutes(store, services.freshness),
+    ...recoveryRoutes(writes, services.recovery),
+    ...reconciliationRoutes(writes, services.reconciliations),
+    ...collectionRoutes(store, createCollectionSummary({ clock: writes.clock })),
+    ...webhookRoutes(writes, services.webhooks),
+    ...receiptRoutes(writes, services.receipts),
     ...adminRoutes(services.admin, store, { serverUrl: config.publicBaseUrl, docsUrl: config.docsUrl }, [
-      ...paymentSimulateRoutes(routeDeps, services.paymentRequests, { sandbox: config.environment === 'sandbox' }),
-      ...sandboxClockRoutes(sandboxClock),
+      ...paymentSimulateRoutes(writes, services.paymentRequests, { sandbox: config.environment === 'sandbox' }),
+      ...sandboxClockRoutes(services.sandboxClock),
       ...adminSandboxRoutes(services.admin, { sandbox: config.environment === 'sandbox' }),
       ...secretRoutes(secretRewrap),
       ...brandingRoutes(createBrandingService({ store, clock: baseClock })),
@@ -316,8 +274,25 @@ export function createApp({
     },
   })
   const allRoutes = [...routes, openapiRoute]
-  // Each key's last use: noted in memory by the gate, written by the worker below (src/access/key-usage.ts).
-  const keyUsage = createKeyUsage({ db: store, clock: baseClock })
+  return allRoutes
+}
+
+/** What the HTTP server is made of beside the route table. */
+interface HttpWiring {
+  options: AppOptions
+  foundation: Foundation
+  routes: RouteDef[]
+  keyUsage: ReturnType<typeof createKeyUsage>
+  metrics: ReturnType<typeof createMetrics>
+  paymentRequests: Services['paymentRequests']
+  writes: RouteDeps
+  onRefundQueued: () => void
+}
+
+/** The Fastify server: the route table behind the gate, infrastructure routes, metrics, the hosted page, Stripe's events. */
+function wireHttp({ options, foundation, routes, keyUsage, metrics, paymentRequests, writes, onRefundQueued }: HttpWiring) {
+  const { store, config, adminTokenDigest, gate, isReady } = options
+  const { baseClock, atClientTime, inClientTime, registry } = foundation
   const app = buildServer(
     {
       db: store,
@@ -330,7 +305,7 @@ export function createApp({
       ...(atClientTime ? { atClientTime } : {}),
       pages: [{ prefix: '/pay/', notFound: { headers: PAGE_HEADERS, html: NOT_FOUND_PAGE } }],
     },
-    allRoutes,
+    routes,
   )
   // Waiting for the database: liveness and readiness answer (200, and 503 from the failing store), nothing else
   // reaches a route, whose store would fail anyway; a client retries after the Retry-After.
@@ -347,11 +322,11 @@ export function createApp({
       )
     })
   }
-  registerInfraRoutes(app, store, allRoutes)
+  registerInfraRoutes(app, store, routes)
   // Prometheus text at /metrics, behind the operator token (src/http/metrics.ts).
   registerMetrics(app, metrics, adminTokenDigest)
   // The page's flood guard per client address, in this process's memory, on the base clock (src/http/limits.ts).
-  registerPaymentPage(app, services.paymentRequests, {
+  registerPaymentPage(app, paymentRequests, {
     limiter: createAddressLimiter({ perMinute: config.limits.payPerMinute, clock: baseClock }),
     checkoutOrigins: stripeCheckoutOrigins(config.stripe.apiBase),
   })
@@ -360,41 +335,24 @@ export function createApp({
     app,
     createProviderEvents({
       store,
-      clock,
+      clock: writes.clock,
       realClock: baseClock,
       registry,
       paymentRules,
       atClientTime: inClientTime,
-      onFeedAppended,
+      onFeedAppended: writes.onFeedAppended,
       onRefundQueued,
     }),
   )
-  const webhookDispatcher = createWebhookDispatcher({
-    store,
-    clock,
-    resolver,
-    allowLoopback: config.webhooks.allowLoopback,
-    keyRing,
-    intervalMs: config.webhooks.intervalMs,
-    retryScheduleMs: config.webhooks.retryScheduleMs,
-    backlogLimit: config.webhooks.backlogLimit,
-    ...(sandbox ? { sandbox } : {}),
-    onError: (err) => app.log.error({ errMessage: (err as Error).message, stack: (err as Error).stack }, 'webhook dispatcher error'),
-  })
-  // Receipts to the Source (docs/design/receipt-delivery.md): on the webhooks' schedule and destination rules, real time.
-  const receiptDispatcher = createReceiptDispatcher({
-    store,
-    clock: baseClock,
-    resolver,
-    allowLoopback: config.webhooks.allowLoopback,
-    keyRing,
-    intervalMs: config.webhooks.intervalMs,
-    retryScheduleMs: config.webhooks.retryScheduleMs,
-    onError: (err) => app.log.error({ errMessage: (err as Error).message, stack: (err as Error).stack }, 'receipt dispatcher error'),
-  })
-  // At start, before the first request: every stored secret moves under the current key (bounded chunks, safe with
-  // instances starting together). A failure is logged and does not stop the start: the old keys still open them.
-  // A process that waits for its database (src/main.ts, `isReady`) runs it once the store answers instead.
+  return app
+}
+
+/**
+ * At start, before the first request: every stored secret moves under the current key (bounded chunks, safe with
+ * instances starting together). A failure is logged and does not stop the start: the old keys still open them.
+ * A process that waits for its database (src/main.ts, `isReady`) runs it once the store answers instead.
+ */
+function secretRewrapAtStart(app: FastifyInstance, secretRewrap: Foundation['secretRewrap'], isReady: AppOptions['isReady']) {
   const rewrapAtStart = async () => {
     try {
       const { rewrapped, undecryptable } = await secretRewrap.run()
@@ -412,26 +370,22 @@ export function createApp({
   app.addHook('onReady', async () => {
     if (!isReady || isReady()) await rewrapAtStart()
   })
-  /** The periodic freshness sweep (src/main.ts): in sandbox, each client at its own time. */
-  const sweepFreshness = () => (sandbox ? sweepFreshnessAtClientTimes(store, sandbox, freshness) : freshness.sweep(store))
-  const logged = (message: string) => (err: unknown) => app.log.error({ errMessage: (err as Error).message }, message)
-  // Asks the payment provider for pending refunds, outside any transaction, and records its decisions.
-  const refundWorker = createRefundWorker({
-    store,
-    clock: baseClock,
-    clientClock: clock,
-    // Each Payment's refund through the provider that made it (a Stripe Payment through its client's Stripe).
-    provider: refundsThroughProviders(registry, store, sandboxProvider),
-    ...(atClientTime ? { atClientTime } : {}),
-    onFeedAppended,
-    onError: logged('refund worker failed'),
-  })
-  // Every background worker of the process, in one list: src/main.ts starts and stops them together.
-  const workers: Worker[] = [
-    batchRunner,
-    webhookDispatcher,
-    receiptDispatcher,
-    clientFanout,
+  return rewrapAtStart
+}
+
+/** The periodic workers: the payment expiry sweep, retention, the refund worker, key usage, the freshness sweep. */
+function periodicWorkers(
+  config: Config,
+  foundation: Foundation,
+  writes: RouteDeps,
+  refundWorker: Worker,
+  keyUsage: ReturnType<typeof createKeyUsage>,
+  sweepFreshness: () => Promise<number>,
+  logged: (message: string) => (err: unknown) => void,
+): Worker[] {
+  const { store, onFeedAppended } = writes
+  const { sandbox, baseClock } = foundation
+  return [
     // Records the expiry of open Payment requests nobody reads, so the change feed hears of each.
     createPaymentExpiryWorker({ store, clock: baseClock, sandbox, onFeedAppended, onError: logged('payment request expiry sweep failed') }),
     createRetentionWorker({ db: store, sandbox, onError: logged('retention failed') }),
@@ -456,6 +410,148 @@ export function createApp({
       runOnce: async () => (await sweepFreshness()) > 0,
       onError: logged('freshness sweep failed'),
     }),
+  ]
+}
+
+/**
+ * The one wiring root of the HTTP process, in this order: the foundation (clocks, secrets, providers), the services,
+ * the route table, the server, the workers. Parts that wake each other (a commit wakes the dispatchers, a pending
+ * refund the refund worker) are named here, where a reader sees both ends.
+ */
+export function createApp(options: AppOptions) {
+  const { store, config, clock: baseClock = systemClock, resolver = systemResolver, isReady } = options
+  const foundation = wireFoundation(store, config, baseClock)
+  const { sandbox, clock, atClientTime, keyRing, secretRewrap, registry, sandboxProvider } = foundation
+  const webhooks = createWebhookService({
+    store,
+    clock,
+    resolver,
+    allowLoopback: config.webhooks.allowLoopback,
+    keyRing,
+    backlogLimit: config.webhooks.backlogLimit,
+    // A retry or a ping committed: the dispatcher takes a turn within a second (inside the endpoint's budget).
+    onQueued: () => webhookDispatcher.wake(),
+  })
+  // The client's receipt-posting route (src/resources/receipts); its dispatcher sends the receipts.
+  const receipts = createReceiptService({
+    store,
+    clock,
+    resolver,
+    allowLoopback: config.webhooks.allowLoopback,
+    keyRing,
+    onQueued: () => receiptDispatcher.wake(),
+  })
+  // Each factory receives the other families' store functions and rules it uses (a Pick<> in its deps type).
+  // Every commit that appended change-feed events wakes the webhook dispatcher (src/workers/worker.ts coalesces the
+  // wake-ups; the dispatcher's per-run budget still holds). After COMMIT: a failing wake-up is logged, nothing more.
+  const onFeedAppended = () => {
+    try {
+      webhookDispatcher.wake()
+      receiptDispatcher.wake()
+    } catch (err) {
+      app.log.error({ errMessage: (err as Error).message }, 'webhook dispatcher wake-up failed')
+    }
+  }
+  const writes: RouteDeps = { store, clock, onFeedAppended }
+  const logged = (message: string) => (err: unknown) => app.log.error({ errMessage: (err as Error).message }, message)
+  const loggedWithStack = (message: string) => (err: unknown) =>
+    app.log.error({ errMessage: (err as Error).message, stack: (err as Error).stack }, message)
+  // A refund recorded pending (the PUT, or a confirmation's unapplied money): the refund worker asks the provider now.
+  const onRefundQueued = () => refundWorker.wake()
+  // Client-wide changes (collection toggles, freshness flips) record one fact; this worker gives each Receivable
+  // its new revision and event in the background (src/workers/client-fanout.ts).
+  const clientFanout = createClientFanout({ store, onFeedAppended, onError: loggedWithStack('client fan-out error') })
+  const freshness = createFreshness({
+    clock,
+    thresholds: config.freshness,
+    clientFacts: clientFactStore,
+    onFact: () => clientFanout.wake(),
+  })
+  const onClientFact = () => clientFanout.wake()
+  const services = wireServices({ config, foundation, writes, webhooks, receipts, freshness, onRefundQueued, onClientFact })
+  const operations: OperationsByKind = {
+    customer: services.customers.putOperation,
+    receivable: services.receivables.put,
+    payment_observation: services.paymentObservations.put,
+    ...services.financialEvents.operations,
+  }
+  // One registry per app instance (src/http/metrics.ts); the batch runner reports the records it committed.
+  const metrics = createMetrics(store)
+  const batchRunner = createBatchRunner({
+    store,
+    clock,
+    operations,
+    chunkSize: config.batches.chunkSize,
+    leaseSeconds: config.batches.leaseSeconds,
+    pollMs: config.batches.pollMs,
+    concurrency: config.batches.concurrency,
+    onRecordsProcessed: (n) => metrics.recordsProcessed(n),
+    onFeedAppended,
+    ...(atClientTime ? { atClientTime } : {}),
+    onError: loggedWithStack('batch runner error'),
+  })
+  const batches = createBatchService({ store, clock, operations, docsUrl: config.docsUrl, onQueued: () => batchRunner.wake() })
+  // Sandbox only: the operator's per-client clock (absent in production, so its routes are too).
+  const sandboxClock = sandbox
+    ? createSandboxClockService({ store, sandbox, freshness, drainClientFacts: (c) => clientFanout.runClientUntilIdle(c) })
+    : undefined
+  const allRoutes = wireRoutes(config, foundation, writes, { ...services, batches, receipts, sandboxClock })
+  // Each key's last use: noted in memory by the gate, written by the worker below (src/access/key-usage.ts).
+  const keyUsage = createKeyUsage({ db: store, clock: baseClock })
+  const app = wireHttp({
+    options,
+    foundation,
+    routes: allRoutes,
+    keyUsage,
+    metrics,
+    paymentRequests: services.paymentRequests,
+    writes,
+    onRefundQueued,
+  })
+  const webhookDispatcher = createWebhookDispatcher({
+    store,
+    clock,
+    resolver,
+    allowLoopback: config.webhooks.allowLoopback,
+    keyRing,
+    intervalMs: config.webhooks.intervalMs,
+    retryScheduleMs: config.webhooks.retryScheduleMs,
+    backlogLimit: config.webhooks.backlogLimit,
+    ...(sandbox ? { sandbox } : {}),
+    onError: (err) => app.log.error({ errMessage: (err as Error).message, stack: (err as Error).stack }, 'webhook dispatcher error'),
+  })
+  // Receipts to the Source (docs/design/receipt-delivery.md): on the webhooks' schedule and destination rules, real time.
+  const receiptDispatcher = createReceiptDispatcher({
+    store,
+    clock: baseClock,
+    resolver,
+    allowLoopback: config.webhooks.allowLoopback,
+    keyRing,
+    intervalMs: config.webhooks.intervalMs,
+    retryScheduleMs: config.webhooks.retryScheduleMs,
+    onError: (err) => app.log.error({ errMessage: (err as Error).message, stack: (err as Error).stack }, 'receipt dispatcher error'),
+  })
+  const rewrapAtStart = secretRewrapAtStart(app, secretRewrap, isReady)
+  /** The periodic freshness sweep (src/main.ts): in sandbox, each client at its own time. */
+  const sweepFreshness = () => (sandbox ? sweepFreshnessAtClientTimes(store, sandbox, freshness) : freshness.sweep(store))
+  // Asks the payment provider for pending refunds, outside any transaction, and records its decisions.
+  const refundWorker = createRefundWorker({
+    store,
+    clock: baseClock,
+    clientClock: clock,
+    // Each Payment's refund through the provider that made it (a Stripe Payment through its client's Stripe).
+    provider: refundsThroughProviders(registry, store, sandboxProvider),
+    ...(atClientTime ? { atClientTime } : {}),
+    onFeedAppended,
+    onError: logged('refund worker failed'),
+  })
+  // Every background worker of the process, in one list: src/main.ts starts and stops them together.
+  const workers: Worker[] = [
+    batchRunner,
+    webhookDispatcher,
+    receiptDispatcher,
+    clientFanout,
+    ...periodicWorkers(config, foundation, writes, refundWorker, keyUsage, sweepFreshness, logged),
   ]
   return {
     app,

@@ -9,7 +9,7 @@ import { isoNow } from '../../domain/time.ts'
 import { lockIdentities, lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
 import type { RestrictionRules } from '../holds/restrictions.ts'
-import { bumpRevision, type HoldStore } from '../holds/store.ts'
+import type { HoldStore } from '../holds/store.ts'
 import {
   defineOperation,
   type OperationContext,
@@ -38,7 +38,7 @@ import {
 
 /** The database (reads, and each write's transaction), the clock, and what a Receivable write uses of other families. */
 export interface ReceivableServiceDeps extends RouteDeps {
-  book: Pick<HoldStore, 'releaseOmissions'>
+  holds: Pick<HoldStore, 'bumpRevision' | 'releaseOmissions'>
   restrictions: Pick<RestrictionRules, 'suspendInstructionsOf' | 'suspendRestrictedInstructions' | 'syncRestrictions'>
 }
 
@@ -96,7 +96,7 @@ const COMMAND_BODIES = { pause: PauseCommand, resume: ResumeCommand, close: Clos
 
 export function createReceivableService(deps: ReceivableServiceDeps) {
   const { store, clock } = deps
-  const { releaseOmissions } = deps.book
+  const { bumpRevision, releaseOmissions } = deps.holds
   const { suspendInstructionsOf, suspendRestrictedInstructions, syncRestrictions } = deps.restrictions
   const view = toReceivableResponse
 
