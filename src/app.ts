@@ -164,7 +164,12 @@ function wireServices({ config, foundation, writes, webhooks, receipts, freshnes
     snapshots: createSnapshotService({ ...writes, holds: holdStore }),
     freshness,
     recovery: createRecoveryService({ ...writes, receivables: receivableStore }),
-    reconciliations: createReconciliationService({ ...writes, receivables: receivableStore, restrictions: restrictionRules }),
+    reconciliations: createReconciliationService({
+      ...writes,
+      receivables: receivableStore,
+      restrictions: restrictionRules,
+      payments: paymentStore,
+    }),
     financialEvents: createFinancialEventService(writes),
     paymentObservations: createPaymentObservationService({ ...writes, customers: customerStore, receivables: receivableStore }),
     paymentRequests: createPaymentRequestService({

@@ -68,7 +68,7 @@ const LONG_FUNCTIONS_BEING_SPLIT = [
 ]
 
 /** Value imports across resource families: 34 before issue 34, each listed by `npm run architecture`. */
-const MAX_CROSS_FAMILY_VALUE_IMPORTS = 19
+const MAX_CROSS_FAMILY_VALUE_IMPORTS = 18
 
 describe('the size and coupling of src/', () => {
   it(`has no function over ${MAX_FUNCTION_LINES} lines but those being split`, () => {

@@ -1,14 +1,14 @@
 import { canonicalJson } from '../../domain/canonical.ts'
 import { newestFirstPage, readNewestFirstCursor } from '../../domain/cursor.ts'
 import { describeMoney, money, toMinor } from '../../domain/money.ts'
+import { unacknowledgedMinor } from '../../domain/money-rules.ts'
 import { type FieldError, Problem, unknownReferences } from '../../domain/problems.ts'
 import { isoNow } from '../../domain/time.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
 import type { RestrictionRules } from '../holds/restrictions.ts'
 import { defineOperation, type OperationContext, type RouteDeps } from '../operations.ts'
-import { matchedMinor, matchedMinorOf } from '../payments/store.ts'
-import { unacknowledgedMinor } from '../payments/take-back.ts'
+import type { PaymentStore } from '../payments/store.ts'
 import type { ReceivableStore } from '../receivables/store.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import { type LineState, type ReconciliationListQuery, ReconciliationResponse, ReconciliationWrite, ResolutionWrite } from './schema.ts'
@@ -46,11 +46,17 @@ import {
 export interface ReconciliationServiceDeps extends RouteDeps {
   receivables: Pick<ReceivableStore, 'existingReceivables'>
   restrictions: Pick<RestrictionRules, 'suspendInstructionsOf'>
+  payments: Pick<PaymentStore, 'matchedMinor' | 'matchedMinorOf'>
 }
 
 const notFound = (id: string) => new Problem('payment_reconciliation_not_found', `No Payment reconciliation ${id} for this client.`)
 
-async function view(db: Queryable, clientCode: string, row: ReconciliationRow): Promise<ReconciliationResponse> {
+async function view(
+  { matchedMinor }: ReconciliationServiceDeps['payments'],
+  db: Queryable,
+  clientCode: string,
+  row: ReconciliationRow,
+): Promise<ReconciliationResponse> {
   const payment = (await findReconciledPayment(db, clientCode, row.external_payment_request_id)) as ReconciledPaymentRow
   const lines = await receiptLines(db, clientCode, row.external_reconciliation_id)
   const matched = await matchedMinor(db, clientCode, row.external_payment_request_id)
@@ -102,10 +108,12 @@ async function create(deps: ReconciliationServiceDeps, uow: UnitOfWork, clientCo
   const { clock } = deps
   const { existingReceivables } = deps.receivables
   const { suspendInstructionsOf } = deps.restrictions
+  const { matchedMinor } = deps.payments
   await lockIdentity(tx, clientCode, 'payment_reconciliation', id)
   const existing = await findReconciliation(tx, clientCode, id)
   if (existing) {
-    if (canonicalJson(existing.body) === canonicalJson(body)) return { status: 200 as const, body: () => view(tx, clientCode, existing) }
+    if (canonicalJson(existing.body) === canonicalJson(body))
+      return { status: 200 as const, body: () => view(deps.payments, tx, clientCode, existing) }
     throw new Problem('payment_reconciliation_conflict', `Payment reconciliation ${id} was already accepted with a different body.`)
   }
 
@@ -223,12 +231,12 @@ async function create(deps: ReconciliationServiceDeps, uow: UnitOfWork, clientCo
   })
   return {
     status: 201 as const,
-    body: async () => view(tx, clientCode, (await findReconciliation(tx, clientCode, id)) as ReconciliationRow),
+    body: async () => view(deps.payments, tx, clientCode, (await findReconciliation(tx, clientCode, id)) as ReconciliationRow),
   }
 }
 /** The Source's resolution of a held reconciliation: its holds released, recovery left to a new instruction. */
 async function resolve(
-  { clock }: Pick<ReconciliationServiceDeps, 'clock'>,
+  { clock, payments }: Pick<ReconciliationServiceDeps, 'clock' | 'payments'>,
   uow: UnitOfWork,
   clientCode: string,
   id: string,
@@ -242,7 +250,8 @@ async function resolve(
     throw new Problem('reconciliation_not_held', `Payment reconciliation ${id} is matched: it holds no difference to resolve.`)
   }
   if (row.status === 'resolved') {
-    if (canonicalJson(row.resolution) === canonicalJson(resolution)) return { status: 200 as const, body: () => view(tx, clientCode, row) }
+    if (canonicalJson(row.resolution) === canonicalJson(resolution))
+      return { status: 200 as const, body: () => view(payments, tx, clientCode, row) }
     throw new Problem(
       'reconciliation_not_held',
       `Payment reconciliation ${id} was already resolved with another resolution; it holds no difference now.`,
@@ -261,7 +270,7 @@ async function resolve(
     // unmatchedAmount what of it is still held and unacknowledged.
     const allocated = BigInt(payment.allocated_minor)
     const takenBack = BigInt(payment.taken_back_allocated_minor)
-    const matched = await matchedMinor(tx, clientCode, requestId)
+    const matched = await payments.matchedMinor(tx, clientCode, requestId)
     const unmatched = unacknowledgedMinor({ allocatedMinor: allocated, takenBackAllocatedMinor: takenBack, matchedMinor: matched })
     if (holding.includes(payment.external_receivable_id) && unmatched > 0n) {
       const c = payment.currency
@@ -299,7 +308,7 @@ async function resolve(
   })
   return {
     status: 200 as const,
-    body: async () => view(tx, clientCode, (await findReconciliation(tx, clientCode, id)) as ReconciliationRow),
+    body: async () => view(payments, tx, clientCode, (await findReconciliation(tx, clientCode, id)) as ReconciliationRow),
   }
 }
 export function createReconciliationService(deps: ReconciliationServiceDeps) {
@@ -330,7 +339,7 @@ export function createReconciliationService(deps: ReconciliationServiceDeps) {
     async get(clientCode: string, id: string) {
       const row = await findReconciliation(store, clientCode, id)
       if (!row) throw notFound(id)
-      return view(store, clientCode, row)
+      return view(deps.payments, store, clientCode, row)
     },
 
     /**
@@ -351,7 +360,7 @@ export function createReconciliationService(deps: ReconciliationServiceDeps) {
       const [payments, lines, matched] = [
         await reconciledPaymentsOf(store, clientCode, requestIds),
         await receiptLinesOf(store, clientCode, ids),
-        await matchedMinorOf(store, clientCode, requestIds),
+        await deps.payments.matchedMinorOf(store, clientCode, requestIds),
       ]
       const data = page.map((r) => {
         const payment = payments.get(r.external_payment_request_id)
