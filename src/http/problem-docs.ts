@@ -170,6 +170,13 @@ export const problemDocs = {
     retry:
       'Yes: the identical request succeeds once every listed batch has finished. Nothing was saved, so it is safe to send again; poll the batches rather than this route.',
   },
+  batch_not_finished: {
+    cause:
+      '`PUT /v1/clients/{clientCode}/batches/{externalBatchId}` with `retryOf` names a batch that is still `queued` or `running`: which of its records failed is not known yet.',
+    fix: 'Poll the earlier batch with `GET /v1/clients/{clientCode}/batches/{externalBatchId}` until its `status` is `succeeded`, `partially_succeeded` or `failed`, then send the retry.',
+    retry:
+      'Yes: the identical request is accepted once the earlier batch has finished. Nothing was saved, so it is safe to send again; poll the earlier batch rather than this route.',
+  },
   stale_source_position: {
     cause:
       "`PUT /v1/clients/{clientCode}/book-completions/{externalCompletionId}` carries a `sourcePosition` not greater than the last accepted declaration's (returned in `lastSourcePosition`). Declarations are ordered by the Source's position.",

@@ -64,8 +64,11 @@ CREATE TABLE batch_records (
   problem_code text,
   blocked_by text,
   problem jsonb,
+  retried_from_batch text,
+  retried_from_position integer,
   CONSTRAINT batch_records_client_code_external_batch_id_fkey FOREIGN KEY (client_code, external_batch_id) REFERENCES batches(client_code, external_batch_id),
   CONSTRAINT batch_records_pkey PRIMARY KEY (client_code, external_batch_id, "position"),
+  CONSTRAINT batch_records_retried_from_check CHECK (((retried_from_batch IS NULL) = (retried_from_position IS NULL))),
   CONSTRAINT batch_records_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'succeeded'::text, 'failed'::text, 'dependency_failed'::text])))
 );
 

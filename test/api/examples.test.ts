@@ -181,6 +181,8 @@ describe('the request examples, sent as is to the freshly seeded demo', () => {
       ['patchCustomer', `${demo}/customers/cust-demo-1`, 200, false],
       ['putReceivable', `${demo}/receivables/rcv-demo-1`, 200, true],
       ['putBatch', `${demo}/batches/batch-demo-1`, 202, false],
+      // The preview of the declaration below: what it will flag and release (nothing), changing nothing.
+      ['previewBookCompletion', `${demo}/book-completions/preview`, 200, true],
       ['putBookCompletion', `${demo}/book-completions/book-demo-1`, 201, true],
       ['putAdjustment', `${demo}/adjustments/adj-demo-1`, 201, true],
       ['putCreditNote', `${demo}/credit-notes/cn-demo-1`, 201, true],

@@ -11,6 +11,8 @@ import type { TestDatabase } from './store.ts'
 export interface Harness {
   service(env?: Record<string, string>): Promise<ServiceProcess>
   blockCustomer(clientCode: string, id: string): Promise<{ release(): Promise<void> }>
+  /** The same, for the identity lock of any resource kind (`receivable`, ...). */
+  blockIdentity(clientCode: string, kind: string, id: string): Promise<{ release(): Promise<void> }>
   cleanup(): Promise<void>
 }
 
@@ -32,12 +34,15 @@ export function harness(db: () => TestDatabase): Harness {
       children.push(s)
       return s
     },
-    async blockCustomer(clientCode, id) {
+    blockCustomer(clientCode, id) {
+      return this.blockIdentity(clientCode, 'customer', id)
+    },
+    async blockIdentity(clientCode, kind, id) {
       const c = new pg.Client({ connectionString: db().url as string })
       await c.connect()
       sessions.push(c)
       await c.query('BEGIN')
-      await c.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`${clientCode}/customer/${id}`])
+      await c.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`${clientCode}/${kind}/${id}`])
       let released = false
       return {
         async release() {

@@ -226,6 +226,37 @@ describe(`SDK client against the service (${engineName})`, () => {
     assert.deepEqual(sent, ['PUT /v1/clients/sdk-a/batches/b-run'])
   })
 
+  test('retryBatch queues the failed and blocked records of a finished batch and polls it; previewBookCompletion changes nothing', async () => {
+    const irs = sdk(a)
+    const body = {
+      records: [
+        { recordId: 'late', kind: 'receivable' as const, externalId: 'rcv-late', body: receivable('cust-late') },
+        { recordId: 'next', kind: 'receivable' as const, externalId: 'rcv-next', dependsOn: ['late'], body: receivable('cust-late') },
+      ],
+    }
+    assert.equal((await irs.runBatch('b-retry-0', body, { pollIntervalMs: 10 })).status, 'failed')
+    await irs.PUT('/v1/clients/{clientCode}/customers/{externalCustomerId}', {
+      params: { path: { externalCustomerId: 'cust-late' } },
+      body: customer(7),
+    })
+    const done = await irs.retryBatch('b-retry-1', 'b-retry-0', { pollIntervalMs: 10 })
+    assert.equal(done.status, 'succeeded')
+    assert.equal(done.retryOf, 'b-retry-0')
+    assert.deepEqual(
+      done.records.map((r) => [r.recordId, r.status, r.retriedFrom]),
+      [
+        ['late', 'succeeded', { externalBatchId: 'b-retry-0', position: 1 }],
+        ['next', 'succeeded', { externalBatchId: 'b-retry-0', position: 2 }],
+      ],
+    )
+    const nothing = await rejects(irs.retryBatch('b-retry-2', 'b-retry-1'))
+    assert.equal(nothing.code, 'validation_error')
+    const preview = await irs.previewBookCompletion({ asOf: '2026-03-01T00:00:00Z', sourcePosition: 1, batches: ['b-retry-1'] })
+    assert.equal(preview.coveredReceivableCount, 2)
+    assert.equal(preview.omittedReceivableCount, preview.omissions.length)
+    assert.ok(preview.omissions.every((o) => o.externalReceivableId !== 'rcv-late'))
+  })
+
   test('the change feed iterator follows nextCursor across pages and resumes from its cursor', async () => {
     const c = await t.tenant('sdk-feed')
     const irs = sdk(c)

@@ -58,6 +58,11 @@ export async function batchRecords() {
     // @ts-expect-error a Receivable body under kind customer does not compile
     body: { records: [{ recordId: 'r', kind: 'customer', externalId: 'x', body: receivableBody }] },
   })
+  // A retry names the earlier batch instead of records, never both.
+  await irs.PUT('/v1/clients/{clientCode}/batches/{externalBatchId}', { params: { path }, body: { retryOf: 'earlier' } })
+  await irs.retryBatch('b-2', 'b')
+  // @ts-expect-error records and retryOf together do not compile
+  await irs.runBatch('b', { retryOf: 'b', records: [] })
   // @ts-expect-error the batch helper takes the same typed records
   await irs.runBatch('b', { records: [{ recordId: 'r', kind: 'receivable', externalId: 'x', body: { sourceRevision: 1 } }] })
   const record: BatchRecord = {

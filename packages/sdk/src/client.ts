@@ -50,7 +50,10 @@ export type BatchRecord = {
   [K in keyof BatchRecordBodies]: Simplify<Omit<GeneratedBatchRecord, 'kind' | 'body'> & { kind: K; body: BatchRecordBodies[K] }>
 }[keyof BatchRecordBodies]
 export type Batch = Schemas['Batch']
-export type BatchWrite = Simplify<Omit<Schemas['BatchWrite'], 'records'> & { records: BatchRecord[] }>
+/** A new batch of typed records, or a retry of an earlier batch's failed and blocked records (`retryOf`), never both. */
+export type BatchWrite = { records: BatchRecord[]; retryOf?: never } | { retryOf: string; records?: never }
+export type BookCompletionWrite = Schemas['BookCompletionWrite']
+export type BookCompletionPreview = Schemas['BookCompletionPreview']
 
 /** An operation whose JSON request body is a BatchWrite takes the SDK's typed BatchWrite instead. */
 type WithTypedBatchRecords<O> = O extends { requestBody: { content: { 'application/json': Schemas['BatchWrite'] } } }
@@ -234,6 +237,13 @@ export interface InboundClient {
   raw: RawClient
   /** Submits a batch (PUT, an identical retry is safe) and polls it until it is final. */
   runBatch(externalBatchId: string, body: BatchWrite, options?: RunBatchOptions): Promise<Batch>
+  /**
+   * Submits a new batch `externalBatchId` of the records of the finished batch `retryOf` that failed or were blocked
+   * (`{retryOf}`; an identical retry is safe) and polls it until it is final. Each record carries `retriedFrom`.
+   */
+  retryBatch(externalBatchId: string, retryOf: string, options?: RunBatchOptions): Promise<Batch>
+  /** What declaring this complete book would flag and release now, changing nothing (the declaration's own checks). */
+  previewBookCompletion(body: BookCompletionWrite, options?: { signal?: AbortSignal }): Promise<BookCompletionPreview>
   /** The change feed, page by page (every page fetched, empty ones included). */
   changePages(options?: ChangeFeedOptions): AsyncGenerator<ChangePage>
   /** The change feed, event by event across pages. */
@@ -343,6 +353,10 @@ export function createClient(options: ClientOptions): InboundClient {
       }
       return batch
     },
+
+    retryBatch: (externalBatchId, retryOf, o = {}) => client.runBatch(externalBatchId, { retryOf }, o),
+
+    previewBookCompletion: (body, o = {}) => client.POST('/v1/clients/{clientCode}/book-completions/preview', { body, ...o }),
 
     async *changePages(o = {}) {
       const signal = o.signal ?? new AbortController().signal

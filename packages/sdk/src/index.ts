@@ -12,6 +12,8 @@ export {
   type BatchRecordBodies,
   BatchTimeoutError,
   type BatchWrite,
+  type BookCompletionPreview,
+  type BookCompletionWrite,
   type ChangeEvent,
   ChangeFeed,
   type ChangeFeedOptions,

@@ -17,9 +17,9 @@ export function batchRoutes(deps: RouteDeps, batches: BatchService): RouteDef[] 
       operationId: 'putBatch',
       summary: 'Queue up to 100 records for asynchronous processing',
       description:
-        'Needs the write scope of every kind in the batch. 202 acknowledges queued work only, never that a record was accepted; poll the GET. Each record runs exactly as its synchronous PUT would, in array order.',
+        'Needs the write scope of every kind in the batch. 202 acknowledges queued work only, never that a record was accepted; poll the GET. Each record runs exactly as its synchronous PUT would, in array order. With `{retryOf}` instead of `records`, queues the records of that earlier, finished batch which ended `failed` or `dependency_failed`, in their order, each with `retriedFrom`: dependencies among them are kept, those on records that succeeded count as met. A retry needs what reading the earlier batch needs (the write scope of every kind it holds); an earlier batch still queued or running answers 409 batch_not_finished, one with nothing to retry 422 at /retryOf.',
       tags: ['Batches'],
-      problems: ['batch_conflict'],
+      problems: ['batch_conflict', 'batch_not_finished'],
       answers: {
         202: 'Queued; nothing accepted yet',
         200: 'An identical retry: the current state, nothing new queued',

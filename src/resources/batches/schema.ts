@@ -72,11 +72,44 @@ function batchResponseExample(status: 'succeeded' | 'queued', times: { completed
   }
 }
 
+/**
+ * Either `records` (a new batch) or `retryOf` (the failed and blocked records of an earlier, finished batch:
+ * docs/decisions.md, "Retry only what failed"), never both. One object rather than a union, so that an invalid
+ * record is refused at its own pointer (a union would refuse the whole body at `/`).
+ */
 export const BatchWrite = z
-  .strictObject({ records: z.array(BatchRecord).min(1).max(MAX_BATCH_RECORDS) })
+  .strictObject({
+    records: z
+      .array(BatchRecord)
+      .min(1)
+      .max(MAX_BATCH_RECORDS)
+      .optional()
+      .describe('The records, in the order they run. Absent on a retry.'),
+    retryOf: ExternalId.optional().describe(
+      "A retry: the `externalBatchId` of an earlier batch of this client that has finished. The new batch holds exactly that batch's records that ended `failed` or `dependency_failed`, in their order, each with `retriedFrom`; a dependency on a record that succeeded counts as met. Absent on an ordinary batch.",
+    ),
+  })
   .superRefine((b, ctx) => {
+    if (b.records === undefined && b.retryOf === undefined) {
+      ctx.addIssue({
+        code: 'invalid_type',
+        expected: 'array',
+        input: undefined,
+        path: ['records'],
+        message: 'Invalid input: expected array, received undefined',
+      })
+      return
+    }
+    if (b.records !== undefined && b.retryOf !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['retryOf'],
+        message: 'a retry takes its records from the earlier batch: send either records or retryOf, not both',
+      })
+      return
+    }
     const seen = new Map<string, number>()
-    b.records.forEach((r, i) => {
+    ;(b.records ?? []).forEach((r, i) => {
       if (seen.has(r.recordId)) {
         ctx.addIssue({ code: 'custom', path: ['records', i, 'recordId'], message: `repeats records[${seen.get(r.recordId)}].recordId` })
       }
@@ -90,7 +123,8 @@ export const BatchWrite = z
   })
   .meta({
     id: 'BatchWrite',
-    description: 'At most 100 records, processed in array order. A batch never declares a complete book.',
+    description:
+      'At most 100 records, processed in array order; or `retryOf`, a new batch of the failed and blocked records of an earlier one. A batch never declares a complete book.',
     examples: [batchWriteExample],
   })
 export type BatchWrite = z.output<typeof BatchWrite>
@@ -126,12 +160,17 @@ export const BatchRecordOutcome = z
     httpStatus: z.number().int().optional(),
     problem: BatchRecordProblem.optional().describe('On `failed`: the problem the synchronous route answered.'),
     blockedBy: z.string().optional(),
+    retriedFrom: z
+      .object({ externalBatchId: z.string(), position: z.number().int().min(1) })
+      .optional()
+      .describe('On a record of a retry batch: the earlier batch and the position there of the record it retries.'),
   })
   .meta({ id: 'BatchRecordOutcome' })
 
 export const BatchResponse = z
   .object({
     externalBatchId: z.string(),
+    retryOf: z.string().optional().describe('On a retry batch: the earlier batch whose failed and blocked records it holds.'),
     status: z.enum(BATCH_STATUSES),
     bookCompleteness: z.literal('not_declared'),
     submittedAt: Timestamp,

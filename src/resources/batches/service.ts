@@ -1,7 +1,7 @@
 import type { Grant } from '../../access/grants.ts'
 import { canonicalDigest } from '../../domain/canonical.ts'
 import { newestFirstPage, readNewestFirstCursor } from '../../domain/cursor.ts'
-import { Problem, type ProblemCode, problemCatalogue } from '../../domain/problems.ts'
+import { Problem, type ProblemCode, problemCatalogue, unknownReferences } from '../../domain/problems.ts'
 import type { Scope } from '../../domain/scopes.ts'
 import { type Clock, isoNow } from '../../domain/time.ts'
 import { lockIdentity } from '../../store/locks.ts'
@@ -9,7 +9,17 @@ import type { Queryable, Store } from '../../store/store.ts'
 import { defineOperation, grantOf, type OperationContext, type RecordKind, type WriteOperation } from '../operations.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import { type BatchListQuery, BatchResponse, BatchWrite } from './schema.ts'
-import { type BatchRecordRow, type BatchRow, batchRecords, batchRecordsOf, findBatch, insertBatch, listBatches } from './store.ts'
+import {
+  type BatchRecordRow,
+  type BatchRow,
+  batchRecords,
+  batchRecordsOf,
+  findBatch,
+  insertBatch,
+  listBatches,
+  type QueuedRecord,
+  recordsToRetry,
+} from './store.ts'
 
 export type OperationsByKind = Record<RecordKind, WriteOperation>
 
@@ -51,8 +61,10 @@ export function batchView(batch: BatchRow, records: Omit<BatchRecordRow, 'body'>
     if (r.status === 'dependency_failed') counts.dependencyFailed++
     else counts[r.status]++
   }
+  const retryOf = records[0]?.retried_from_batch
   return {
     externalBatchId: batch.external_batch_id,
+    ...(retryOf ? { retryOf } : {}),
     status: batch.status,
     bookCompleteness: 'not_declared',
     submittedAt: batch.submitted_at,
@@ -67,8 +79,75 @@ export function batchView(batch: BatchRow, records: Omit<BatchRecordRow, 'body'>
       ...(r.http_status !== null ? { httpStatus: r.http_status } : {}),
       ...(r.problem_code ? { problem: recordProblem(r, docsUrl) } : {}),
       ...(r.blocked_by ? { blockedBy: r.blocked_by } : {}),
+      ...(r.retried_from_batch
+        ? { retriedFrom: { externalBatchId: r.retried_from_batch, position: Number(r.retried_from_position) } }
+        : {}),
     })),
   }
+}
+
+/**
+ * The refusal of a grant that may not read a batch (docs/decisions.md, "Reading a batch leaks nothing"): a batch
+ * needs the write scope of every kind it holds (`kinds`); an unknown batch (`kinds` undefined) is treated as
+ * needing the write scope of every kind there is, so the refusal never tells whether the batch exists. Undefined
+ * when the grant may read it.
+ */
+function readRefusal(operations: OperationsByKind, grant: Grant, clientCode: string, kinds: Iterable<string> | undefined) {
+  const all = scopesForKinds(operations, Object.keys(operations))
+  const lacking = all.filter((s) => !grant.scopes.has(s))
+  const refused = kinds === undefined ? lacking.length > 0 : scopesForKinds(operations, kinds).some((s) => !grant.scopes.has(s))
+  if (!refused) return undefined
+  return new Problem(
+    'client_scope_denied',
+    `The grant for client ${clientCode} may not read this batch: reading a batch needs the write scope of every record kind it holds, this grant lacks ${lacking.join(', ')}, and an unknown batch answers this same refusal.`,
+  )
+}
+
+/**
+ * The earlier batch a retry names, read before the retry's identity is looked at, so that a grant that may not
+ * read it learns nothing, not even whether the retry's identifier is taken: unknown, 422 `unknown_reference` at
+ * /retryOf (or the read refusal, for a grant that could read no batch at all); one the grant may not read, 403
+ * as its GET answers.
+ */
+async function readEarlier(db: Queryable, operations: OperationsByKind, grant: Grant, clientCode: string, earlier: string) {
+  const batch = await findBatch(db, clientCode, earlier)
+  if (!batch) {
+    throw readRefusal(operations, grant, clientCode, undefined) ?? unknownReferences([{ pointer: '/retryOf', what: `Batch ${earlier}` }])
+  }
+  const records = await recordsToRetry(db, clientCode, earlier)
+  const refusal = readRefusal(operations, grant, clientCode, new Set(records.map((r) => r.kind)))
+  if (refusal) throw refusal
+  return { batch, records }
+}
+
+/**
+ * The records of a retry of `earlier` (docs/decisions.md, "Retry only what failed"): those that ended `failed` or
+ * `dependency_failed`, in their order, each naming the record it retries. A dependency on another retried record
+ * is kept; one on a record that succeeded is met, so it is dropped. Refused: an earlier batch not finished (409
+ * `batch_not_finished`), or with nothing to retry (422 `custom` at /retryOf).
+ */
+function retryRecords({ batch, records }: Awaited<ReturnType<typeof readEarlier>>): QueuedRecord[] {
+  const earlier = batch.external_batch_id
+  if (batch.status === 'queued' || batch.status === 'running') {
+    throw new Problem('batch_not_finished', `Batch ${earlier} is ${batch.status}: poll it until it has finished, then retry it.`, {
+      extensions: { retryOf: earlier, retryOfStatus: batch.status },
+    })
+  }
+  const retried = records.filter((r) => r.status === 'failed' || r.status === 'dependency_failed')
+  if (retried.length === 0) {
+    throw new Problem('validation_error', `/retryOf: batch ${earlier} has no failed or blocked record to retry`, {
+      errors: [{ code: 'custom', detail: `Batch ${earlier} has no failed or blocked record to retry`, pointer: '/retryOf' }],
+    })
+  }
+  const ids = new Set(retried.map((r) => r.record_id))
+  return retried.map((r) => ({
+    recordId: r.record_id,
+    kind: r.kind,
+    externalId: r.external_id,
+    dependsOn: r.depends_on.filter((d) => ids.has(d)),
+    body: r.body,
+    retriedFrom: { externalBatchId: earlier, position: r.position },
+  }))
 }
 
 export function createBatchService({ store, clock, operations, docsUrl, onQueued }: BatchServiceDeps) {
@@ -86,7 +165,8 @@ export function createBatchService({ store, clock, operations, docsUrl, onQueued
   const submitOperation = defineOperation({
     kind: 'batch',
     scopes: [],
-    scopesFor: (body: BatchWrite) => scopesForKinds(operations, new Set(body.records.map((r) => r.kind))),
+    // A retry's kinds are those of the earlier batch's records: checked in `run`, once they are read.
+    scopesFor: (body: BatchWrite) => scopesForKinds(operations, new Set((body.records ?? []).map((r) => r.kind))),
     body: BatchWrite,
     response: BatchResponse,
     // Queued work, not yet heard: each record is a Source write when it runs.
@@ -94,8 +174,9 @@ export function createBatchService({ store, clock, operations, docsUrl, onQueued
     async run(uow: UnitOfWork, ctx: OperationContext, body: BatchWrite) {
       const { tx } = uow
       const { clientCode, id } = ctx
-      const { integrationId } = grantOf(ctx)
+      const grant = grantOf(ctx)
       const digest = canonicalDigest(body)
+      const earlier = body.retryOf !== undefined ? await readEarlier(tx, operations, grant, clientCode, body.retryOf) : undefined
       await lockIdentity(tx, clientCode, 'batch', id)
       const existing = await findBatch(tx, clientCode, id)
       if (existing) {
@@ -105,28 +186,31 @@ export function createBatchService({ store, clock, operations, docsUrl, onQueued
         const { batch, records } = await load(tx, clientCode, id)
         return { status: 200 as const, body: async () => batchView(batch, records, docsUrl) }
       }
+      const queued: readonly QueuedRecord[] = earlier ? retryRecords(earlier) : (body.records ?? [])
       const now = isoNow(clock)
-      await insertBatch(tx, clientCode, id, integrationId, digest, body, now)
+      await insertBatch(tx, clientCode, id, grant.integrationId, digest, queued, now)
       // Rendered from what the statement wrote: the batch queued, every record pending.
       const batch: BatchRow = {
         external_batch_id: id,
-        integration_id: integrationId,
+        integration_id: grant.integrationId,
         body_digest: digest,
         status: 'queued',
         submitted_at: now,
         completed_at: null,
       }
-      const records = body.records.map((r, i) => ({
+      const records = queued.map((r, i) => ({
         position: i + 1,
         record_id: r.recordId,
         kind: r.kind,
         external_id: r.externalId,
-        depends_on: r.dependsOn ?? [],
+        depends_on: [...(r.dependsOn ?? [])],
         status: 'pending' as const,
         http_status: null,
         problem_code: null,
         problem: null,
         blocked_by: null,
+        retried_from_batch: r.retriedFrom?.externalBatchId ?? null,
+        retried_from_position: r.retriedFrom?.position ?? null,
       }))
       return {
         status: 202 as const,
@@ -147,19 +231,13 @@ export function createBatchService({ store, clock, operations, docsUrl, onQueued
      * batch learns 404 batch_not_found.
      */
     async get(clientCode: string, grant: Grant, id: string): Promise<BatchResponse> {
-      const lacking = allBatchScopes.filter((s) => !grant.scopes.has(s))
-      const refuse = () =>
-        new Problem(
-          'client_scope_denied',
-          `The grant for client ${clientCode} may not read this batch: reading a batch needs the write scope of every record kind it holds, this grant lacks ${lacking.join(', ')}, and an unknown batch answers this same refusal.`,
-        )
       const batch = await findBatch(store, clientCode, id)
       if (!batch) {
-        if (lacking.length > 0) throw refuse()
-        throw new Problem('batch_not_found', `No batch ${id} for this client.`)
+        throw readRefusal(operations, grant, clientCode, undefined) ?? new Problem('batch_not_found', `No batch ${id} for this client.`)
       }
       const records = await batchRecords(store, clientCode, id)
-      if (scopesForKinds(operations, new Set(records.map((r) => r.kind))).some((s) => !grant.scopes.has(s))) throw refuse()
+      const refusal = readRefusal(operations, grant, clientCode, new Set(records.map((r) => r.kind)))
+      if (refusal) throw refusal
       return batchView(batch, records, docsUrl)
     },
 

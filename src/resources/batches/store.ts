@@ -2,7 +2,6 @@ import type { NewestFirstKey } from '../../domain/cursor.ts'
 import { leaseHolderGone } from '../../store/lease-holder.ts'
 import { newestFirst } from '../../store/newest-first.ts'
 import type { Queryable, Tx } from '../../store/store.ts'
-import type { BatchWrite } from './schema.ts'
 
 export interface BatchRow {
   external_batch_id: string
@@ -26,6 +25,9 @@ export interface BatchRecordRow {
   /** What the synchronous route's problem said beyond its code: detail, errors[] and extension members. */
   problem: StoredProblem | null
   blocked_by: string | null
+  /** On a record of a retry batch: the earlier batch and the record's position there (absent where not read). */
+  retried_from_batch?: string | null
+  retried_from_position?: number | null
 }
 
 export interface StoredProblem {
@@ -47,7 +49,8 @@ export async function findBatch(db: Queryable, clientCode: string, id: string): 
 /** Outcomes only: the record bodies are the runner's business, not the read's. */
 export async function batchRecords(db: Queryable, clientCode: string, id: string): Promise<Omit<BatchRecordRow, 'body'>[]> {
   return db.query<Omit<BatchRecordRow, 'body'>>(
-    `SELECT position, record_id, kind, external_id, depends_on, status, http_status, problem_code, problem, blocked_by
+    `SELECT position, record_id, kind, external_id, depends_on, status, http_status, problem_code, problem, blocked_by,
+            retried_from_batch, retried_from_position
        FROM batch_records WHERE client_code = $1 AND external_batch_id = $2 ORDER BY position`,
     [clientCode, id],
   )
@@ -90,7 +93,8 @@ export async function batchRecordsOf(
   ids: readonly string[],
 ): Promise<Map<string, Omit<BatchRecordRow, 'body'>[]>> {
   const rows = await db.query<Omit<BatchRecordRow, 'body'> & { external_batch_id: string }>(
-    `SELECT external_batch_id, position, record_id, kind, external_id, depends_on, status, http_status, problem_code, problem, blocked_by
+    `SELECT external_batch_id, position, record_id, kind, external_id, depends_on, status, http_status, problem_code, problem, blocked_by,
+            retried_from_batch, retried_from_position
        FROM batch_records WHERE client_code = $1 AND external_batch_id = ANY($2::text[]) ORDER BY external_batch_id, position`,
     [clientCode, ids],
   )
@@ -103,6 +107,16 @@ export async function batchRecordsOf(
   return records
 }
 
+/** A record as it is queued: a new batch's as submitted; a retry batch's with the earlier record it retries. */
+export interface QueuedRecord {
+  recordId: string
+  kind: string
+  externalId: string
+  dependsOn?: readonly string[]
+  body: unknown
+  retriedFrom?: { externalBatchId: string; position: number }
+}
+
 /** The batch and all its records in one statement (records go in as one jsonb array, not a loop). */
 export async function insertBatch(
   tx: Tx,
@@ -110,18 +124,37 @@ export async function insertBatch(
   id: string,
   integrationId: string,
   digest: string,
-  body: BatchWrite,
+  records: readonly QueuedRecord[],
   now: string,
 ) {
   await tx.query(
     `WITH b AS (
        INSERT INTO batches (client_code, external_batch_id, integration_id, body_digest, status, submitted_at)
        VALUES ($1, $2, $3, $4, 'queued', $5) RETURNING client_code, external_batch_id)
-     INSERT INTO batch_records (client_code, external_batch_id, position, record_id, kind, external_id, depends_on, body, status)
+     INSERT INTO batch_records (client_code, external_batch_id, position, record_id, kind, external_id, depends_on, body, status,
+                                retried_from_batch, retried_from_position)
      SELECT b.client_code, b.external_batch_id, r.ordinality, r.value->>'recordId', r.value->>'kind', r.value->>'externalId',
-            ARRAY(SELECT jsonb_array_elements_text(COALESCE(r.value->'dependsOn', '[]'::jsonb))), r.value->'body', 'pending'
+            ARRAY(SELECT jsonb_array_elements_text(COALESCE(r.value->'dependsOn', '[]'::jsonb))), r.value->'body', 'pending',
+            r.value->'retriedFrom'->>'externalBatchId', (r.value->'retriedFrom'->>'position')::int
        FROM b, jsonb_array_elements($6::jsonb) WITH ORDINALITY AS r(value, ordinality)`,
-    [clientCode, id, integrationId, digest, now, JSON.stringify(body.records)],
+    [clientCode, id, integrationId, digest, now, JSON.stringify(records)],
+  )
+}
+
+/**
+ * Every record of a batch in array order, as a retry needs them: kind and status of each (what reading the
+ * batch needs), and the body only of those a retry takes (`failed`, `dependency_failed`).
+ */
+export async function recordsToRetry(
+  db: Queryable,
+  clientCode: string,
+  id: string,
+): Promise<Pick<BatchRecordRow, 'position' | 'record_id' | 'kind' | 'external_id' | 'depends_on' | 'status' | 'body'>[]> {
+  return db.query(
+    `SELECT position, record_id, kind, external_id, depends_on, status,
+            CASE WHEN status IN ('failed', 'dependency_failed') THEN body END AS body
+       FROM batch_records WHERE client_code = $1 AND external_batch_id = $2 ORDER BY position`,
+    [clientCode, id],
   )
 }
 

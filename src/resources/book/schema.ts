@@ -64,3 +64,51 @@ export const BookCompletion = z
       },
     ],
   })
+
+const previewExample = {
+  ...bookCompletionWriteExample,
+  scope: 'all_receivables',
+  coveredReceivableCount: 2,
+  omissions: [],
+  omissionsTruncated: false,
+  omittedReceivableCount: 0,
+  releases: [],
+  releasesTruncated: false,
+  releasedReceivableCount: 0,
+}
+
+/**
+ * What declaring this body would do, now, changing nothing (docs/decisions.md, "Previewing a complete book"): the
+ * declaration's own fields, less those only an accepted declaration has, plus the releases it would make.
+ */
+export const BookCompletionPreview = z
+  .object({
+    asOf: Timestamp,
+    batches: z.array(z.string()),
+    coveredReceivableCount: z.number().int().describe('Receivables the listed batches wrote successfully.'),
+    omissions: z
+      .array(
+        z.object({
+          externalReceivableId: z.string(),
+          newlyHeld: z
+            .boolean()
+            .describe(
+              'True when the flag would place the `other_protection` hold (an active Receivable not already flagged); false when that hold is already there (flagged by an earlier declaration, or paused).',
+            ),
+        }),
+      )
+      .describe('The first 100 Receivables the declaration would flag, by `externalReceivableId`: the order its GET lists them in.'),
+    omissionsTruncated: z.boolean().describe('True when more than 100 Receivables would be flagged.'),
+    omittedReceivableCount: z.number().int().describe('Exact total the declaration would flag.'),
+    releases: z
+      .array(z.object({ externalReceivableId: z.string() }))
+      .describe(
+        'The first 100 Receivables, by `externalReceivableId`, that an earlier declaration flagged, are still held, and that the listed batches cover: the declaration would release them.',
+      ),
+    releasesTruncated: z.boolean().describe('True when more than 100 Receivables would be released.'),
+    releasedReceivableCount: z.number().int().describe('Exact total the declaration would release.'),
+    scope: z.literal('all_receivables'),
+    sourcePosition: z.number().int(),
+  })
+  .meta({ id: 'BookCompletionPreview', examples: [previewExample] })
+export type BookCompletionPreview = z.output<typeof BookCompletionPreview>

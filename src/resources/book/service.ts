@@ -6,7 +6,7 @@ import type { Queryable } from '../../store/store.ts'
 import type { HoldStore } from '../holds/store.ts'
 import { defineOperation, type OperationContext, type RouteDeps } from '../operations.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
-import { BookCompletion, BookCompletionWrite, MAX_LISTED_OMISSIONS } from './schema.ts'
+import { BookCompletion, type BookCompletionPreview, BookCompletionWrite, MAX_LISTED_OMISSIONS } from './schema.ts'
 import {
   batchStatuses,
   type CompletionRow,
@@ -16,12 +16,40 @@ import {
   insertCompletion,
   lastDeclaredPosition,
   omissionsPage,
+  previewDeclaration,
 } from './store.ts'
 
 const notFound = (id: string) => new Problem('financial_event_not_found', `No complete-book declaration ${id} for this client.`)
 
 export interface BookServiceDeps extends RouteDeps {
   holds: Pick<HoldStore, 'bumpReceivableRevisions'>
+}
+
+/**
+ * The checks a declaration passes before it changes anything, shared with its preview: every listed batch exists
+ * (422 `unknown_reference` at /batches/<i>) and has finished (409 `batches_not_finished`), and `sourcePosition`
+ * exceeds the last accepted declaration's (409 `stale_source_position`).
+ */
+async function checkDeclaration(db: Queryable, clientCode: string, body: BookCompletionWrite): Promise<void> {
+  const status = await batchStatuses(db, clientCode, body.batches)
+  const missing = body.batches.flatMap((b, i) => (status.has(b) ? [] : [{ pointer: `/batches/${i}`, what: `Batch ${b}` }]))
+  if (missing.length > 0) throw unknownReferences(missing)
+  const unfinished = body.batches.filter((b) => ['queued', 'running'].includes(status.get(b) ?? ''))
+  if (unfinished.length > 0) {
+    throw new Problem('batches_not_finished', `Batches still running: ${unfinished.join(', ')}. Poll them until finished, then declare.`, {
+      extensions: { unfinishedBatches: unfinished },
+    })
+  }
+  const lastPosition = await lastDeclaredPosition(db, clientCode)
+  if (lastPosition !== null && BigInt(body.sourcePosition) <= BigInt(lastPosition)) {
+    throw new Problem(
+      'stale_source_position',
+      `sourcePosition ${body.sourcePosition} must exceed the last declaration's ${lastPosition}.`,
+      {
+        extensions: { lastSourcePosition: Number(lastPosition) },
+      },
+    )
+  }
 }
 
 export function createBookService(deps: BookServiceDeps) {
@@ -49,7 +77,8 @@ export function createBookService(deps: BookServiceDeps) {
 
   /**
    * Covered = Receivables written successfully by the listed batches; every other non-closed Receivable
-   * of the client is flagged and held (hold other_protection) until the Source writes or closes it.
+   * of the client is flagged and held (hold other_protection) until the Source writes or closes it, and a covered
+   * Receivable an earlier declaration flagged is released (the store's DECLARATION_PLAN, shared with `preview`).
    * Flagging is set-based: one statement for the omissions and the count, one UPDATE for the revisions, one
    * statement for their change events, however large the book.
    */
@@ -68,35 +97,13 @@ export function createBookService(deps: BookServiceDeps) {
           return { status: 200 as const, body: () => view(tx, clientCode, existing) }
         throw new Problem('book_completion_conflict', `Complete-book declaration ${id} was already accepted with a different body.`)
       }
-      const status = await batchStatuses(tx, clientCode, body.batches)
-      const missing = body.batches.flatMap((b, i) => (status.has(b) ? [] : [{ pointer: `/batches/${i}`, what: `Batch ${b}` }]))
-      if (missing.length > 0) throw unknownReferences(missing)
-      const unfinished = body.batches.filter((b) => ['queued', 'running'].includes(status.get(b) ?? ''))
-      if (unfinished.length > 0) {
-        throw new Problem(
-          'batches_not_finished',
-          `Batches still running: ${unfinished.join(', ')}. Poll them until finished, then declare.`,
-          {
-            extensions: { unfinishedBatches: unfinished },
-          },
-        )
-      }
-      const lastPosition = await lastDeclaredPosition(tx, clientCode)
-      if (lastPosition !== null && BigInt(body.sourcePosition) <= BigInt(lastPosition)) {
-        throw new Problem(
-          'stale_source_position',
-          `sourcePosition ${body.sourcePosition} must exceed the last declaration's ${lastPosition}.`,
-          {
-            extensions: { lastSourcePosition: Number(lastPosition) },
-          },
-        )
-      }
+      await checkDeclaration(tx, clientCode, body)
       const now = isoNow(clock)
       await insertCompletion(tx, clientCode, id, body, await countCovered(tx, clientCode, body.batches), now)
-      const flagged = await flagOmissions(tx, clientCode, id, body.batches, now)
-      // Receivables already held by an earlier declaration, or paused, already carry other_protection:
-      // flagging them again does not change their holds, so only the others get a new revision.
-      const changed = flagged.filter((f) => f.newly_held).map((f) => f.external_receivable_id)
+      // Only the Receivables whose holds the flags and releases change get a new revision: one already held
+      // (flagged by an earlier declaration, or paused) keeps its holds when flagged again, and a paused one
+      // keeps other_protection when released.
+      const changed = await flagOmissions(tx, clientCode, id, body.batches, now)
       uow.appendChanges(clientCode, await bumpReceivableRevisions(tx, clientCode, { only: changed }, now))
       return {
         status: 201 as const,
@@ -107,6 +114,28 @@ export function createBookService(deps: BookServiceDeps) {
 
   return {
     declareOperation,
+
+    /**
+     * What declaring `body` would flag and release now, changing nothing: the declaration's own checks and its
+     * own plan (DECLARATION_PLAN), read without a lock or a write.
+     */
+    async preview(clientCode: string, body: BookCompletionWrite): Promise<BookCompletionPreview> {
+      await checkDeclaration(store, clientCode, body)
+      const plan = await previewDeclaration(store, clientCode, body.batches, MAX_LISTED_OMISSIONS)
+      return {
+        asOf: body.asOf,
+        batches: body.batches,
+        coveredReceivableCount: plan.covered_count,
+        omissions: plan.omissions.map((o) => ({ externalReceivableId: o.id, newlyHeld: o.newly_held })),
+        omissionsTruncated: plan.omitted_count > MAX_LISTED_OMISSIONS,
+        omittedReceivableCount: plan.omitted_count,
+        releases: plan.releases.map((externalReceivableId) => ({ externalReceivableId })),
+        releasesTruncated: plan.released_count > MAX_LISTED_OMISSIONS,
+        releasedReceivableCount: plan.released_count,
+        scope: 'all_receivables',
+        sourcePosition: body.sourcePosition,
+      }
+    },
 
     async get(clientCode: string, id: string) {
       const row = await findCompletion(store, clientCode, id)

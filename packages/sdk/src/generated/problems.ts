@@ -43,6 +43,7 @@ export const problemCatalogue = {
   "payment_observation_conflict": { status: 409, title: "Payment observation identifier already used with a different body" },
   "book_completion_conflict": { status: 409, title: "Declaration identifier already used with a different body" },
   "batches_not_finished": { status: 409, title: "Batches not finished" },
+  "batch_not_finished": { status: 409, title: "Batch not finished" },
   "stale_source_position": { status: 409, title: "Stale source position" },
   "snapshot_out_of_order": { status: 409, title: "Snapshot out of order" },
   "snapshot_conflict": { status: 409, title: "Snapshot identifier already used with a different body" },

@@ -580,7 +580,7 @@ export interface paths {
         get: operations["getBatch"];
         /**
          * Queue up to 100 records for asynchronous processing
-         * @description Needs the write scope of every kind in the batch. 202 acknowledges queued work only, never that a record was accepted; poll the GET. Each record runs exactly as its synchronous PUT would, in array order.
+         * @description Needs the write scope of every kind in the batch. 202 acknowledges queued work only, never that a record was accepted; poll the GET. Each record runs exactly as its synchronous PUT would, in array order. With `{retryOf}` instead of `records`, queues the records of that earlier, finished batch which ended `failed` or `dependency_failed`, in their order, each with `retriedFrom`: dependencies among them are kept, those on records that succeeded count as met. A retry needs what reading the earlier batch needs (the write scope of every kind it holds); an earlier batch still queued or running answers 409 batch_not_finished, one with nothing to retry 422 at /retryOf.
          *
          *     Concepts: [Batches and the complete book](/docs/guide/batches-and-the-complete-book) in the guide.
          */
@@ -630,12 +630,34 @@ export interface paths {
         get: operations["getBookCompletion"];
         /**
          * Declare the complete book: the listed batches cover every Receivable
-         * @description Every other non-closed Receivable is flagged and held until the Source writes it again or closes it.
+         * @description Every other non-closed Receivable is flagged and held until the Source writes it again or closes it; a Receivable the listed batches wrote that an earlier declaration flagged is released. `POST .../book-completions/preview` answers what this would flag and release, changing nothing.
          *
          *     Concepts: [Batches and the complete book](/docs/guide/batches-and-the-complete-book) in the guide.
          */
         put: operations["putBookCompletion"];
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/clients/{clientCode}/book-completions/preview": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Preview a complete-book declaration: what it would flag and release, changing nothing
+         * @description Takes a declaration's body and answers what declaring it now would do: the Receivables it would flag (the first 100 by id, the exact count, and `omissionsTruncated`) and the flagged Receivables it would release, with the same refusals as the declaration (409 batches_not_finished, 409 stale_source_position, 422 unknown_reference). Nothing is written and nothing is locked, so a declaration made later may differ if the book changed in between; it computes exactly what this preview computes.
+         *
+         *     Concepts: [Batches and the complete book](/docs/guide/batches-and-the-complete-book) in the guide.
+         */
+        post: operations["previewBookCompletion"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1338,6 +1360,8 @@ export interface components {
          */
         Batch: {
             externalBatchId: string;
+            /** @description On a retry batch: the earlier batch whose failed and blocked records it holds. */
+            retryOf?: string;
             /** @enum {string} */
             status: "queued" | "running" | "succeeded" | "partially_succeeded" | "failed";
             /** @constant */
@@ -1427,6 +1451,11 @@ export interface components {
             /** @description On `failed`: the problem the synchronous route answered. */
             problem?: components["schemas"]["BatchRecordProblem"];
             blockedBy?: string;
+            /** @description On a record of a retry batch: the earlier batch and the position there of the record it retries. */
+            retriedFrom?: {
+                externalBatchId: string;
+                position: number;
+            };
         };
         /** @description The problem the synchronous route would have answered for this record, without `requestId` (there was no request): `type`, `title`, `status`, `detail`, `errors[]` on 422, and any extension members of that problem (such as `currentSourceRevision`). Fix the record from these; no replay is needed to see them. */
         BatchRecordProblem: {
@@ -1446,7 +1475,7 @@ export interface components {
             [key: string]: unknown;
         };
         /**
-         * @description At most 100 records, processed in array order. A batch never declares a complete book.
+         * @description At most 100 records, processed in array order; or `retryOf`, a new batch of the failed and blocked records of an earlier one. A batch never declares a complete book.
          * @example {
          *       "records": [
          *         {
@@ -1564,7 +1593,10 @@ export interface components {
          *     }
          */
         BatchWrite: {
-            records: components["schemas"]["BatchRecord"][];
+            /** @description The records, in the order they run. Absent on a retry. */
+            records?: components["schemas"]["BatchRecord"][];
+            /** @description A retry: the `externalBatchId` of an earlier batch of this client that has finished. The new batch holds exactly that batch's records that ended `failed` or `dependency_failed`, in their order, each with `retriedFrom`; a dependency on a record that succeeded counts as met. Absent on an ordinary batch. */
+            retryOf?: components["schemas"]["ExternalId"];
         };
         /**
          * @example {
@@ -1596,6 +1628,50 @@ export interface components {
             }[];
             omissionsTruncated: boolean;
             omittedReceivableCount: number;
+            /** @constant */
+            scope: "all_receivables";
+            sourcePosition: number;
+        };
+        /**
+         * @example {
+         *       "asOf": "2026-02-01T06:00:00Z",
+         *       "sourcePosition": 1200,
+         *       "batches": [
+         *         "batch-demo-1"
+         *       ],
+         *       "scope": "all_receivables",
+         *       "coveredReceivableCount": 2,
+         *       "omissions": [],
+         *       "omissionsTruncated": false,
+         *       "omittedReceivableCount": 0,
+         *       "releases": [],
+         *       "releasesTruncated": false,
+         *       "releasedReceivableCount": 0
+         *     }
+         */
+        BookCompletionPreview: {
+            asOf: components["schemas"]["Timestamp"];
+            batches: string[];
+            /** @description Receivables the listed batches wrote successfully. */
+            coveredReceivableCount: number;
+            /** @description The first 100 Receivables the declaration would flag, by `externalReceivableId`: the order its GET lists them in. */
+            omissions: {
+                externalReceivableId: string;
+                /** @description True when the flag would place the `other_protection` hold (an active Receivable not already flagged); false when that hold is already there (flagged by an earlier declaration, or paused). */
+                newlyHeld: boolean;
+            }[];
+            /** @description True when more than 100 Receivables would be flagged. */
+            omissionsTruncated: boolean;
+            /** @description Exact total the declaration would flag. */
+            omittedReceivableCount: number;
+            /** @description The first 100 Receivables, by `externalReceivableId`, that an earlier declaration flagged, are still held, and that the listed batches cover: the declaration would release them. */
+            releases: {
+                externalReceivableId: string;
+            }[];
+            /** @description True when more than 100 Receivables would be released. */
+            releasesTruncated: boolean;
+            /** @description Exact total the declaration would release. */
+            releasedReceivableCount: number;
             /** @constant */
             scope: "all_receivables";
             sourcePosition: number;
@@ -6981,7 +7057,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `batch_conflict`: Batch conflict */
+            /** @description `batch_conflict`: Batch conflict; `batch_not_finished`: Batch not finished */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -7261,6 +7337,116 @@ export interface operations {
                 };
             };
             /** @description `batches_not_finished`: Batches not finished; `stale_source_position`: Stale source position; `book_completion_conflict`: Declaration identifier already used with a different body */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `request_too_large`: Request too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: Unsupported media type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: Rate limit exceeded */
+            429: {
+                headers: {
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `projection_unavailable`: Projection unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    previewBookCompletion: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Caller-assigned opaque identifier, ^[A-Za-z0-9_-]{1,128}$, case-sensitive. Never a member, loan or account number or a contact detail. */
+                clientCode: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BookCompletionWrite"];
+            };
+        };
+        responses: {
+            /** @description What the declaration would flag and release */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BookCompletionPreview"];
+                };
+            };
+            /** @description `malformed_json`: Malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invalid_api_key`: Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `client_scope_denied`: Client scope denied */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `batches_not_finished`: Batches not finished; `stale_source_position`: Stale source position */
             409: {
                 headers: {
                     [name: string]: unknown;
