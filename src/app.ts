@@ -45,6 +45,7 @@ import { createCheckout } from './resources/payment-requests/checkout.ts'
 import { NOT_FOUND_PAGE, PAGE_HEADERS, registerPaymentPage } from './resources/payment-requests/page.ts'
 import { paymentRules } from './resources/payment-requests/payment-rules.ts'
 import { createProviderEvents } from './resources/payment-requests/provider-events.ts'
+import { createProviderSync } from './resources/payment-requests/provider-sync.ts'
 import { registerProviderWebhooks } from './resources/payment-requests/provider-webhook-route.ts'
 import { paymentRequestRoutes, paymentSimulateRoutes } from './resources/payment-requests/routes.ts'
 import { createPaymentRequestService } from './resources/payment-requests/service.ts'
@@ -74,11 +75,12 @@ import { webhookSecretColumns } from './resources/webhooks/store.ts'
 import { createSandboxClock } from './sandbox/clock.ts'
 import { sandboxClockRoutes } from './sandbox/routes.ts'
 import { createSandboxClockService, sweepFreshnessAtClientTimes } from './sandbox/service.ts'
-import { type EncryptedColumns, keyRingLoader } from './store/secret-keys.ts'
+import { createSecretCheck, type EncryptedColumns, keyRingLoader } from './store/secret-keys.ts'
 import type { Store } from './store/store.ts'
 import { createBatchRunner } from './workers/batch-runner.ts'
 import { createClientFanout } from './workers/client-fanout.ts'
 import { createPaymentExpiryWorker } from './workers/payment-expiry.ts'
+import { createProviderSyncWorker } from './workers/provider-sync.ts'
 import { createReceiptDispatcher } from './workers/receipt-dispatcher.ts'
 import { createRefundWorker } from './workers/refund-worker.ts'
 import { createRetentionWorker } from './workers/retention.ts'
@@ -118,13 +120,14 @@ function wireFoundation(store: Store, config: Config, baseClock: Clock) {
   const atClientTime = sandbox ? <T>(clientCode: string, fn: () => Promise<T>) => sandbox.atClientTime(store, clientCode, fn) : undefined
   const inClientTime = atClientTime ?? (<T>(_clientCode: string, fn: () => Promise<T>) => fn())
   // Every secret kept at rest is encrypted with this one key ring (src/domain/key-ring.ts); a family that stores
-  // secrets adds its columns to `encryptedSecrets`, so the rewrap at start and the operator's route cover them.
+  // secrets adds its columns to `encryptedSecrets`, so the check at start, /readyz and the operator's rewrap cover them.
   const keyRing = keyRingLoader(store, {
     currentHex: config.webhooks.secretKeyHex,
     previousHex: config.webhooks.previousSecretKeysHex,
   })
   const encryptedSecrets: EncryptedColumns[] = [webhookSecretColumns, receiptSecretColumns, ...paymentProviderSecretColumns]
   const secretRewrap = createSecretRewrap({ store, clock: baseClock, keyRing, tables: encryptedSecrets })
+  const secretCheck = createSecretCheck({ db: store, keyRing, tables: encryptedSecrets, now: () => baseClock.now().getTime() })
   // Who takes a client's payments (src/resources/payments/registry.ts): its Stripe configuration, else the sandbox
   // provider in sandbox, else none. Stripe's time is the base clock's.
   const sandboxProvider = providerFor(config.environment)
@@ -136,7 +139,7 @@ function wireFoundation(store: Store, config: Config, baseClock: Clock) {
     sandboxProvider,
     now: () => baseClock.now(),
   })
-  return { sandbox, clock, baseClock, atClientTime, inClientTime, keyRing, secretRewrap, sandboxProvider, registry }
+  return { sandbox, clock, baseClock, atClientTime, inClientTime, keyRing, secretRewrap, secretCheck, sandboxProvider, registry }
 }
 type Foundation = ReturnType<typeof wireFoundation>
 
@@ -151,10 +154,14 @@ interface ServiceWiring {
   freshness: ReturnType<typeof createFreshness>
   onRefundQueued: () => void
   onClientFact: () => void
+  providerSync: ReturnType<typeof createProviderSync>
+  logged: (message: string) => (err: unknown) => void
+  warn: (fields: Record<string, unknown>, message: string) => void
 }
 
 /** The resource services, each given the other families' store functions and rules it uses (a Pick<> in its deps type). */
-function wireServices({ config, foundation, writes, webhooks, receipts, freshness, onRefundQueued, onClientFact }: ServiceWiring) {
+function wireServices(wiring: ServiceWiring) {
+  const { config, foundation, writes, webhooks, receipts, freshness, onRefundQueued, onClientFact, providerSync, logged, warn } = wiring
   const { store, clock, onFeedAppended } = writes
   const { baseClock, atClientTime, inClientTime, registry, sandboxProvider } = foundation
   return {
@@ -185,7 +192,13 @@ function wireServices({ config, foundation, writes, webhooks, receipts, freshnes
         paymentRules,
         atClientTime: inClientTime,
         onFeedAppended,
+        log: { warn },
       }),
+      readBack: (clientCode, requestId) => providerSync.readBackPage(clientCode, requestId),
+      onCanceled: (clientCode) => {
+        providerSync.closeCheckouts(clientCode).catch(logged('ending the sessions of a canceled payment request failed'))
+      },
+      ...(config.environment === 'production' ? { hasProvider: providerConfigStore.hasActiveProvider } : {}),
       checkoutMode: config.environment === 'sandbox' ? 'test' : 'live',
       payments: paymentStore,
       paymentRules,
@@ -221,6 +234,7 @@ function wireRoutes(
     batches: ReturnType<typeof createBatchService>
     receipts: ReturnType<typeof createReceiptService>
     sandboxClock: ReturnType<typeof createSandboxClockService> | undefined
+    providerSync: ReturnType<typeof createProviderSync>
   },
 ): RouteDef[] {
   const { store } = writes
@@ -256,6 +270,7 @@ function wireRoutes(
           environment: config.environment,
           keyRing,
           publicBaseUrl: config.publicBaseUrl,
+          sync: (clientCode) => services.providerSync.sync(clientCode),
         }),
       ),
     ]),
@@ -297,7 +312,7 @@ interface HttpWiring {
 /** The Fastify server: the route table behind the gate, infrastructure routes, metrics, the hosted page, Stripe's events. */
 function wireHttp({ options, foundation, routes, keyUsage, metrics, paymentRequests, writes, onRefundQueued }: HttpWiring) {
   const { store, config, adminTokenDigest, gate, isReady } = options
-  const { baseClock, atClientTime, inClientTime, registry } = foundation
+  const { baseClock, atClientTime, inClientTime, registry, secretCheck } = foundation
   const app = buildServer(
     {
       db: store,
@@ -327,7 +342,7 @@ function wireHttp({ options, foundation, routes, keyUsage, metrics, paymentReque
       )
     })
   }
-  registerInfraRoutes(app, store, routes)
+  registerInfraRoutes(app, store, routes, { degraded: () => secretCheck.readiness() })
   // Prometheus text at /metrics, behind the operator token (src/http/metrics.ts).
   registerMetrics(app, metrics, adminTokenDigest)
   // The page's flood guard per client address, in this process's memory, on the base clock (src/http/limits.ts).
@@ -335,47 +350,48 @@ function wireHttp({ options, foundation, routes, keyUsage, metrics, paymentReque
     limiter: createAddressLimiter({ perMinute: config.limits.payPerMinute, clock: baseClock }),
     checkoutOrigins: stripeCheckoutOrigins(config.stripe.apiBase),
   })
-  // Stripe's events for each client (docs/design/payment-providers.md): public, verified by signature, outside the route table.
-  registerProviderWebhooks(
-    app,
-    createProviderEvents({
-      store,
-      clock: writes.clock,
-      realClock: baseClock,
-      registry,
-      paymentRules,
-      atClientTime: inClientTime,
-      onFeedAppended: writes.onFeedAppended,
-      onRefundQueued,
-    }),
-  )
-  return app
+  // Each client's provider events (docs/design/payment-providers.md): public, verified by signature, outside the route table.
+  const providerEvents = createProviderEvents({
+    store,
+    clock: writes.clock,
+    realClock: baseClock,
+    registry,
+    paymentRules,
+    atClientTime: inClientTime,
+    onFeedAppended: writes.onFeedAppended,
+    onRefundQueued,
+    log: app.log,
+  })
+  registerProviderWebhooks(app, providerEvents)
+  return { app, providerEvents }
 }
 
 /**
- * At start, before the first request: every stored secret moves under the current key (bounded chunks, safe with
- * instances starting together). A failure is logged and does not stop the start: the old keys still open them.
- * A process that waits for its database (src/main.ts, `isReady`) runs it once the store answers instead.
+ * At start, before the first request: how many stored secrets this instance's key ring cannot open, in one log
+ * line and in /readyz (src/store/secret-keys.ts, createSecretCheck). Nothing is re-encrypted at start: other
+ * instances may not hold this one's current key yet, and a rewrap would move their secrets out of their reach;
+ * the rewrap is the operator's step (POST /admin/v1/secrets/rewrap, `inbound secrets rewrap`) once every instance
+ * holds the new key (docs/operations.md, "Rotating WEBHOOK_SECRET_KEY"). A failure is logged and does not stop the
+ * start. A process that waits for its database (src/main.ts, `isReady`) runs it once the store answers instead.
  */
-function secretRewrapAtStart(app: FastifyInstance, secretRewrap: Foundation['secretRewrap'], isReady: AppOptions['isReady']) {
-  const rewrapAtStart = async () => {
+function secretCheckAtStart(app: FastifyInstance, secretCheck: Foundation['secretCheck'], isReady: AppOptions['isReady']) {
+  const checkSecretsAtStart = async () => {
     try {
-      const { rewrapped, undecryptable } = await secretRewrap.run()
-      if (rewrapped > 0) app.log.info({ rewrapped }, 'stored secrets re-encrypted under the current key')
-      if (undecryptable > 0) {
+      const unreadable = await secretCheck.run()
+      if (unreadable > 0) {
         app.log.warn(
-          { undecryptable },
-          'stored secrets that no configured key opens (set WEBHOOK_SECRET_KEY_PREVIOUS to the key they were encrypted under; docs/operations.md)',
+          { unreadable },
+          'this instance holds no key that opens some stored secrets (encrypted under a key not in its WEBHOOK_SECRET_KEY or WEBHOOK_SECRET_KEY_PREVIOUS): add that key to its ring and restart it; /readyz reports it meanwhile (docs/operations.md)',
         )
       }
     } catch (err) {
-      app.log.error({ errMessage: (err as Error).message }, 're-encrypting stored secrets failed')
+      app.log.error({ errMessage: (err as Error).message }, 'checking stored secrets against the key ring failed')
     }
   }
   app.addHook('onReady', async () => {
-    if (!isReady || isReady()) await rewrapAtStart()
+    if (!isReady || isReady()) await checkSecretsAtStart()
   })
-  return rewrapAtStart
+  return checkSecretsAtStart
 }
 
 /** The periodic workers: the payment expiry sweep, retention, the refund worker, key usage, the freshness sweep. */
@@ -426,7 +442,7 @@ function periodicWorkers(
 export function createApp(options: AppOptions) {
   const { store, config, clock: baseClock = systemClock, resolver = systemResolver, isReady } = options
   const foundation = wireFoundation(store, config, baseClock)
-  const { sandbox, clock, atClientTime, keyRing, secretRewrap, registry, sandboxProvider } = foundation
+  const { sandbox, clock, baseClock: realClock, atClientTime, keyRing, secretRewrap, secretCheck, registry, sandboxProvider } = foundation
   const webhooks = createWebhookService({
     store,
     clock,
@@ -473,7 +489,28 @@ export function createApp(options: AppOptions) {
     onFact: () => clientFanout.wake(),
   })
   const onClientFact = () => clientFanout.wake()
-  const services = wireServices({ config, foundation, writes, webhooks, receipts, freshness, onRefundQueued, onClientFact })
+  // The catch-up with each client's provider (src/resources/payment-requests/provider-sync.ts), over the same event
+  // handling as the webhook route (`providerEvents`, made below with the route).
+  const providerSync = createProviderSync({
+    store,
+    realClock,
+    registry,
+    events: { handle: (...a) => providerEvents.handle(...a), readBack: (...a) => providerEvents.readBack(...a) },
+  })
+  const warn = (fields: Record<string, unknown>, message: string) => app.log.warn(fields, message)
+  const services = wireServices({
+    config,
+    foundation,
+    writes,
+    webhooks,
+    receipts,
+    freshness,
+    onRefundQueued,
+    onClientFact,
+    providerSync,
+    logged,
+    warn,
+  })
   const operations: OperationsByKind = {
     customer: services.customers.putOperation,
     receivable: services.receivables.put,
@@ -500,10 +537,10 @@ export function createApp(options: AppOptions) {
   const sandboxClock = sandbox
     ? createSandboxClockService({ store, sandbox, freshness, drainClientFacts: (c) => clientFanout.runClientUntilIdle(c) })
     : undefined
-  const allRoutes = wireRoutes(config, foundation, writes, { ...services, batches, receipts, sandboxClock })
+  const allRoutes = wireRoutes(config, foundation, writes, { ...services, batches, receipts, sandboxClock, providerSync })
   // Each key's last use: noted in memory by the gate, written by the worker below (src/access/key-usage.ts).
   const keyUsage = createKeyUsage({ db: store, clock: baseClock })
-  const app = wireHttp({
+  const { app, providerEvents } = wireHttp({
     options,
     foundation,
     routes: allRoutes,
@@ -536,7 +573,7 @@ export function createApp(options: AppOptions) {
     retryScheduleMs: config.webhooks.retryScheduleMs,
     onError: (err) => app.log.error({ errMessage: (err as Error).message, stack: (err as Error).stack }, 'receipt dispatcher error'),
   })
-  const rewrapAtStart = secretRewrapAtStart(app, secretRewrap, isReady)
+  const checkSecretsAtStart = secretCheckAtStart(app, secretCheck, isReady)
   /** The periodic freshness sweep (src/main.ts): in sandbox, each client at its own time. */
   const sweepFreshness = () => (sandbox ? sweepFreshnessAtClientTimes(store, sandbox, freshness) : freshness.sweep(store))
   // Asks the payment provider for pending refunds, outside any transaction, and records its decisions.
@@ -550,8 +587,16 @@ export function createApp(options: AppOptions) {
     onFeedAppended,
     onError: logged('refund worker failed'),
   })
+  // The catch-up sweep of every client's provider events (src/workers/provider-sync.ts); absent when turned off.
+  const providerSyncWorker = createProviderSyncWorker({
+    store,
+    sync: providerSync,
+    intervalSeconds: config.providerSync.intervalSeconds,
+    onError: logged('payment provider catch-up sweep failed'),
+  })
   // Every background worker of the process, in one list: src/main.ts starts and stops them together.
   const workers: Worker[] = [
+    ...(providerSyncWorker ? [providerSyncWorker] : []),
     batchRunner,
     webhookDispatcher,
     receiptDispatcher,
@@ -568,6 +613,7 @@ export function createApp(options: AppOptions) {
     receiptDispatcher,
     clientFanout,
     refundWorker,
+    providerSync,
     keyUsage,
     metrics,
     sandbox,
@@ -575,7 +621,8 @@ export function createApp(options: AppOptions) {
     sweepFreshness,
     workers,
     secretRewrap,
-    rewrapAtStart,
+    secretCheck,
+    checkSecretsAtStart,
   }
 }
 

@@ -109,6 +109,8 @@ export const ConfigSchema = z
       .transform((v) => (v === '' ? [] : v.split(',')))
       .prefault(''),
     STRIPE_API_BASE: StripeApiBase.prefault('https://api.stripe.com'),
+    // The catch-up sweep of every client's provider events (src/workers/provider-sync.ts); 0 turns it off.
+    PROVIDER_SYNC_INTERVAL_SECONDS: z.coerce.number().int().min(0).max(86_400).default(300),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     SEED_DEMO: Flag.default(true),
     FRESHNESS_STALE_AFTER_TRANSACTION_SECONDS: z.coerce.number().int().min(1).default(172_800),
@@ -177,6 +179,7 @@ export const ConfigSchema = z
         concurrency: c.BATCH_WORKER_CONCURRENCY,
       },
       stripe: { apiBase: c.STRIPE_API_BASE },
+      providerSync: { intervalSeconds: c.PROVIDER_SYNC_INTERVAL_SECONDS },
       logLevel: c.LOG_LEVEL,
       seedDemo: c.SEED_DEMO,
     }

@@ -87,8 +87,8 @@ if (config.databaseUrl && !opening.isReady()) await reachPostgres(config.databas
 const adminToken = await planAdminToken(store, config.adminToken)
 adminTokenDigest = adminToken.digest
 ready = true
-// Listening began before the store was known to answer, so the start's re-encryption of stored secrets runs now.
-await app.rewrapAtStart()
+// Listening began before the store was known to answer, so the start's check of stored secrets runs now.
+await app.checkSecretsAtStart()
 
 // Listening: only now is anything shown once generated into the store.
 const shown: string[] = []

@@ -70,6 +70,26 @@ export const PaymentProviderView = z
     ],
   })
 
+export const PaymentProviderDeleteQuery = z
+  .strictObject({
+    force: z
+      .enum(['true', 'false'])
+      .optional()
+      .describe('true: retire it even while checkout attempts are open or processing (no new payments; its events still apply).'),
+  })
+  .meta({ id: 'OperatorPaymentProviderDeleteQuery' })
+
+export const PaymentProviderSync = z
+  .object({
+    eventsRead: z.number().int().min(0).describe("The provider's events read after the last one stored for the client."),
+    eventsApplied: z
+      .number()
+      .int()
+      .min(0)
+      .describe('Events and checkout read-backs that changed something here (each event id is applied once, whichever way it came).'),
+  })
+  .meta({ id: 'OperatorPaymentProviderSync', examples: [{ eventsRead: 3, eventsApplied: 1 }] })
+
 export function paymentProviderRoutes(svc: PaymentProviderService): RouteDef[] {
   const path = '/admin/v1/clients/:clientCode/payment-provider'
   const auth = { kind: 'admin' } as const
@@ -112,17 +132,33 @@ export function paymentProviderRoutes(svc: PaymentProviderService): RouteDef[] {
       operationId: 'adminDeletePaymentProvider',
       summary: "Remove a client's payment provider",
       description:
-        'The secrets are deleted. In sandbox the client falls back to the sandbox provider; in production its hosted page offers no payment until a provider is configured again. Audited as `payment_provider.removed`.',
+        'The secrets are deleted. In sandbox the client falls back to the sandbox provider; in production its hosted page offers no payment until a provider is configured again. While checkout attempts are open or processing at it, 409 `payment_provider_in_use` (with `openCheckouts`); `?force=true` then retires it instead: no new payment goes through it, its events are still verified and applied until they settle. Audited as `payment_provider.removed`.',
       tags: ['Operator'],
       auth,
       params: ClientCodeParams,
-      responses: { 204: { schema: null, description: 'Removed' } },
-      problems: ['client_not_found', 'payment_provider_not_found'],
+      query: PaymentProviderDeleteQuery,
+      responses: { 204: { schema: null, description: 'Removed (or retired, with force)' } },
+      problems: ['client_not_found', 'payment_provider_not_found', 'payment_provider_in_use'],
       public: false,
-      handler: async ({ params }) => {
-        await svc.remove(params.clientCode)
+      handler: async ({ params, query }) => {
+        await svc.remove(params.clientCode, { force: query.force === 'true' })
         return { status: 204 }
       },
+    }),
+    defineRoute({
+      method: 'POST',
+      path: `${path}/sync`,
+      operationId: 'adminSyncPaymentProvider',
+      summary: "Catch up with a client's payment provider now",
+      description:
+        "Runs the catch-up sweep for this client now (as every PROVIDER_SYNC_INTERVAL_SECONDS): the provider's events after the last one stored, each applied once through the same handling as the webhook route, then the checkout attempts past their expiry or of requests that can no longer take money read back. A sweep of the client already running elsewhere answers 0 and 0.",
+      tags: ['Operator'],
+      auth,
+      params: ClientCodeParams,
+      responses: { 200: { schema: PaymentProviderSync, description: 'What the sweep read and applied' } },
+      problems: ['client_not_found', 'payment_provider_not_found'],
+      public: false,
+      handler: async ({ params }) => ({ status: 200, body: await svc.syncNow(params.clientCode) }),
     }),
   ]
 }

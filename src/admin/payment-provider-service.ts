@@ -9,7 +9,14 @@ import { STRIPE_WEBHOOK_EVENTS } from '../resources/payments/stripe/adapter.ts'
 import { keyHint, keyMode } from '../resources/payments/stripe/gateway.ts'
 import { inUnitOfWork } from '../resources/unit-of-work.ts'
 import type { Store } from '../store/store.ts'
-import { deletePaymentProvider, findPaymentProvider, type PaymentProviderRow, upsertPaymentProvider } from './payment-provider-store.ts'
+import {
+  countLiveCheckouts,
+  deletePaymentProvider,
+  findPaymentProvider,
+  type PaymentProviderRow,
+  retirePaymentProvider,
+  upsertPaymentProvider,
+} from './payment-provider-store.ts'
 import { findClient } from './store.ts'
 
 /**
@@ -38,12 +45,14 @@ export interface PaymentProviderServiceDeps {
   environment: Environment
   keyRing: () => Promise<KeyRing>
   publicBaseUrl: string
+  /** The catch-up sweep of one client (payment-requests/provider-sync.ts): `POST .../payment-provider/sync`. */
+  sync?: (clientCode: string) => Promise<{ eventsRead: number; eventsApplied: number }>
 }
 
 /** The mode each environment takes: test keys are for sandbox, live keys for production, never the other way. */
 const MODE_OF: Record<Environment, 'test' | 'live'> = { sandbox: 'test', production: 'live' }
 
-export function createPaymentProviderService({ store, clock, environment, keyRing, publicBaseUrl }: PaymentProviderServiceDeps) {
+export function createPaymentProviderService({ store, clock, environment, keyRing, publicBaseUrl, sync }: PaymentProviderServiceDeps) {
   const view = (r: PaymentProviderRow) => ({
     provider: r.provider,
     mode: r.mode,
@@ -104,28 +113,61 @@ export function createPaymentProviderService({ store, clock, environment, keyRin
 
     async get(clientCode: string) {
       const row = await findPaymentProvider(store, clientCode)
-      if (row) return view(row)
+      // Retired by a forced removal: removed for every purpose an operator sees (its events still apply).
+      if (row && row.retired_at === null) return view(row)
       // An unknown client answers as every operator route of a client does; a known one without a provider, so.
       if (!(await findClient(store, clientCode))) throw new Problem('client_not_found', `No client ${clientCode}.`)
       throw notFound(clientCode)
     },
 
-    /** Removes it: the client's payments fall back to the sandbox provider in sandbox, to none in production. */
-    remove(clientCode: string) {
+    /**
+     * Removes it: the client's payments fall back to the sandbox provider in sandbox, to none in production. While a
+     * checkout attempt is open or processing, money may still move through it: 409 `payment_provider_in_use` with the
+     * count, unless `force`, which retires it (no new payment goes through it; its events are still verified and
+     * applied until its attempts settle).
+     */
+    remove(clientCode: string, opts: { force?: boolean } = {}) {
       return inUnitOfWork(store, async ({ tx }) => {
         if (!(await findClient(tx, clientCode, true))) throw new Problem('client_not_found', `No client ${clientCode}.`)
-        const row = await deletePaymentProvider(tx, clientCode)
+        const existing = await findPaymentProvider(tx, clientCode)
+        if (!existing || existing.retired_at !== null) throw notFound(clientCode)
+        const live = await countLiveCheckouts(tx, clientCode)
+        if (live > 0 && !opts.force) {
+          throw new Problem(
+            'payment_provider_in_use',
+            `${live} checkout attempt${live === 1 ? ' is' : 's are'} open or processing at this provider: money may still move through it. Remove it once they settle, or with ?force=true to stop new payments and keep applying its events.`,
+            { extensions: { openCheckouts: live } },
+          )
+        }
+        const now = isoNow(clock)
+        const row = live > 0 ? await retirePaymentProvider(tx, clientCode, now) : await deletePaymentProvider(tx, clientCode)
         if (!row) throw notFound(clientCode)
         await recordAudit(tx, {
           action: 'payment_provider.removed',
           clientCode,
           targetType: 'payment_provider',
           targetId: clientCode,
-          details: { provider: row.provider, mode: row.mode, secretKeyHint: row.secret_key_hint },
+          details: {
+            provider: row.provider,
+            mode: row.mode,
+            secretKeyHint: row.secret_key_hint,
+            ...(live > 0 ? { retiredWithOpenCheckouts: live } : {}),
+          },
           change: { removed: row.provider },
-          occurredAt: isoNow(clock),
+          occurredAt: now,
         })
       })
+    },
+
+    /** The catch-up sweep of the client now: `{eventsRead, eventsApplied}`. */
+    async syncNow(clientCode: string) {
+      const row = await findPaymentProvider(store, clientCode)
+      if (!row) {
+        if (!(await findClient(store, clientCode))) throw new Problem('client_not_found', `No client ${clientCode}.`)
+        throw notFound(clientCode)
+      }
+      const result = sync ? await sync(clientCode) : { eventsRead: 0, eventsApplied: 0 }
+      return { eventsRead: result.eventsRead, eventsApplied: result.eventsApplied }
     },
   }
 }

@@ -1,11 +1,11 @@
 import { z } from 'zod'
 import { isValidCidr } from '../access/grants.ts'
 import { sequenceNumber } from '../domain/cursor.ts'
-import { refuseUnsafeDisplayText } from '../domain/display-text.ts'
+import { refuseUnsafeDisplayText, refuseUnsafeOperatorText } from '../domain/display-text.ts'
 import { ExternalId, Text200 } from '../domain/identifiers.ts'
 import { SCOPES } from '../domain/scopes.ts'
 import { Timestamp } from '../domain/time.ts'
-import { listResponse } from '../http/common-schemas.ts'
+import { listResponse, PageLimit } from '../http/common-schemas.ts'
 
 /*
  * Schemas of the operator API (docs/operator-api.md). Every request and response schema carries an id so
@@ -26,7 +26,7 @@ export const ClientPut = z
   .strictObject({
     name: Text200.superRefine(refuseUnsafeDisplayText)
       .describe(
-        'The creditor name the hosted payment page shows: no control characters, bidirectional controls or line and paragraph separators.',
+        'The creditor name the hosted payment page shows: no control characters, bidirectional controls, invisible characters or line and paragraph separators.',
       )
       .optional(),
     collectionEnabled: z.boolean().optional().describe('Unchanged when omitted; false for a new client.'),
@@ -59,10 +59,10 @@ export const ApiKeyName = z
   .string()
   .min(1)
   .max(100)
-  .superRefine(refuseUnsafeDisplayText)
+  .superRefine(refuseUnsafeOperatorText)
   .refine((s) => s.length === 0 || s.trim().length > 0, 'must not be blank')
   .describe(
-    'What the key is for, as operators read it in lists (`Core ledger, production`): 1 to 100 characters, not only spaces; no control characters, bidirectional controls or line and paragraph separators.',
+    'What the key is for, as operators read it in lists (`Core ledger, production`): 1 to 100 characters, not only spaces; no control characters, bidirectional controls, invisible characters or line and paragraph separators.',
   )
 
 /** The name a key gets when none is given (and that keys issued before names were kept have). */
@@ -262,7 +262,7 @@ export const ApiKeyList = listResponse(ApiKeyView, 'OperatorApiKeyList')
 export const AuditQuery = z.strictObject({
   clientCode: ExternalId.optional(),
   cursor: sequenceNumber(1n, 'must be a cursor returned by a previous page').optional(),
-  limit: z.coerce.number().int().min(1).max(200).default(50),
+  limit: PageLimit,
 })
 
 export const AuditEventView = z

@@ -33,10 +33,6 @@ export interface SecretRewrapDeps {
 /** Re-encrypts every stored secret under the current key; audited as `secrets.rewrapped` (counts and key id only). */
 export function createSecretRewrap({ store, clock, keyRing, tables }: SecretRewrapDeps) {
   return {
-    /** The rewrap alone (at start: nothing audited when nothing moved). */
-    async run(): Promise<RewrapResult> {
-      return rewrapAll(store, await keyRing(), tables)
-    },
     async byOperator(): Promise<RewrapResult> {
       const ring = await keyRing()
       const result = await rewrapAll(store, ring, tables)
@@ -67,7 +63,7 @@ export function secretRoutes(rewrap: SecretRewrap): RouteDef[] {
       operationId: 'adminRewrapSecrets',
       summary: 'Re-encrypt every stored secret under the current key',
       description:
-        'Every secret kept encrypted at rest (webhook signing secrets today) that is not under WEBHOOK_SECRET_KEY yet is decrypted with the key that opens it (WEBHOOK_SECRET_KEY_PREVIOUS, or the key a sandbox generated) and encrypted again under WEBHOOK_SECRET_KEY. The service does the same at every start; this route is for checking before a previous key is removed (`undecryptable` 0 and a second call with `rewrapped` 0). In chunks of 100 rows, safe while other instances run. Audited as `secrets.rewrapped`.',
+        'Every secret kept encrypted at rest (webhook signing secrets, receipt-route secrets, payment-provider keys) that is not under WEBHOOK_SECRET_KEY yet is decrypted with the key that opens it (WEBHOOK_SECRET_KEY_PREVIOUS, or the key a sandbox generated) and encrypted again under WEBHOOK_SECRET_KEY. No instance does this by itself: it is the operator\'s step of a key rotation, once every instance holds the new key (docs/operations.md, "Rotating WEBHOOK_SECRET_KEY"); before a previous key is removed, check `undecryptable` 0 and a second call with `rewrapped` 0. In chunks of 100 rows, safe while other instances run. Audited as `secrets.rewrapped`.',
       tags: ['Operator'],
       auth: { kind: 'admin' },
       body: { schema: EmptyBody, mediaType: 'application/json', optional: true },

@@ -95,15 +95,15 @@ const AfterApiKey = z.strictObject({
 })
 
 /** The decoded cursor; a cursor this list did not return is a 422 at /query/cursor (as the public lists answer). */
-function pageAfter<T>(q: Page, schema: z.ZodType<T>): T | undefined {
-  return readCursor(q.cursor, schema, '/query/cursor', 'is not a cursor this list returned')
+function pageAfter<T>(list: string, q: Page, schema: z.ZodType<T>): T | undefined {
+  return readCursor(list, q.cursor, schema, '/query/cursor', 'is not a cursor this list returned')
 }
 
 /** Rows were read with limit + 1: the extra row only says whether another page follows. */
-function page<R, V>(rows: R[], limit: number, view: (r: R) => V, cursorOf: (r: R) => unknown) {
+function page<R, V>(list: string, rows: R[], limit: number, view: (r: R) => V, cursorOf: (r: R) => Record<string, unknown>) {
   const shown = rows.slice(0, limit)
   const last = shown.at(-1)
-  return { data: shown.map(view), nextCursor: rows.length > limit && last ? encodeCursor(cursorOf(last)) : null }
+  return { data: shown.map(view), nextCursor: rows.length > limit && last ? encodeCursor(list, cursorOf(last)) : null }
 }
 
 /** A chosen expiry must lie ahead of the service's time `now`: else 422 `custom` at `pointer`, nothing changed. */
@@ -412,9 +412,9 @@ function operatorReads({ store, clock }: AdminParts) {
     },
 
     async listClients(q: Page) {
-      const after = pageAfter(q, AfterKey)
+      const after = pageAfter('admin/clients', q, AfterKey)
       const rows = await listClients(store, after?.after, q.limit + 1)
-      return page(rows, q.limit, clientView, (r) => ({ after: r.client_code }))
+      return page('admin/clients', rows, q.limit, clientView, (r) => ({ after: r.client_code }))
     },
 
     async getIntegration(integrationId: string) {
@@ -424,9 +424,9 @@ function operatorReads({ store, clock }: AdminParts) {
     },
 
     async listIntegrations(q: Page) {
-      const after = pageAfter(q, AfterKey)
+      const after = pageAfter('admin/integrations', q, AfterKey)
       const rows = await listIntegrations(store, after?.after, q.limit + 1)
-      return page(rows, q.limit, integrationView, (r) => ({ after: r.integration_id }))
+      return page('admin/integrations', rows, q.limit, integrationView, (r) => ({ after: r.integration_id }))
     },
 
     async getGrant(integrationId: string, clientCode: string) {
@@ -437,17 +437,17 @@ function operatorReads({ store, clock }: AdminParts) {
 
     /** An unknown integration is a 404, not an empty list: a typo must not read as "no grants". */
     async listGrantsOfIntegration(integrationId: string, q: Page) {
-      const after = pageAfter(q, AfterKey)
+      const after = pageAfter('admin/grants-of-integration', q, AfterKey)
       if (!(await findIntegration(store, integrationId))) throw new Problem('integration_not_found', `No integration ${integrationId}.`)
       const rows = await listGrantsOfIntegration(store, integrationId, after?.after, q.limit + 1)
-      return page(rows, q.limit, grantView, (r) => ({ after: r.client_code }))
+      return page('admin/grants-of-integration', rows, q.limit, grantView, (r) => ({ after: r.client_code }))
     },
 
     async listGrantsOfClient(clientCode: string, q: Page) {
-      const after = pageAfter(q, AfterKey)
+      const after = pageAfter('admin/grants-of-client', q, AfterKey)
       if (!(await findClient(store, clientCode))) throw new Problem('client_not_found', `No client ${clientCode}.`)
       const rows = await listGrantsOfClient(store, clientCode, after?.after, q.limit + 1)
-      return page(rows, q.limit, grantView, (r) => ({ after: r.integration_id }))
+      return page('admin/grants-of-client', rows, q.limit, grantView, (r) => ({ after: r.integration_id }))
     },
 
     async getApiKey(apiKeyId: string) {
@@ -457,11 +457,12 @@ function operatorReads({ store, clock }: AdminParts) {
     },
 
     async listApiKeys(integrationId: string, q: Page) {
-      const after = pageAfter(q, AfterApiKey)
+      const after = pageAfter('admin/api-keys', q, AfterApiKey)
       if (!(await findIntegration(store, integrationId))) throw new Problem('integration_not_found', `No integration ${integrationId}.`)
       const rows = await listApiKeys(store, integrationId, after && { createdAt: after.after[0], apiKeyId: after.after[1] }, q.limit + 1)
       const now = clock.now().getTime()
       return page(
+        'admin/api-keys',
         rows,
         q.limit,
         (r) => apiKeyView(r, now),

@@ -50,7 +50,13 @@ Commands:
             [--support-phone P] [--support-url https://...] [--locale L]
                                              replace it as a whole (an option left out is removed);
                                              the colour needs 4.5:1 contrast against white
-  provider remove <clientCode>               delete it (sandbox: the sandbox provider again)
+  provider remove <clientCode> [--force]     delete it (sandbox: the sandbox provider again); refused
+                                             while checkouts are open or processing at it, unless
+                                             --force: then no new payment goes through it and its
+                                             events still apply until they settle
+  provider sync <clientCode>                 catch up with the provider now: its events after the last
+                                             one stored, applied once each; prints eventsRead and
+                                             eventsApplied
   receipts show <clientCode>                 the client's receipt route (never its secret), its grant and
                                              capability, its receipts by status (pending: the backlog)
                                              and its latest 20 delivery attempts
@@ -104,6 +110,7 @@ const { values: opts, positionals } = (() => {
         by: { type: 'string' },
         to: { type: 'string' },
         yes: { type: 'boolean', default: false },
+        force: { type: 'boolean', default: false },
         'secret-key-file': { type: 'string' },
         'webhook-secret-file': { type: 'string' },
         'expires-at': { type: 'string' },
@@ -442,11 +449,13 @@ async function main(): Promise<void> {
       const body = Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined))
       return show(await admin('PUT', `/admin/v1/clients/${seg(need(a, 'clientCode'))}/branding`, body))
     }
+    case 'provider sync':
+      return show(await admin('POST', `/admin/v1/clients/${seg(need(a, 'clientCode'))}/payment-provider/sync`, {}))
     case 'provider show':
       return show(await admin('GET', `/admin/v1/clients/${seg(need(a, 'clientCode'))}/payment-provider`))
     case 'provider remove': {
       const clientCode = need(a, 'clientCode')
-      await admin('DELETE', `/admin/v1/clients/${seg(clientCode)}/payment-provider`)
+      await admin('DELETE', `/admin/v1/clients/${seg(clientCode)}/payment-provider${opts.force ? '?force=true' : ''}`)
       if (opts.json) return show({ clientCode, removed: true })
       process.stdout.write(`payment provider of ${clientCode} removed\n`)
       return

@@ -55,7 +55,11 @@ function httpsUrlProblem(text: string): string | undefined {
     return 'must be an https URL, such as https://acme-cu.example/help'
   }
   if (url.protocol !== 'https:') return 'must be an https URL, such as https://acme-cu.example/help'
-  if (!/^[a-z0-9-]+(\.[a-z0-9-]+)+$/i.test(url.hostname)) return 'must name a host by its domain name, such as acme-cu.example'
+  // A domain name: labels of letters, digits and hyphens, the last one starting with a letter (no top-level
+  // domain is numeric), so an IP address in any spelling the URL parser reads (`127.0.0.1`, `0x7f.1`, `[::1]`) is not.
+  if (!/^([a-z0-9-]+\.)+[a-z][a-z0-9-]*$/i.test(url.hostname)) {
+    return 'must name a host by its domain name, such as acme-cu.example, not an IP address'
+  }
   if (url.username !== '' || url.password !== '') return 'must not carry a user name or password'
   return undefined
 }

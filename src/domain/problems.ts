@@ -32,6 +32,8 @@ export const problemCatalogue = {
   recovery_held: { status: 409, title: 'Recovery held' },
   payment_request_conflict: { status: 409, title: 'Payment request identifier already used with a different body' },
   payment_request_state_conflict: { status: 409, title: 'Payment request state conflict' },
+  payment_provider_in_use: { status: 409, title: 'Payment provider in use' },
+  payment_provider_not_configured: { status: 409, title: 'Payment provider not configured' },
   refund_conflict: { status: 409, title: 'Refund identifier already used with a different body' },
   payment_reconciliation_conflict: { status: 409, title: 'Reconciliation identifier already used with a different body' },
   reconciliation_not_held: { status: 409, title: 'Reconciliation not held' },
@@ -63,6 +65,7 @@ export const problemCatalogue = {
   webhook_destination_unsafe: { status: 422, title: 'Webhook destination unsafe' },
   rate_limit_exceeded: { status: 429, title: 'Rate limit exceeded' },
   projection_unavailable: { status: 503, title: 'Projection unavailable' },
+  payment_provider_unavailable: { status: 503, title: 'Payment provider unavailable' },
 } as const satisfies Record<string, { status: number; title: string }>
 
 export type ProblemCode = keyof typeof problemCatalogue

@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify'
 import swaggerUiPath from 'swagger-ui-dist/absolute-path.js'
 import { type ProblemCode, problemCatalogue } from '../domain/problems.ts'
 import { ping } from '../store/readiness.ts'
+import type { SecretReadiness } from '../store/secret-keys.ts'
 import type { Queryable } from '../store/store.ts'
 import { registerGuideRoutes } from './guide.ts'
 import { problemPageText } from './problem-docs.ts'
@@ -76,13 +77,23 @@ function withQuery(target: string, url: string): string {
  * Infrastructure routes outside the v1 contract: health, readiness and the human documentation. `routes` is
  * the service's route table, so each problem page lists exactly the routes that can answer it.
  */
-export function registerInfraRoutes(app: FastifyInstance, db: Queryable, routes: readonly RouteDef[]): void {
+export function registerInfraRoutes(
+  app: FastifyInstance,
+  db: Queryable,
+  routes: readonly RouteDef[],
+  opts: { degraded?: () => SecretReadiness | undefined } = {},
+): void {
   const answeredBy = routesByProblem(routes)
   app.get('/healthz', async () => ({ status: 'ok' }))
+  // 200 while the store answers. An instance that serves but cannot do all it should (stored secrets its key ring
+  // does not open) says so in `degraded` and stays 200: taking it out of the balancer would not open the secrets,
+  // and during a rotation rolled out in the wrong order it would take every instance out at once
+  // (docs/decisions.md, "Rotating the key with many instances").
   app.get('/readyz', async (_request, reply) => {
     try {
       await ping(db)
-      return { status: 'ready' }
+      const degraded = opts.degraded?.()
+      return degraded ? { status: 'ready', degraded: [degraded] } : { status: 'ready' }
     } catch {
       return reply.code(503).send({ status: 'unavailable' })
     }

@@ -380,43 +380,74 @@ export function createMemoryGate(db: Queryable, opts: GateOptions): Gate {
  * request, the very load it is there to refuse. With N instances behind a balancer an address gets at most N
  * times the budget, still a bounded load.
  *
- * The address is the one TRUST_PROXY decides (`request.ip`). An IPv6 client is counted by its /64 (one
- * subscriber's network: an attacker holding a /64 chooses among 2^64 addresses); an IPv4-mapped IPv6 address
- * as its IPv4. Memory is bounded: the counts are dropped when the window turns, and at most `maxAddresses`
- * addresses are counted in a window; beyond them, every new address of that window shares one count (a flood
- * from that many addresses is refused together, rather than growing this process without bound).
+ * The address is the one TRUST_PROXY decides (`request.ip`), as `addressKey` reads it: however a proxy spells
+ * one address (a port, brackets, a zone id, IPv4-mapped IPv6, upper or lower case, zeros compressed or not) it is
+ * one count, an IPv6 client counted by its /64 (one subscriber's network: an attacker holding a /64 chooses among
+ * 2^64 addresses). What is not an address (anything `addressKey` refuses) is counted as the connection's own
+ * address (`fallback`), never as itself: a text is not a way to a fresh count.
+ *
+ * Memory is bounded: the counts are dropped when the window turns, and at most `maxAddresses` addresses are
+ * counted in a window. Beyond them the address seen least recently is forgotten to make room, so a new debtor
+ * always has a count of its own (never one count every newcomer shares, which a flood from that many addresses
+ * would exhaust and so lock every new debtor out). What a flood from more addresses than that gains is that its
+ * own oldest addresses start again from zero: each address still sends at most the budget between two of its
+ * forgettings, and the process does not grow. docs/decisions.md, "The hosted page's rate limit".
  */
 export interface AddressLimiter {
-  /** Counts one request from `address` and says whether it is within the minute's budget. */
-  hit(address: string): RateResult
+  /**
+   * Counts one request from `address` (the connection's address `fallback` when `address` is not one) and says
+   * whether it is within the minute's budget.
+   */
+  hit(address: string, fallback?: string): RateResult
 }
 
 export function createAddressLimiter(opts: { perMinute: number; clock: Clock; maxAddresses?: number }): AddressLimiter {
   const maxAddresses = opts.maxAddresses ?? 100_000
   let window = Number.NEGATIVE_INFINITY
+  // In order of last use (a Map keeps insertion order; a count is re-inserted at each hit): the first is the
+  // least recently seen.
   const counts = new Map<string, number>()
   return {
-    hit(address) {
+    hit(address, fallback) {
       const now = opts.clock.now().getTime()
       const start = windowOf(now)
       if (start !== window) {
         window = start
         counts.clear()
       }
-      let key = addressKey(address)
-      if (!counts.has(key) && counts.size >= maxAddresses) key = 'overflow'
+      const key = addressKey(address) ?? (fallback === undefined ? null : addressKey(fallback)) ?? 'unknown'
       const used = (counts.get(key) ?? 0) + 1
+      counts.delete(key)
+      if (counts.size >= maxAddresses) counts.delete(counts.keys().next().value as string)
       counts.set(key, used)
       return rateOf(opts.perMinute, used, now, start)
     },
   }
 }
 
-/** What one client is counted as: its IPv4 address, or its IPv6 /64. */
-export function addressKey(address: string): string {
-  if (!ipaddr.isValid(address)) return address
-  const parsed = ipaddr.process(address)
-  if (parsed.kind() === 'ipv4') return parsed.toString()
-  const prefix = (parsed as ipaddr.IPv6).parts.slice(0, 4)
-  return `${prefix.map((p) => p.toString(16)).join(':')}::/64`
+const OCTET = '(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)'
+/** An IPv4 address in dotted decimal, no leading zeros: the spelling proxies write (not `010.1`, `0x7f.1` or `1`). */
+const DOTTED_QUAD = new RegExp(`^${OCTET}(?:\\.${OCTET}){3}$`)
+
+/**
+ * What one client is counted as: its IPv4 address (an IPv4-mapped IPv6 address as its IPv4), or its IPv6 /64 as
+ * `xxxx:xxxx:xxxx:xxxx::/64` (lower-case hex, no leading zeros, four groups always); null when `address` is not
+ * an address. Accepted spellings: `a.b.c.d`, `a.b.c.d:port`, IPv6 in any RFC 4291 form with an optional zone id
+ * (`%eth0`, `%25eth0`), and either in brackets, `[...]` or `[...]:port`. IPv4 in other forms than dotted decimal
+ * (octal, hex, fewer parts) is refused: parsers disagree on what `010.0.0.1` is.
+ */
+export function addressKey(raw: string): string | null {
+  let text = raw.trim()
+  const bracketed = /^\[([^\]]*)\](?::\d{1,5})?$/.exec(text)
+  if (bracketed) text = bracketed[1] as string
+  else if (/^[\d.]+:\d{1,5}$/.test(text)) text = text.slice(0, text.lastIndexOf(':'))
+  if (text.includes(':')) text = text.split('%')[0] as string
+  if (DOTTED_QUAD.test(text)) return ipaddr.IPv4.parse(text).toString()
+  if (!text.includes(':') || !ipaddr.IPv6.isValid(text)) return null
+  const parsed = ipaddr.IPv6.parse(text)
+  if (parsed.isIPv4MappedAddress()) return parsed.toIPv4Address().toString()
+  return `${parsed.parts
+    .slice(0, 4)
+    .map((p) => p.toString(16))
+    .join(':')}::/64`
 }

@@ -115,6 +115,24 @@ export const problemDocs = {
     fix: 'Check both identifiers; a grant is created by `PUT /admin/v1/integrations/{integrationId}/grants/{clientCode}`.',
     retry: 'Only once the grant exists.',
   },
+  payment_provider_in_use: {
+    cause:
+      'Operator API: `DELETE /admin/v1/clients/{clientCode}/payment-provider` while checkout attempts of the client are open or processing at that provider: a debtor may still pay through it, and its events must still be applied. `openCheckouts` in the problem gives the count.',
+    fix: 'Wait until the attempts settle (paid, expired or failed), or remove it with `?force=true`: no new payment then goes through it, and its events are still verified and applied until its last attempt settles.',
+    retry: 'Yes, once the attempts settled; or at once with `?force=true`.',
+  },
+  payment_provider_not_configured: {
+    cause:
+      '`PUT /v1/clients/{clientCode}/payment-requests/{externalPaymentRequestId}` in production for a client without a payment provider: its hosted page could not take the money.',
+    fix: "Ask the operator to configure the client's payment provider (`PUT /admin/v1/clients/{clientCode}/payment-provider`, `inbound provider set`), then create the Payment request.",
+    retry: 'Only once a payment provider is configured for the client. Nothing was saved.',
+  },
+  payment_provider_unavailable: {
+    cause:
+      "The client's payment provider cannot be used from this instance right now: its stored secrets are under an encryption key this instance does not hold (a key rotation not yet rolled out to every instance), so it neither pays nor verifies events. The service does not treat this as 'no provider'.",
+    fix: 'Nothing on your side: the operator gives every instance the key (WEBHOOK_SECRET_KEY_PREVIOUS; docs/operations.md). The instance logs one line naming the client.',
+    retry: 'Yes: after the `Retry-After` seconds. Nothing was saved or charged.',
+  },
   payment_provider_not_found: {
     cause:
       'Operator API: `GET` or `DELETE /admin/v1/clients/{clientCode}/payment-provider` names a client that exists but has no payment provider configured (never configured, or removed).',

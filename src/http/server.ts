@@ -68,18 +68,31 @@ export function logOptions(level: string) {
 }
 
 /**
+ * The path of a request target as the router matches it, whatever its form (RFC 9112 section 3.2): the origin
+ * form `/pay/x?q`, and the absolute form `http://host/pay/x?q` that a client may send and Fastify's router
+ * serves as `/pay/x`. Cut at `?`, `;` or `#` as the router cuts it; repeated leading slashes are one.
+ */
+export function targetPath(url: string): string {
+  const origin = url.replace(/^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/, '')
+  const path = origin.split(/[?;#]/)[0] ?? ''
+  return path.replace(/^\/{2,}/, '/')
+}
+
+/**
  * A request URL as the logs may show it. The hosted payment page's address, `/pay/<token>`, carries the page's
  * only credential (whoever has it can open the page and, in sandbox, pay or fail the request): anything under
- * `/pay/` but the page's stylesheet is logged as `/pay/[redacted]`, query string and all. The path is judged
- * decoded and case-insensitively, so `/%70ay/<token>` is not a way around it.
+ * `/pay/` but the page's stylesheet is logged as `/pay/[redacted]`, query string and all. The path is judged as
+ * the router parses it (targetPath: an absolute-form target `http://host/pay/<token>` too), decoded and
+ * case-insensitively, so `/%70ay/<token>` is not a way around it.
  */
 export function loggedUrl(url: string): string {
-  const path = url.split('?')[0] ?? ''
+  const path = targetPath(url)
   let decoded = path
   try {
     decoded = decodeURIComponent(path)
   } catch {}
-  if (!/^\/pay\//i.test(decoded) || /^\/pay\/assets\/[^?]*$/i.test(decoded)) return url
+  if (!/^\/pay(\/|$)/i.test(decoded)) return url
+  if (/^\/pay\/assets\/[^?]*$/i.test(decoded) && path === url) return url
   return '/pay/[redacted]'
 }
 
@@ -153,7 +166,7 @@ export function buildServer(deps: HttpDeps, routes: RouteDef[]): FastifyInstance
       reply.header('cache-control', 'no-store')
       reply.header('service-api-version', 'v1')
       reply.header('x-request-id', request.id)
-      const page = deps.pages?.find((p) => request.url.startsWith(p.prefix))
+      const page = deps.pages?.find((p) => targetPath(request.url).startsWith(p.prefix))
       if (page) {
         const html = reply as unknown as FastifyReply
         return html.code(404).headers(page.notFound.headers).type('text/html; charset=utf-8').send(page.notFound.html)
@@ -220,7 +233,7 @@ export function buildServer(deps: HttpDeps, routes: RouteDef[]): FastifyInstance
 
   const matchers = routes.map((r) => ({ method: r.method, re: compilePath(r.path) }))
   app.setNotFoundHandler((request, reply) => {
-    const path = request.url.split('?')[0] ?? ''
+    const path = targetPath(request.url)
     const allowed: string[] = [...new Set(matchers.filter((m) => m.re.test(path)).map((m) => m.method))]
     if (allowed.length > 0) {
       if (allowed.includes('GET')) allowed.push('HEAD')

@@ -177,6 +177,7 @@ CREATE TABLE client_payment_providers (
   secret_key_hint text NOT NULL,
   created_at timestamp with time zone NOT NULL,
   updated_at timestamp with time zone NOT NULL,
+  retired_at timestamp with time zone,
   CONSTRAINT client_payment_providers_client_code_fkey FOREIGN KEY (client_code) REFERENCES clients(client_code),
   CONSTRAINT client_payment_providers_mode_check CHECK ((mode = ANY (ARRAY['test'::text, 'live'::text]))),
   CONSTRAINT client_payment_providers_pkey PRIMARY KEY (client_code),
@@ -413,6 +414,7 @@ CREATE TABLE provider_checkouts (
   expires_at timestamp with time zone NOT NULL,
   created_at timestamp with time zone NOT NULL,
   updated_at timestamp with time zone NOT NULL,
+  read_back_at timestamp with time zone,
   CONSTRAINT provider_checkouts_attempt_check CHECK ((attempt >= 1)),
   CONSTRAINT provider_checkouts_check CHECK (((status = ANY (ARRAY['creating'::text, 'expired'::text])) OR (session_id IS NOT NULL))),
   CONSTRAINT provider_checkouts_client_code_external_payment_request_id_fkey FOREIGN KEY (client_code, external_payment_request_id) REFERENCES payment_requests(client_code, external_payment_request_id),
@@ -445,6 +447,19 @@ CREATE TABLE provider_reversals (
   CONSTRAINT provider_reversals_client_code_external_payment_request_id_fkey FOREIGN KEY (client_code, external_payment_request_id) REFERENCES payments(client_code, external_payment_request_id),
   CONSTRAINT provider_reversals_pkey PRIMARY KEY (client_code, provider, provider_reversal_id),
   CONSTRAINT provider_reversals_provider_check CHECK ((provider = 'stripe'::text))
+);
+
+CREATE TABLE provider_sync_cursors (
+  client_code text NOT NULL,
+  provider text NOT NULL,
+  last_event_id text,
+  last_event_created bigint,
+  lease_token text,
+  lease_expires_at timestamp with time zone,
+  lease_holder bigint,
+  last_run_at timestamp with time zone,
+  CONSTRAINT provider_sync_cursors_client_code_fkey FOREIGN KEY (client_code) REFERENCES clients(client_code),
+  CONSTRAINT provider_sync_cursors_pkey PRIMARY KEY (client_code, provider)
 );
 
 CREATE UNLOGGED TABLE rate_limit_windows (
@@ -636,11 +651,13 @@ CREATE TABLE refunds (
   lease_holder bigint,
   created_at timestamp with time zone NOT NULL,
   decided_at timestamp with time zone,
+  origin text NOT NULL DEFAULT 'service'::text,
   CONSTRAINT refunds_amount_minor_check CHECK ((amount_minor > 0)),
   CONSTRAINT refunds_attempts_check CHECK ((attempts >= 0)),
   CONSTRAINT refunds_check CHECK (((status = 'pending'::text) = (decided_at IS NULL))),
   CONSTRAINT refunds_check1 CHECK (((status <> 'failed'::text) OR (failure_reason IS NOT NULL))),
   CONSTRAINT refunds_client_code_external_payment_request_id_fkey FOREIGN KEY (client_code, external_payment_request_id) REFERENCES payments(client_code, external_payment_request_id),
+  CONSTRAINT refunds_origin_check CHECK ((origin = ANY (ARRAY['service'::text, 'provider'::text]))),
   CONSTRAINT refunds_pkey PRIMARY KEY (client_code, external_payment_request_id, external_refund_id),
   CONSTRAINT refunds_reason_check CHECK ((reason = ANY (ARRAY['requested_by_customer'::text, 'duplicate'::text, 'fraudulent'::text, 'other'::text, 'unapplied_funds'::text]))),
   CONSTRAINT refunds_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'succeeded'::text, 'failed'::text])))

@@ -51,7 +51,7 @@ export function keyRingLoader(db: Queryable, c: KeyRingConfig): () => Promise<Ke
  * A table that keeps secrets encrypted with the ring: its key columns (the keyset the rewrap walks), its
  * ciphertext columns (nullable ones are skipped when null), and the additional data each row's secrets are bound
  * to. A family that stores secrets exports one of these from its store.ts; the app lists them all
- * (src/app.ts `encryptedSecrets`), so the rewrap at start and `POST /admin/v1/secrets/rewrap` cover it.
+ * (src/app.ts `encryptedSecrets`), so the check at start, `/readyz` and `POST /admin/v1/secrets/rewrap` cover it.
  * Table and column names are constants of the code, never input.
  */
 export interface EncryptedColumns {
@@ -140,7 +140,7 @@ export async function rewrapTable(store: Store, ring: KeyRing, t: EncryptedColum
   }
 }
 
-/** Every table's ciphertexts under the current key: the rewrap at start and the operator's route. */
+/** Every table's ciphertexts under the current key: the operator's route (never a start: docs/operations.md). */
 export async function rewrapAll(store: Store, ring: KeyRing, tables: readonly EncryptedColumns[], chunk = 100): Promise<RewrapResult> {
   const total: RewrapResult = { rewrapped: 0, undecryptable: 0 }
   for (const t of tables) {
@@ -150,3 +150,107 @@ export async function rewrapAll(store: Store, ring: KeyRing, tables: readonly En
   }
   return total
 }
+
+/**
+ * How many stored ciphertexts no key of `ring` opens, read only (nothing locked, nothing written): what an instance
+ * reports in `/readyz` and its start's log line when its key ring lacks a key the store's secrets need (a rotation
+ * rolled out in the wrong order, or an instance started with another WEBHOOK_SECRET_KEY). A ciphertext under a
+ * key id the ring holds counts as readable; one under another id, or in the format before key ids (`v1.`), is
+ * tried with every key. Walked in key order in chunks of `chunk` rows; in the usual case (every ciphertext under a
+ * key of the ring) one statement per table that finds nothing.
+ */
+export async function countUnreadable(db: Queryable, ring: KeyRing, tables: readonly EncryptedColumns[], chunk = 500): Promise<number> {
+  const prefixes = ring.keys.map((k) => `v2.${k.id}.`)
+  let unreadable = 0
+  for (const t of tables) {
+    const keys = t.keyColumns.map(ident)
+    const cols = t.ciphertextColumns.map(ident)
+    // `v2.<key id>.`: hex digits and dots only, so no LIKE wildcard.
+    const foreign = cols
+      .map((c) => `(${c} IS NOT NULL AND ${prefixes.map((_, i) => `${c} NOT LIKE $${i + 2}`).join(' AND ')})`)
+      .join(' OR ')
+    let after: string[] | null = null
+    for (;;) {
+      const params: unknown[] = [chunk, ...prefixes.map((p) => `${p}%`)]
+      let keyset = ''
+      if (after) {
+        keyset = ` AND (${keys.join(', ')}) > (${after.map((_, i) => `$${params.length + i + 1}`).join(', ')})`
+        params.push(...after)
+      }
+      const rows: Record<string, string>[] = await db.query<Record<string, string>>(
+        `SELECT ${[...keys, ...cols].join(', ')} FROM ${ident(t.table)}
+          WHERE (${foreign})${keyset}
+          ORDER BY ${keys.join(', ')} LIMIT $1`,
+        params,
+      )
+      for (const row of rows) {
+        for (const c of cols) {
+          const stored = row[c]
+          if (stored === null || stored === undefined || prefixes.some((p) => stored.startsWith(p))) continue
+          try {
+            ring.decrypt(t.aad(row), stored)
+          } catch (err) {
+            if (!(err instanceof UnreadableSecretError)) throw err
+            unreadable++
+          }
+        }
+      }
+      const last = rows.at(-1)
+      if (rows.length < chunk || !last) break
+      after = keys.map((k) => last[k] as string)
+    }
+  }
+  return unreadable
+}
+
+/** What `/readyz` says of an instance that holds stored secrets it cannot open (docs/operations.md, "/readyz"). */
+export interface SecretReadiness {
+  code: 'unreadable_secrets'
+  count: number
+  detail: string
+}
+
+/**
+ * The instance's own view of the stored secrets: how many of them its key ring cannot open, counted at start
+ * (`run`, which logs nothing itself) and again when `/readyz` asks after the count is `maxAgeMs` old (in the
+ * background: the probe answers with the last count at once, and never waits on the scan). Another instance's
+ * rewrap or a secret it writes under a key this one lacks shows within a minute.
+ */
+export function createSecretCheck(deps: {
+  db: Queryable
+  keyRing: () => Promise<KeyRing>
+  tables: readonly EncryptedColumns[]
+  now: () => number
+  maxAgeMs?: number
+}) {
+  const maxAgeMs = deps.maxAgeMs ?? 60_000
+  let last: { count: number; at: number } | null = null
+  let running: Promise<number> | null = null
+  const run = (): Promise<number> => {
+    running ??= (async () => {
+      try {
+        const count = await countUnreadable(deps.db, await deps.keyRing(), deps.tables)
+        last = { count, at: deps.now() }
+        return count
+      } finally {
+        running = null
+      }
+    })()
+    return running
+  }
+  return {
+    run,
+    /** The degraded note of `/readyz`, from the last count (undefined when every secret opens or nothing was counted yet). */
+    readiness(): SecretReadiness | undefined {
+      if (!running && (!last || deps.now() - last.at >= maxAgeMs)) run().catch(() => {})
+      if (!last || last.count === 0) return undefined
+      return {
+        code: 'unreadable_secrets',
+        count: last.count,
+        detail: `${last.count} stored secret${last.count === 1 ? ' is' : 's are'} encrypted under a key this instance does not hold: add that key to its WEBHOOK_SECRET_KEY_PREVIOUS and restart it (docs/operations.md, "Rotating WEBHOOK_SECRET_KEY").`,
+      }
+    },
+  }
+}
+
+export type SecretCheck = ReturnType<typeof createSecretCheck>

@@ -70,6 +70,7 @@ export function createRefundWorker(opts: RefundWorkerOptions): Worker {
         clientCode: claimed.client_code,
         externalPaymentRequestId: claimed.external_payment_request_id,
         externalRefundId: claimed.external_refund_id,
+        reason: claimed.reason,
         provider: claimed.provider,
         providerPaymentId: claimed.provider_payment_id,
         amountMinor: BigInt(claimed.amount_minor),

@@ -145,6 +145,21 @@ describe('issuing a key with a name and an expiry', () => {
     assert.equal(await keyCount(), before)
   })
 
+  test('issue 33 item 7: a name with a bidirectional control is refused for what a name is (operators read it), nothing issued', async () => {
+    at('2026-06-01T11:30:00.000Z')
+    const tenant = await t.tenant('k-name-msg')
+    const before = await keyCount()
+    const r = must(await t.admin('POST', `/admin/v1/integrations/${tenant.integrationId}/api-keys`, { name: 'Core \u202eledger' }), 422)
+    assert.deepEqual(r.json.errors, [
+      {
+        code: 'custom',
+        detail: 'is shown to operators in lists and the audit trail and must not contain U+202E (a bidirectional control)',
+        pointer: '/name',
+      },
+    ])
+    assert.equal(await keyCount(), before)
+  })
+
   test('name: 1 to 100 characters of display text, not blank (property)', async () => {
     at('2026-06-01T12:00:00.000Z')
     const tenant = await t.tenant('k-name-prop')
@@ -161,6 +176,8 @@ describe('issuing a key with a name and an expiry', () => {
       '\u2029',
       '\u202e',
       '\u2066',
+      '\u200b',
+      '\ufeff',
     )
     const name = fc.oneof(
       fc.string({ minLength: 0, maxLength: 120 }),

@@ -126,6 +126,16 @@ describe('the operator API', () => {
       [{ supportUrl: 'javascript:alert(1)' }, [['custom', '/supportUrl']]],
       [{ supportUrl: 'https://user:pw@lakeside-cu.example' }, [['custom', '/supportUrl']]],
       [{ supportUrl: 'https://localhost/help' }, [['custom', '/supportUrl']]],
+      // Issue 33 item 7: an IP address in any spelling the URL parser reads is not a domain name.
+      [{ supportUrl: 'https://127.0.0.1/' }, [['custom', '/supportUrl']]],
+      [{ supportUrl: 'https://[::1]/' }, [['custom', '/supportUrl']]],
+      [{ supportUrl: 'https://0x7f.1/help' }, [['custom', '/supportUrl']]],
+      [{ supportUrl: 'https://2130706433/' }, [['custom', '/supportUrl']]],
+      [{ supportUrl: 'https://198.51.100.7:8443/help' }, [['custom', '/supportUrl']]],
+      [{ displayName: 'Lakeside\u200B CU' }, [['custom', '/displayName']]],
+      [{ displayName: 'Lakeside\u200F CU' }, [['custom', '/displayName']]],
+      [{ displayName: 'Lakeside\u061C CU' }, [['custom', '/displayName']]],
+      [{ displayName: '\uFEFFLakeside CU' }, [['custom', '/displayName']]],
       [{ supportUrl: 'https://lakeside-cu.example/\u2028' }, [['custom', '/supportUrl']]],
       [{ locale: 'en_US' }, [['custom', '/locale']]],
       [{ locale: 'xx' }, [['custom', '/locale']]],
@@ -139,6 +149,15 @@ describe('the operator API', () => {
     for (const [body, expected] of cases) {
       const r = must(await t.admin('PUT', '/admin/v1/clients/br-bad/branding', body), 422)
       assert.deepEqual(pointers(r), expected, JSON.stringify(body))
+    }
+    for (const url of ['https://127.0.0.1/', 'https://[::1]/']) {
+      assert.deepEqual(must(await t.admin('PUT', '/admin/v1/clients/br-bad/branding', { supportUrl: url }), 422).json.errors, [
+        {
+          code: 'custom',
+          detail: 'must name a host by its domain name, such as acme-cu.example, not an IP address',
+          pointer: '/supportUrl',
+        },
+      ])
     }
     const refused = must(await t.admin('PUT', '/admin/v1/clients/br-bad/branding', { accentColor: '#777777' }), 422)
     assert.match(refused.json.errors[0].detail, /^has a contrast of 4\.48:1 against white; .* at least 4\.5:1 \(WCAG AA\)/)
@@ -171,7 +190,20 @@ describe('the operator API', () => {
 
   test('displayName and locale: display text of 1 to 100 characters; a tag Intl formats in (property)', async () => {
     must(await t.admin('PUT', '/admin/v1/clients/br-text', {}), 201)
-    const unsafe = fc.constantFrom('\u0000', '\u0009', '\u000a', '\u007f', '\u0085', '\u2028', '\u202a', '\u2069')
+    const unsafe = fc.constantFrom(
+      '\u0000',
+      '\u0009',
+      '\u000a',
+      '\u007f',
+      '\u0085',
+      '\u2028',
+      '\u202a',
+      '\u2069',
+      '\u200b',
+      '\u200f',
+      '\u061c',
+      '\ufeff',
+    )
     const name = fc.oneof(
       fc.string({ maxLength: 120 }),
       fc.tuple(fc.string({ maxLength: 10 }), unsafe, fc.string({ maxLength: 10 })).map(([a, u, b]) => a + u + b),

@@ -312,7 +312,7 @@ describe(`payment provider: the key ring (${engineName})`, () => {
     return [row.secret_key_ciphertext?.split('.')[1], row.webhook_secret_ciphertext?.split('.')[1]]
   }
 
-  test('a new key: the rewrap at start moves both secrets under it; the operator rewrap reports what no key opens', async () => {
+  test("a new key: the operator's rewrap (never the start) moves both secrets under it, and reports what no key opens", async () => {
     let app = await restart({ WEBHOOK_SECRET_KEY: K1 })
     await app.admin('PUT', '/admin/v1/clients/pp-rot', {})
     await app.admin('PUT', '/admin/v1/clients/pp-lost', {})
@@ -320,6 +320,10 @@ describe(`payment provider: the key ring (${engineName})`, () => {
     assert.deepEqual(await keyIds('pp-rot'), [idOf(K1), idOf(K1)])
 
     app = await restart({ WEBHOOK_SECRET_KEY: K2, WEBHOOK_SECRET_KEY_PREVIOUS: K1 })
+    // Issue 33 item 9: not at start (an instance holding only K1 may still run).
+    assert.deepEqual(await keyIds('pp-rot'), [idOf(K1), idOf(K1)])
+    const moved = await app.admin('POST', '/admin/v1/secrets/rewrap', {})
+    assert.deepEqual([moved.status, moved.json], [200, { rewrapped: 2, undecryptable: 0 }])
     assert.deepEqual(await keyIds('pp-rot'), [idOf(K2), idOf(K2)])
     const k2only = createProviderRegistry({
       store: providerConfigStore,
@@ -329,8 +333,8 @@ describe(`payment provider: the key ring (${engineName})`, () => {
       sandboxProvider: createSandboxProvider(),
     })
     const choice = await k2only.forClient(db.store, 'pp-rot')
-    assert.equal(choice.kind, 'stripe')
-    const stripe = (choice as { stripe: StripeClientConfig }).stripe
+    assert.equal(choice.kind, 'configured')
+    const stripe = (choice as { config: StripeClientConfig }).config
     assert.deepEqual([stripe.secretKey, stripe.webhookSecret], [s.secretKey, s.webhookSecret])
 
     // A provider whose secrets are under a key the ring does not hold: counted, left as they are, never a crash.
@@ -372,8 +376,8 @@ describe(`the provider registry (${engineName})`, () => {
       sandboxProvider,
     })
   const stripeOf = (c: ProviderChoice): StripeClientConfig => {
-    assert.equal(c.kind, 'stripe', JSON.stringify(c))
-    return (c as { stripe: StripeClientConfig }).stripe
+    assert.equal(c.kind, 'configured', JSON.stringify(c))
+    return (c as { config: StripeClientConfig }).config
   }
   const checkout = (config: StripeClientConfig) =>
     config.gateway.createCheckoutSession(

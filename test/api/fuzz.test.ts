@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
 import fc from 'fast-check'
-import { encodeCursor } from '../../src/domain/cursor.ts'
 import { ADMIN_TOKEN, problemCode, type Response, startTestApp, type Tenant, type TestApp } from '../helpers/app.ts'
 import { payableReceivable } from '../helpers/payments.ts'
 import { pathParams, routeKey } from '../helpers/route-walk.ts'
@@ -260,7 +259,7 @@ const queryValue = fc.oneof(
   hostileText.map(pctEncode),
   fc.uint8Array({ minLength: 1, maxLength: 12 }).map(pctBytes),
   fc.integer({ min: 100, max: 5000 }).map((n) => 'A'.repeat(n)),
-  cursorJson.map((v) => (v === undefined ? '' : encodeCursor(v))),
+  cursorJson.map((v) => (v === undefined ? '' : Buffer.from(JSON.stringify(v)).toString('base64url'))),
 )
 
 /** The URL of a route, its parameters naming the query fuzzer's client and integration. */
@@ -343,7 +342,8 @@ test('crafted cursors (out-of-range numbers, NUL, wrong types, any JSON) on ever
   await fc.assert(
     fc.asyncProperty(fc.constantFrom(...cursorRoutes.keys()), crafted, async (i, value) => {
       const { route, name } = cursorRoutes[i] as (typeof cursorRoutes)[number]
-      const cursor = encodeCursor(value)
+      // Named by no list: the change feed (and the replay) still read such a cursor as a position, so there the value is judged.
+      const cursor = Buffer.from(JSON.stringify(value)).toString('base64url')
       // The operator audit list's cursor is a sequence number in decimal, not base64url JSON.
       const s = (value as { s?: unknown }).s
       const sent = route.path === '/admin/v1/audit-events' && typeof s === 'string' && Object.keys(value).length === 1 ? s : cursor

@@ -535,7 +535,7 @@ export async function startStripeStandIn(options: StandInOptions = {}) {
       metadata: asMetadata(params.metadata, 'metadata'),
       payment_intent: intentId,
       payment_method: null,
-      reason: null,
+      reason: (asString(params.reason, 'reason') as Stripe.Refund.Reason | undefined) ?? null,
       receipt_number: null,
       source_transfer_reversal: null,
       status: 'pending',
@@ -641,6 +641,98 @@ export async function startStripeStandIn(options: StandInOptions = {}) {
     return snapshot(dispute)
   }
 
+  /**
+   * `GET /v1/events` as Stripe answers it: newest first, `limit` (1..100, default 10), `starting_after` (older than
+   * that event), `ending_before` (newer than it: the page nearest to it, still newest first), `types[]`, and
+   * `created[gte]`; `has_more` says whether more lie beyond the page in the direction read. Events of this key's mode.
+   */
+  function listEvents(params: Record<string, unknown>, livemode: boolean): Stripe.ApiList<Stripe.Event> {
+    const limit = asInteger(params.limit, 'limit') ?? 10
+    if (limit < 1 || limit > 100) throw invalid('This value must be between 1 and 100.', 'limit')
+    const types = Array.isArray(params.types) ? (params.types as string[]) : undefined
+    const created = asObject(params.created, 'created')
+    const gte = asInteger(created?.gte, 'created[gte]')
+    const startingAfter = asString(params.starting_after, 'starting_after')
+    const endingBefore = asString(params.ending_before, 'ending_before')
+    if (startingAfter !== undefined && endingBefore !== undefined) {
+      throw invalid('You may only specify one of these parameters: ending_before, starting_after.')
+    }
+    // Newest first.
+    const all = produced
+      .filter((e) => e.livemode === livemode && (!types || types.includes(e.type)) && (gte === undefined || e.created >= gte))
+      .reverse()
+    const cursorOf = (id: string, param: string) => {
+      const at = all.findIndex((e) => e.id === id)
+      if (at === -1) throw missing('event', id, param)
+      return at
+    }
+    let page: Stripe.Event[]
+    let hasMore: boolean
+    if (endingBefore !== undefined) {
+      const at = cursorOf(endingBefore, 'ending_before')
+      const from = Math.max(0, at - limit)
+      page = all.slice(from, at)
+      hasMore = from > 0
+    } else {
+      const from = startingAfter !== undefined ? cursorOf(startingAfter, 'starting_after') + 1 : 0
+      page = all.slice(from, from + limit)
+      hasMore = from + limit < all.length
+    }
+    return { object: 'list', data: page.map((e) => snapshot(e)), has_more: hasMore, url: '/v1/events' }
+  }
+
+  /**
+   * A refund made in Stripe's Dashboard (or another tool): no metadata of the service, Stripe's reason, and its
+   * `refund.created` event. Succeeds at once unless `pending`.
+   */
+  function dashboardRefund(
+    paymentIntentId: string,
+    amountMinor: number,
+    opts: { reason?: Stripe.Refund.Reason; pending?: boolean } = {},
+  ): Stripe.Refund {
+    const intent = intents.get(paymentIntentId)
+    if (intent?.status !== 'succeeded') throw new Error(`stand-in: no succeeded PaymentIntent ${paymentIntentId}`)
+    const remaining = intent.amount_received - refundedSoFar(paymentIntentId)
+    if (!Number.isInteger(amountMinor) || amountMinor < 1 || amountMinor > remaining) {
+      throw new Error(`stand-in: a refund of ${amountMinor} does not fit PaymentIntent ${paymentIntentId} (${remaining} left)`)
+    }
+    const refund: Stripe.Refund = {
+      id: randomId('re_'),
+      object: 'refund',
+      amount: amountMinor,
+      balance_transaction: randomId('txn_'),
+      charge: intent.latest_charge,
+      created: nowSeconds(),
+      currency: intent.currency,
+      customer: null,
+      customer_account: null,
+      metadata: {},
+      payment_intent: paymentIntentId,
+      payment_method: null,
+      reason: opts.reason ?? null,
+      receipt_number: null,
+      source_transfer_reversal: null,
+      status: opts.pending ? 'pending' : 'succeeded',
+      transfer_reversal: null,
+    }
+    refunds.set(refund.id, refund)
+    emit('refund.created', refund, intent.livemode)
+    return snapshot(refund)
+  }
+
+  /**
+   * A paid session whose amount or currency is not what the service asked (Adaptive Pricing, a session edited at
+   * Stripe): the session's total and currency changed before the debtor pays it.
+   */
+  function editSession(id: string, change: { amountTotal?: number; currency?: string }): void {
+    const session = sessionOrThrow(id)
+    if (change.amountTotal !== undefined) {
+      session.amount_total = change.amountTotal
+      session.amount_subtotal = change.amountTotal
+    }
+    if (change.currency !== undefined) session.currency = change.currency
+  }
+
   function sign(event: Stripe.Event, webhookSecret: string, opts: { forged?: boolean; timestamp?: number } = {}): SignedDelivery {
     // Stripe sends its events pretty-printed; the signature covers these exact bytes.
     const payload = JSON.stringify(event, null, 2)
@@ -672,6 +764,20 @@ export async function startStripeStandIn(options: StandInOptions = {}) {
       const { refund, after } = createRefund(params)
       return { status: 200, body: snapshot(refund), ...(after ? { after } : {}) }
     }
+    const expiring = method === 'POST' ? /^\/v1\/checkout\/sessions\/([^/]+)\/expire$/.exec(path) : null
+    if (expiring) {
+      const session = sessions.get(decodeURIComponent(expiring[1] as string))
+      if (!session) throw missing('checkout.session', decodeURIComponent(expiring[1] as string), 'session')
+      // Stripe: only an open session can be expired.
+      if (session.status !== 'open') {
+        throw invalid(
+          `Only Checkout Sessions with a status in ["open"] can be expired. This Checkout Session has a status of "${session.status}".`,
+        )
+      }
+      expire(session)
+      return { status: 200, body: snapshot(session) }
+    }
+    if (method === 'GET' && path === '/v1/events') return { status: 200, body: listEvents(params, livemode) }
     const read = method === 'GET' ? /^\/v1\/(checkout\/sessions|payment_intents|refunds|disputes)\/([^/]+)$/.exec(path) : null
     const id = read ? decodeURIComponent(read[2] as string) : ''
     switch (read?.[1]) {
@@ -906,6 +1012,8 @@ export async function startStripeStandIn(options: StandInOptions = {}) {
       moveRefund(refund, outcome)
     },
     loseDispute,
+    dashboardRefund,
+    editSession,
     /** Every event it produced, oldest first (copies: later changes do not reach them). */
     events(): Stripe.Event[] {
       return produced.map((e) => snapshot(e))

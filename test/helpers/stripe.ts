@@ -77,8 +77,10 @@ export async function stripePayable(
   body: Record<string, unknown> = {},
   secretKey = s.stripe.secretKey,
 ): Promise<StripePayable> {
-  const made = await pageRequest(s.t, client, body)
+  // Configured first: production makes no payment request for a client without a provider.
+  assert.ok((await s.t.admin('PUT', `/admin/v1/clients/${client}`, { name: client })).status < 300)
   await configureStripe(s, client, secretKey)
+  const made = await pageRequest(s.t, client, body)
   const path = made.hostedUrl.pathname
   return {
     client,

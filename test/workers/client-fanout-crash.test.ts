@@ -70,9 +70,14 @@ test(`SIGKILL mid fan-out (${engineName}): a new process completes it; every Rec
   assert.equal(toggle.status, 200, JSON.stringify(toggle.json))
   // Killed as soon as the feed shows the fan-out committed a chunk.
   await waitFor('a first chunk of the fan-out', async () => {
-    const res = await http(one.url, 'GET', `/v1/clients/${code}/changes?limit=1&after=${encodeCursor({ s: String(feedStart) })}`, {
-      token: k.apiKey,
-    })
+    const res = await http(
+      one.url,
+      'GET',
+      `/v1/clients/${code}/changes?limit=1&after=${encodeCursor('changes', { s: String(feedStart) })}`,
+      {
+        token: k.apiKey,
+      },
+    )
     assert.equal(res.status, 200, JSON.stringify(res.json))
     return res.json.data.length > 0 ? true : undefined
   })

@@ -7,6 +7,7 @@ import createOpenApiClient, {
 } from 'openapi-fetch'
 import { ApiError, errorFor } from './errors.ts'
 import type { components, paths } from './generated/schema.ts'
+import { queuedFetch } from './queue.ts'
 import { defaultSleep, type RetryOptions, retryingFetch } from './retry.ts'
 
 export const SDK_VERSION = '1.0.0'
@@ -160,6 +161,12 @@ export interface ClientOptions {
   clientCode: string
   /** Retries of 429 and 503 (see RetryOptions); `false` turns them off. */
   retry?: RetryOptions | false
+  /**
+   * Requests in flight at once, at most (default 1, the service's default `CONCURRENCY_PER_KEY`): more calls wait
+   * in order for an answer instead of being refused with 429. Set it to the key's concurrency if the service's is
+   * higher; `false` sends every call at once.
+   */
+  concurrency?: number | false
   /** The fetch to send requests with (default globalThis.fetch). */
   fetch?: (input: Request) => Promise<Response>
   /** Extra headers on every request. */
@@ -280,10 +287,11 @@ export function createClient(options: ClientOptions): InboundClient {
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new TypeError('createClient: baseUrl must be an http(s) URL')
   const baseUrl = url.href.replace(/\/+$/, '')
   const baseFetch = options.fetch ?? ((request: Request) => globalThis.fetch(request))
+  const queued = options.concurrency === false ? baseFetch : queuedFetch(baseFetch, options.concurrency ?? 1)
   const raw: RawClient = createOpenApiClient<ClientPaths, `${string}/${string}`>({
     baseUrl,
     headers: { ...options.headers, authorization: `Bearer ${apiKey}`, 'user-agent': `inbound-receivables-sdk/${SDK_VERSION}` },
-    fetch: options.retry === false ? baseFetch : retryingFetch(baseFetch, options.retry),
+    fetch: options.retry === false ? queued : retryingFetch(queued, options.retry),
     // The bound client code always wins: a client never calls for another client by accident.
     pathSerializer: (pathname, params) => defaultPathSerializer(pathname, { ...params, clientCode }),
   })

@@ -257,10 +257,10 @@ export function createBatchService({ store, clock, operations, docsUrl, onQueued
           `The grant for client ${clientCode} may not list batches: reading a batch needs the write scope of every record kind it holds, and this grant holds none of ${allBatchScopes.join(', ')}.`,
         )
       }
-      const after = readNewestFirstCursor(q.cursor)
+      const after = readNewestFirstCursor('batches', q.cursor)
       const all = kinds.length === Object.keys(operations).length
       const rows = await listBatches(store, clientCode, { after, status: q.status, kinds: all ? undefined : kinds, limit: q.limit + 1 })
-      const { page, nextCursor } = newestFirstPage(rows, q.limit, (r) => r.external_batch_id)
+      const { page, nextCursor } = newestFirstPage('batches', rows, q.limit, (r) => r.external_batch_id)
       const records = await batchRecordsOf(
         store,
         clientCode,

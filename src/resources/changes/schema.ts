@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { Timestamp } from '../../domain/time.ts'
-import { ClientParams } from '../../http/common-schemas.ts'
+import { ClientParams, PageLimit } from '../../http/common-schemas.ts'
 import { CHANGE_TYPES, RESOURCE_TYPES } from '../feed/store.ts'
 
 export const ChangesQuery = z.strictObject({
@@ -8,7 +8,7 @@ export const ChangesQuery = z.strictObject({
     .string()
     .regex(/^[A-Za-z0-9_-]{1,200}$/, 'must be a cursor returned by a previous page')
     .optional(),
-  limit: z.coerce.number().int().min(1).max(200).default(50),
+  limit: PageLimit,
 })
 export const ChangesParams = ClientParams
 

@@ -1,5 +1,5 @@
 import type { Grant } from '../../access/grants.ts'
-import { encodeCursor, readCursor, seqCursor } from '../../domain/cursor.ts'
+import { CHANGE_FEED, encodeCursor, readCursor, seqCursor } from '../../domain/cursor.ts'
 import { Problem } from '../../domain/problems.ts'
 import type { Scope } from '../../domain/scopes.ts'
 import type { Store } from '../../store/store.ts'
@@ -32,7 +32,7 @@ export function createChangeService({ store }: { store: Store }) {
       if (types.length === 0) {
         throw new Problem('client_scope_denied', 'Reading the change feed needs a read scope of at least one resource type.')
       }
-      const cursor = readCursor(q.after, Cursor, '/query/after', 'is not a cursor this feed returned')
+      const cursor = readCursor(CHANGE_FEED, q.after, Cursor, '/query/after', 'is not a cursor this feed returned', { unnamed: true })
       const after = cursor?.s ?? '0'
       const purged = await purgedThrough(store, clientCode)
       if (cursor && BigInt(after) < purged) {
@@ -52,7 +52,7 @@ export function createChangeService({ store }: { store: Store }) {
           revision: Number(r.revision),
           occurredAt: r.occurred_at,
         })),
-        nextCursor: encodeCursor({ s: last ? last.seq : after }),
+        nextCursor: encodeCursor(CHANGE_FEED, { s: last ? last.seq : after }),
         hasMore: rows.length > q.limit,
       }
     },

@@ -273,13 +273,13 @@ export function createCustomerService(deps: CustomerServiceDeps) {
     },
 
     async list(clientCode: string, cursor: string | undefined, limit: number) {
-      const after = readCursor(cursor, IdentifierCursor, '/query/cursor', 'is not a cursor this list returned')
+      const after = readCursor('customers', cursor, IdentifierCursor, '/query/cursor', 'is not a cursor this list returned')
       const rows = await listCustomers(store, clientCode, after?.after, limit + 1)
       const page = rows.slice(0, limit)
       const last = page.at(-1)
       return {
         data: page.map(toCustomerResponse),
-        nextCursor: rows.length > limit && last ? encodeCursor({ after: last.external_customer_id }) : null,
+        nextCursor: rows.length > limit && last ? encodeCursor('customers', { after: last.external_customer_id }) : null,
       }
     },
   }

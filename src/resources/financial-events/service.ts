@@ -170,9 +170,9 @@ export function createFinancialEventService({ store, clock }: FinancialEventServ
       family: Family,
       q: { cursor?: string | undefined; limit: number; externalReceivableId?: string | undefined },
     ) {
-      const after = readNewestFirstCursor(q.cursor)
+      const after = readNewestFirstCursor(`financial-events/${family}`, q.cursor)
       const rows = await listEvents(store, clientCode, family, { after, receivableId: q.externalReceivableId, limit: q.limit + 1 })
-      const { page, nextCursor } = newestFirstPage(rows, q.limit, (r) => r.external_event_id)
+      const { page, nextCursor } = newestFirstPage(`financial-events/${family}`, rows, q.limit, (r) => r.external_event_id)
       return { data: page.map(toResponse), nextCursor }
     },
   }

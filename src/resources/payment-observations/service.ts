@@ -94,9 +94,9 @@ export function createPaymentObservationService({ store, clock, customers, recei
 
     /** A page, newest first; each item exactly as its GET renders it. */
     async list(clientCode: string, q: { cursor?: string | undefined; limit: number; externalCustomerId?: string | undefined }) {
-      const after = readNewestFirstCursor(q.cursor)
+      const after = readNewestFirstCursor('payment-observations', q.cursor)
       const rows = await listObservations(store, clientCode, { after, customerId: q.externalCustomerId, limit: q.limit + 1 })
-      const { page, nextCursor } = newestFirstPage(rows, q.limit, (r) => r.external_event_id)
+      const { page, nextCursor } = newestFirstPage('payment-observations', rows, q.limit, (r) => r.external_event_id)
       return { data: page.map(toResponse), nextCursor }
     },
   }

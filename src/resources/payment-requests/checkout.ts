@@ -65,6 +65,8 @@ export interface CheckoutDeps {
   >
   atClientTime: <T>(clientCode: string, fn: () => Promise<T>) => Promise<T>
   onFeedAppended?: () => void
+  /** One line when this instance cannot open the client's provider secrets. */
+  log?: { warn(fields: Record<string, unknown>, message: string): void }
 }
 
 type Planned = { kind: 'page' } | { kind: 'redirect'; url: string } | { kind: 'ask'; attempt: number; expiresAt: string }
@@ -75,7 +77,7 @@ export const EXPIRES_TOO_SOON =
 export function createCheckout(deps: CheckoutDeps) {
   const { store, clock, realClock, registry, publicBaseUrl, paymentRules: rules } = deps
 
-  async function plan(uow: UnitOfWork, row: PageRow): Promise<Planned> {
+  async function plan(uow: UnitOfWork, row: PageRow, providerName: string): Promise<Planned> {
     const { tx } = uow
     const clientCode = row.client_code
     const id = row.external_payment_request_id
@@ -114,7 +116,13 @@ export function createCheckout(deps: CheckoutDeps) {
     if (leftMs < MIN_TIME_LEFT_MS) throw new TooLate()
     const expiresAt = new Date(realNowMs + Math.min(leftMs, CHECKOUT_MAX_LIFETIME_SECONDS * 1000)).toISOString()
     const attempt = (latest?.attempt ?? 0) + 1
-    await insertCheckout(tx, clientCode, { requestId: id, attempt, provider: 'stripe', expiresAt, now: new Date(realNowMs).toISOString() })
+    await insertCheckout(tx, clientCode, {
+      requestId: id,
+      attempt,
+      provider: providerName,
+      expiresAt,
+      now: new Date(realNowMs).toISOString(),
+    })
     return { kind: 'ask', attempt, expiresAt }
   }
 
@@ -137,11 +145,27 @@ export function createCheckout(deps: CheckoutDeps) {
       const clientCode = row.client_code
       const page = `${publicBaseUrl}/pay/${token}`
       const choice = await registry.forClient(store, clientCode)
-      if (choice.kind !== 'stripe') throw new Problem('route_not_found', 'No payment provider is configured for this client.')
-      const provider = choice.stripe.provider
+      if (choice.kind === 'unconfigured' && choice.reason === 'secret_unreadable') {
+        // Another instance's key (a rotation not rolled out here yet): retry, never "no provider", never the sandbox.
+        deps.log?.warn(
+          { clientCode },
+          "payment refused for now: this instance holds no key that opens the client's stored provider secrets (set WEBHOOK_SECRET_KEY_PREVIOUS; docs/operations.md)",
+        )
+        throw new Problem(
+          'payment_provider_unavailable',
+          'The payment provider cannot be reached right now. Nothing was charged; try again in a minute.',
+          {
+            headers: { 'retry-after': '30' },
+          },
+        )
+      }
+      if (choice.kind !== 'configured') throw new Problem('route_not_found', 'No payment provider is configured for this client.')
+      const provider = choice.config.provider
       let planned: Planned
       try {
-        planned = await deps.atClientTime(clientCode, () => inUnitOfWork(store, (uow) => plan(uow, row), deps.onFeedAppended))
+        planned = await deps.atClientTime(clientCode, () =>
+          inUnitOfWork(store, (uow) => plan(uow, row, provider.name), deps.onFeedAppended),
+        )
       } catch (err) {
         if (err instanceof TooLate) return { refusal: EXPIRES_TOO_SOON }
         throw err

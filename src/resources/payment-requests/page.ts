@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { UNSAFE_DISPLAY_CHARACTER } from '../../domain/display-text.ts'
+import { replaceUnsafeDisplayCharacters } from '../../domain/display-text.ts'
 import { isProblem } from '../../domain/problems.ts'
 import type { AddressLimiter } from '../../http/limits.ts'
 import { FAVICON, FAVICON_PATH } from './favicon.ts'
@@ -58,8 +58,7 @@ const HTML = 'text/html; charset=utf-8'
  * Escaped for HTML; a character no debtor may be shown (bidirectional and control characters, refused on input
  * since issue 20: src/domain/display-text.ts) becomes U+FFFD, for text stored before that refusal.
  */
-const escapeHtml = (s: string) =>
-  s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`).replace(new RegExp(UNSAFE_DISPLAY_CHARACTER.source, 'g'), '\uFFFD')
+const escapeHtml = (s: string) => replaceUnsafeDisplayCharacters(s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`))
 
 const MONTHS = ['January', 'February', 'March', 'April', 'May', 'June', 'July', 'August', 'September', 'October', 'November', 'December']
 
@@ -137,6 +136,13 @@ ${notice('sandbox', '<strong>Sandbox.</strong> This is a test payment page and n
       }
     }
     case 'confirmed':
+      if (view.refundedInFull) {
+        return {
+          heading: 'Payment refunded',
+          body: `${notice('info', `Your payment of ${amount} to ${creditor} was refunded in full. Contact ${creditor} if you have questions.`)}
+${summary([amountRow, ...descriptionRows, ...(decided ? [['Paid on', decided] as [string, string]] : [])])}`,
+        }
+      }
       return {
         heading: 'Payment received',
         body: `${notice('success', `Thank you. Your payment of ${amount} to ${creditor} was received${decided ? ` on ${decided}` : ''}.`)}
@@ -347,7 +353,7 @@ export function registerPaymentPage(
       if (limiter) {
         scope.addHook('onRequest', async (request, reply) => {
           if (request.routeOptions.url?.startsWith('/pay/assets/')) return
-          const rate = limiter.hit(request.ip)
+          const rate = limiter.hit(request.ip, request.socket.remoteAddress)
           if (rate.allowed) return
           // Answered after a pause: a client flooding over N connections then sends at most N requests a
           // REFUSAL_DELAY_MS, instead of as many as this process can refuse, which would keep its event loop

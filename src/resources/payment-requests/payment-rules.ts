@@ -187,6 +187,11 @@ export async function cancelAtPayTime(uow: UnitOfWork, clientCode: string, reque
   return canceled
 }
 
+/** A provider reported money in another amount or currency than the request's: the request cannot take it. */
+export class AmountMismatchError extends Error {
+  override readonly name = 'AmountMismatchError'
+}
+
 /**
  * Records what a provider decided about a request. `report` is the provider's account of the Payment, asked only
  * when the request takes it (the sandbox settles the request then). With `refuseWhileHeld` (the sandbox) a held
@@ -225,7 +230,7 @@ export async function recordOutcome(
   const reported = report(request)
   if (reported.outcome !== outcome) throw new Error(`provider ${reported.provider} reported ${reported.outcome}, not ${outcome}`)
   if (reported.currency !== request.currency || reported.amountMinor !== BigInt(request.amount_minor)) {
-    throw new Error(`provider ${reported.provider} reported an amount other than the request's`)
+    throw new AmountMismatchError(`provider ${reported.provider} reported an amount other than the request's`)
   }
   // Taken only from an open request, whose Receivable was locked and read above.
   const amounts = receivable as PayingReceivableRow

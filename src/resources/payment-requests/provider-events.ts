@@ -12,35 +12,39 @@ import {
 } from '../payments/checkout-store.ts'
 import { type CheckoutProvider, type ProviderEvent, type ProviderFact, ProviderSignatureError } from '../payments/provider.ts'
 import type { ProviderRegistry } from '../payments/registry.ts'
-import { recordRefundOutcome, remainingMinor } from '../refunds/rules.ts'
-import { lockRefundedPayment } from '../refunds/store.ts'
+import { createRefund, recordRefundOutcome, remainingMinor } from '../refunds/rules.ts'
+import { findRefund, lockRefundedPayment } from '../refunds/store.ts'
 import { inUnitOfWork, type UnitOfWork } from '../unit-of-work.ts'
-import type { PaymentRules } from './payment-rules.ts'
+import { AmountMismatchError, type PaymentRules } from './payment-rules.ts'
 import { lockPaymentRequest } from './store.ts'
 
 /**
- * A real provider's events (issue 22 item 3; docs/design/payment-providers.md), at `POST /providers/stripe/webhooks/{clientCode}`
- * (provider-webhook-route.ts). Whatever the provider, in this order:
+ * A real provider's events (docs/design/payment-providers.md; docs/decisions.md, "Money the provider moved"), at
+ * `POST /providers/{provider}/webhooks/{clientCode}` (provider-webhook-route.ts), and the same handling for every
+ * event the catch-up sweep reads from the provider's event list (`handle`). Whatever the provider, in this order:
  *
- * 1. The client's configuration: none (or an unknown client, or one whose configuration cannot be used): 404.
- * 2. The delivery verified with the client's webhook secret (the provider's `readEvent`; Stripe's
- *    `webhooks.constructEvent`, 300 s tolerance): a missing, wrong or stale signature is 400 and nothing is recorded.
- * 3. A type the service does not act on: 200, ignored, not recorded.
+ * 1. The client's configuration: none, another provider's, or an unknown client: 404. One this instance cannot open
+ *    (a stored secret no key of its ring opens): 503 with Retry-After, logged, never "not configured".
+ * 2. The delivery verified with the client's webhook secret (the provider's `readEvent`): a missing, wrong or stale
+ *    signature is 400, logged at warn (someone may be probing), and nothing is recorded.
+ * 3. A validly signed event the service cannot use (a type it does not act on, an event without an object, a body
+ *    that is not an event): 200 `{received: true, ignored: "<why>"}`, not recorded. Sending it again changes nothing,
+ *    so the route never answers 5xx for what the sender sent.
  * 4. An event id already handled: 200, nothing done (a cheap read first; the insert below is what guarantees it).
  * 5. The object's current state, read from the provider (`factOf`): events arrive twice, late and out of order, so
- *    what the event's copy says is never acted on. A provider that does not answer: 500, and the provider retries.
- * 6. One transaction: the event id recorded (provider_events, unique per client and event: a second delivery, or the
- *    same event at two instances at once, waits for the first's commit and then does nothing), and its effect:
- *    - paid: the Payment confirmed through the one confirmation rule (payment-rules.ts recordOutcome: allocation,
- *      unapplied money refunded automatically), money already taken recorded whatever the holds; the attempt complete;
+ *    what the event's copy says is never acted on. A provider that does not answer: 503, and the provider retries.
+ * 6. One transaction: the event id recorded (provider_events, unique per client and event: a second delivery, the
+ *    sweep and the route at once, or two instances, wait for the first's commit and then do nothing), and its effect:
+ *    - paid: the Payment confirmed through the one confirmation rule (payment-rules.ts recordOutcome); the attempt
+ *      complete;
  *    - processing / failed / expired: the attempt's status; the request stays open (failed, expired: for another try);
- *    - refund: the refund decided (refunds/rules.ts recordRefundOutcome), once: a decided refund stays decided;
- *    - reversal (a dispute lost or its funds withdrawn): recorded once per dispute, then taken back through the one
- *      reversal rule (recordReversal, payments/take-back.ts), capped at what remains of the Payment.
- *    Killed before the commit, nothing of it stands and the provider's retry does it all.
- * 7. Money taken for a request that can no longer take it (expired or canceled meanwhile, or paid through another
- *    session): given back in full through the provider (idempotent per payment), then the event recorded as
- *    `returned`. No Payment is recorded for it.
+ *    - refund: the service's refund decided (refunds/rules.ts recordRefundOutcome), once;
+ *    - provider_refund: a refund made at the provider (its Dashboard) recorded as a refund with origin `provider`,
+ *      `refund.created`, then decided succeeded (money taken back, receipt, `refund.succeeded`), once per refund id;
+ *    - reversal (a dispute lost or its funds withdrawn): recorded once per dispute, then taken back.
+ * 7. Money taken that the request cannot take (expired or canceled meanwhile, paid through another session, or paid
+ *    in another amount or currency than the request's): given back in full through the provider (idempotent per
+ *    payment), then the event recorded as `returned`. No Payment is recorded for it; answered 200.
  */
 export interface ProviderEventsDeps {
   store: Store
@@ -54,27 +58,141 @@ export interface ProviderEventsDeps {
   onFeedAppended?: () => void
   /** A confirmation queued the refund of unapplied money: the refund worker asks soon. */
   onRefundQueued?: () => void
+  /** One line per forged delivery (warn) and per configuration this instance cannot open. No secret, no body. */
+  log?: { warn(fields: Record<string, unknown>, message: string): void }
 }
 
 export interface ProviderEventAnswer {
-  status: 200 | 400 | 404
-  body: { received: boolean; eventId?: string; effect?: string; message?: string }
+  status: 200 | 400 | 404 | 503
+  body: { received: boolean; eventId?: string; effect?: string; ignored?: string; message?: string }
+  headers?: Record<string, string>
 }
+
+/** What handling one event did: `effect` when it was recorded (or already was), `ignored` when there was nothing to do. */
+export type HandledEvent = { effect: string; applied: boolean } | { ignored: string }
+
+/** Effects that changed nothing here (the event was recorded, or already was, and nothing moved). */
+const UNCHANGED: ReadonlySet<string> = new Set([
+  'duplicate',
+  'not_found',
+  'unchanged',
+  'already_confirmed',
+  'refund_already_decided',
+  'refund_already_recorded',
+  'reversal_already_recorded',
+  'nothing_to_refund',
+  'nothing_to_reverse',
+])
 
 /** Money the request cannot take: the transaction is rolled back, the money given back, then the event recorded. */
 class ReturnMoney extends Error {}
 
-export function createProviderEvents(deps: ProviderEventsDeps) {
-  const { store, clock, realClock, paymentRules: rules } = deps
+/** Seconds a sender waits before sending again when this instance cannot open the client's configuration. */
+export const PROVIDER_UNAVAILABLE_RETRY_SECONDS = 30
 
-  async function apply(
+export function createProviderEvents(deps: ProviderEventsDeps) {
+  const { store, clock, realClock } = deps
+  const rules = deps.paymentRules
+
+  async function paid(
     uow: UnitOfWork,
     name: string,
     clientCode: string,
-    event: ProviderEvent,
-    fact: ProviderFact,
+    fact: Extract<ProviderFact, { kind: 'paid' }>,
     after: (() => void)[],
-  ): Promise<string> {
+  ) {
+    const { tx } = uow
+    const now = isoNow(clock)
+    let outcome: Awaited<ReturnType<PaymentRules['recordOutcome']>>
+    try {
+      outcome = await rules.recordOutcome(
+        uow,
+        clientCode,
+        fact.requestId,
+        'confirmed',
+        () => ({
+          provider: name,
+          providerPaymentId: fact.providerPaymentId,
+          outcome: 'confirmed',
+          amountMinor: fact.amountMinor,
+          currency: fact.currency,
+        }),
+        now,
+        // Money already taken is recorded whatever the holds: the pay-time check ran before the debtor paid.
+        { refuseWhileHeld: false },
+      )
+    } catch (err) {
+      if (err instanceof AmountMismatchError) throw new ReturnMoney()
+      if (isProblem(err) && (err.code === 'payment_request_state_conflict' || err.code === 'payment_request_not_found')) {
+        throw new ReturnMoney()
+      }
+      throw err
+    }
+    if (outcome.canceled || outcome.payment.provider_payment_id !== fact.providerPaymentId) throw new ReturnMoney()
+    // After the request's lock (recordOutcome took it): the order every writer of an attempt keeps.
+    const checkout = await lockCheckoutBySession(tx, clientCode, name, fact.sessionId)
+    if (checkout) await setCheckoutStatus(tx, clientCode, { requestId: fact.requestId, attempt: checkout.attempt, status: 'complete', now })
+    if (outcome.created && BigInt(outcome.payment.unapplied_minor) > 0n && deps.onRefundQueued) after.push(deps.onRefundQueued)
+    return outcome.created ? 'confirmed' : 'already_confirmed'
+  }
+
+  /** A refund made at the provider: recorded as a refund of its Payment (origin provider), succeeded, once. */
+  async function providerRefund(
+    uow: UnitOfWork,
+    name: string,
+    clientCode: string,
+    fact: Extract<ProviderFact, { kind: 'provider_refund' }>,
+  ) {
+    const { tx } = uow
+    const now = isoNow(clock)
+    const requestId = await findRequestOfProviderPayment(tx, clientCode, name, fact.providerPaymentId)
+    if (!requestId) return 'not_found'
+    const payment = await lockRefundedPayment(tx, clientCode, requestId)
+    if (payment?.payment_status !== 'confirmed' || payment.currency !== fact.currency) return 'not_found'
+    // refund.created and refund.updated both name it: the first records it, the second finds it.
+    if (await findRefund(tx, clientCode, requestId, fact.providerRefundId)) return 'refund_already_recorded'
+    // Never more than remains of the Payment after its refunds and reversals (a dispute may have taken some first).
+    let amountMinor = remainingMinor(payment)
+    if (fact.amountMinor < amountMinor) amountMinor = fact.amountMinor
+    if (amountMinor <= 0n) return 'nothing_to_refund'
+    const body = { amount: { amount: fact.amountMinor.toString(), currency: fact.currency }, reason: fact.reason }
+    await createRefund(uow, clientCode, {
+      requestId,
+      refundId: fact.providerRefundId,
+      currency: fact.currency,
+      amountMinor,
+      reason: fact.reason,
+      body,
+      now,
+      origin: 'provider',
+    })
+    await recordRefundOutcome(
+      uow,
+      { clientCode, requestId, refundId: fact.providerRefundId, token: null },
+      { providerRefundId: fact.providerRefundId, status: 'succeeded' },
+      now,
+    )
+    return 'provider_refund_recorded'
+  }
+
+  async function reversal(uow: UnitOfWork, name: string, clientCode: string, fact: Extract<ProviderFact, { kind: 'reversal' }>) {
+    const { tx } = uow
+    const now = isoNow(clock)
+    const requestId = await findRequestOfProviderPayment(tx, clientCode, name, fact.providerPaymentId)
+    if (!requestId) return 'not_found'
+    const payment = await lockRefundedPayment(tx, clientCode, requestId)
+    if (payment?.payment_status !== 'confirmed') return 'not_found'
+    // Never more than remains of the Payment after its refunds and reversals (bigint: no Math.min).
+    let amountMinor = remainingMinor(payment)
+    if (fact.amountMinor < amountMinor) amountMinor = fact.amountMinor
+    const first = await recordProviderReversal(tx, clientCode, { provider: name, reversalId: fact.reversalId, requestId, amountMinor, now })
+    if (!first) return 'reversal_already_recorded'
+    if (amountMinor <= 0n) return 'nothing_to_reverse'
+    await rules.recordReversal(uow, clientCode, requestId, { amountMinor, currency: fact.currency }, now)
+    return 'reversed'
+  }
+
+  async function apply(uow: UnitOfWork, name: string, clientCode: string, event: ProviderEvent, fact: ProviderFact, after: (() => void)[]) {
     const { tx } = uow
     const now = isoNow(clock)
     const recorded = await recordProviderEvent(tx, clientCode, {
@@ -86,39 +204,8 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
     })
     if (!recorded) return 'duplicate'
     switch (fact.kind) {
-      case 'paid': {
-        let outcome: Awaited<ReturnType<PaymentRules['recordOutcome']>>
-        try {
-          outcome = await rules.recordOutcome(
-            uow,
-            clientCode,
-            fact.requestId,
-            'confirmed',
-            () => ({
-              provider: name,
-              providerPaymentId: fact.providerPaymentId,
-              outcome: 'confirmed',
-              amountMinor: fact.amountMinor,
-              currency: fact.currency,
-            }),
-            now,
-            // Money already taken is recorded whatever the holds: the pay-time check ran before the debtor paid.
-            { refuseWhileHeld: false },
-          )
-        } catch (err) {
-          if (isProblem(err) && (err.code === 'payment_request_state_conflict' || err.code === 'payment_request_not_found')) {
-            throw new ReturnMoney()
-          }
-          throw err
-        }
-        if (outcome.canceled || outcome.payment.provider_payment_id !== fact.providerPaymentId) throw new ReturnMoney()
-        // After the request's lock (recordOutcome took it): the order every writer of an attempt keeps.
-        const checkout = await lockCheckoutBySession(tx, clientCode, name, fact.sessionId)
-        if (checkout)
-          await setCheckoutStatus(tx, clientCode, { requestId: fact.requestId, attempt: checkout.attempt, status: 'complete', now })
-        if (outcome.created && BigInt(outcome.payment.unapplied_minor) > 0n && deps.onRefundQueued) after.push(deps.onRefundQueued)
-        return outcome.created ? 'confirmed' : 'already_confirmed'
-      }
+      case 'paid':
+        return paid(uow, name, clientCode, fact, after)
       case 'processing':
       case 'failed':
       case 'expired': {
@@ -141,26 +228,10 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
         )
         return decided ? `refund_${fact.status}` : 'refund_already_decided'
       }
-      case 'reversal': {
-        const requestId = await findRequestOfProviderPayment(tx, clientCode, name, fact.providerPaymentId)
-        if (!requestId) return 'not_found'
-        const payment = await lockRefundedPayment(tx, clientCode, requestId)
-        if (payment?.payment_status !== 'confirmed') return 'not_found'
-        // Never more than remains of the Payment after its refunds and reversals (bigint: no Math.min).
-        let amountMinor = remainingMinor(payment)
-        if (fact.amountMinor < amountMinor) amountMinor = fact.amountMinor
-        const first = await recordProviderReversal(tx, clientCode, {
-          provider: name,
-          reversalId: fact.reversalId,
-          requestId,
-          amountMinor,
-          now,
-        })
-        if (!first) return 'reversal_already_recorded'
-        if (amountMinor <= 0n) return 'nothing_to_reverse'
-        await rules.recordReversal(uow, clientCode, requestId, { amountMinor, currency: fact.currency }, now)
-        return 'reversed'
-      }
+      case 'provider_refund':
+        return providerRefund(uow, name, clientCode, fact)
+      case 'reversal':
+        return reversal(uow, name, clientCode, fact)
       case 'none':
         return `ignored: ${fact.why}`
     }
@@ -198,45 +269,96 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
     )
   }
 
+  /**
+   * One verified event of the client's provider, whether the route received it or the sweep read it: its object read
+   * from the provider, then recorded once with its effect. Throws only when the provider or the store failed.
+   */
+  async function handle(provider: CheckoutProvider, clientCode: string, event: ProviderEvent): Promise<HandledEvent> {
+    if (event.ignored !== null) return { ignored: event.ignored }
+    if (await providerEventHandled(store, clientCode, provider.name, event.id)) return { effect: 'duplicate', applied: false }
+    return applyFact(provider, clientCode, event, await provider.factOf(event))
+  }
+
+  async function applyFact(
+    provider: CheckoutProvider,
+    clientCode: string,
+    event: ProviderEvent,
+    fact: ProviderFact,
+  ): Promise<HandledEvent> {
+    const after: (() => void)[] = []
+    let effect: string
+    try {
+      effect = await deps.atClientTime(clientCode, () =>
+        inUnitOfWork(store, (uow) => apply(uow, provider.name, clientCode, event, fact, after), deps.onFeedAppended),
+      )
+    } catch (err) {
+      if (!(err instanceof ReturnMoney) || fact.kind !== 'paid') throw err
+      effect = await giveBack(provider, clientCode, event, fact)
+    }
+    for (const wake of after) wake()
+    if (effect.startsWith('ignored: ')) return { ignored: effect.slice('ignored: '.length) }
+    return { effect, applied: !UNCHANGED.has(effect) }
+  }
+
+  /**
+   * A checkout attempt read back from the provider (the page, the sweep): settled from what it says now, exactly as
+   * its event would have. Recorded once per session and state (`read-back/<session>/<state>`); the event, when it
+   * comes, finds the Payment already recorded. A session still open records nothing.
+   */
+  async function readBack(provider: CheckoutProvider, clientCode: string, sessionId: string): Promise<HandledEvent> {
+    const fact = await provider.readCheckout(sessionId)
+    if (fact.kind === 'none') return { ignored: fact.why }
+    const event: ProviderEvent = { id: `read-back/${sessionId}/${fact.kind}`, type: 'read_back', objectId: sessionId, ignored: null }
+    if (await providerEventHandled(store, clientCode, provider.name, event.id)) return { effect: 'duplicate', applied: false }
+    return applyFact(provider, clientCode, event, fact)
+  }
+
   return {
+    handle,
+    readBack,
+
     async receive(
+      providerName: string,
       clientCode: string,
       rawBody: Buffer,
       headers: Record<string, string | string[] | undefined>,
     ): Promise<ProviderEventAnswer> {
       // A client code no client can have (NUL, broken UTF-8, other characters, too long) names no configuration:
       // answered before any statement, which such text could otherwise fail.
-      const choice = EXTERNAL_ID_PATTERN.test(clientCode) ? await deps.registry.forClient(store, clientCode) : null
-      if (choice?.kind !== 'stripe') {
-        return { status: 404, body: { received: false, message: 'No Stripe configuration for this client.' } }
+      const choice = EXTERNAL_ID_PATTERN.test(clientCode) ? await deps.registry.forClient(store, clientCode, { forEvents: true }) : null
+      if (choice?.kind === 'unconfigured' && choice.reason === 'secret_unreadable') {
+        deps.log?.warn(
+          { clientCode, provider: providerName },
+          "payment provider event refused for now: this instance holds no key that opens the client's stored provider secrets (set WEBHOOK_SECRET_KEY_PREVIOUS; docs/operations.md)",
+        )
+        return {
+          status: 503,
+          headers: { 'retry-after': String(PROVIDER_UNAVAILABLE_RETRY_SECONDS) },
+          body: {
+            received: false,
+            message: "The client's payment provider cannot be reached from this instance now; send it again later.",
+          },
+        }
       }
-      const provider = choice.stripe.provider
-      const { name } = provider
+      if (choice?.kind !== 'configured' || choice.config.provider.name !== providerName) {
+        return { status: 404, body: { received: false, message: 'No such payment provider configuration for this client.' } }
+      }
+      const provider = choice.config.provider
       let event: ProviderEvent
       try {
         event = provider.readEvent(rawBody, headers)
       } catch (err) {
-        if (err instanceof ProviderSignatureError)
+        if (err instanceof ProviderSignatureError) {
+          // Someone may be probing: a warning, with who it claimed to be for and no body.
+          deps.log?.warn({ clientCode, provider: providerName }, 'payment provider event with a bad signature refused')
           return { status: 400, body: { received: false, message: 'The signature does not verify.' } }
+        }
         throw err
       }
-      if (!event.handled) return { status: 200, body: { received: true, eventId: event.id, effect: 'ignored: event type not acted on' } }
-      if (await providerEventHandled(store, clientCode, name, event.id)) {
-        return { status: 200, body: { received: true, eventId: event.id, effect: 'duplicate' } }
-      }
-      const fact = await provider.factOf(event)
-      const after: (() => void)[] = []
-      let effect: string
-      try {
-        effect = await deps.atClientTime(clientCode, () =>
-          inUnitOfWork(store, (uow) => apply(uow, name, clientCode, event, fact, after), deps.onFeedAppended),
-        )
-      } catch (err) {
-        if (!(err instanceof ReturnMoney) || fact.kind !== 'paid') throw err
-        effect = await giveBack(provider, clientCode, event, fact)
-      }
-      for (const wake of after) wake()
-      return { status: 200, body: { received: true, eventId: event.id, effect } }
+      const handled = await handle(provider, clientCode, event)
+      const eventId = event.id === '' ? {} : { eventId: event.id }
+      if ('ignored' in handled) return { status: 200, body: { received: true, ...eventId, ignored: handled.ignored } }
+      return { status: 200, body: { received: true, ...eventId, effect: handled.effect } }
     },
   }
 }

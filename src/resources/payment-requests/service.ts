@@ -41,6 +41,9 @@ import {
   type PaymentRequestRow,
 } from './store.ts'
 
+/** The `errors[].code` of a payment request asking more than its Receivable can still reserve (stable: branch on it). */
+export const RESERVATION_EXCEEDED = 'amount_exceeds_reservable'
+
 const MINUTE_MS = 60_000
 const DAY_MS = 86_400_000
 /** docs/decisions.md, Payments: the default lifetime of a request and the bounds of a chosen expiresAt. */
@@ -72,6 +75,8 @@ export interface HostedPageView {
    * payment online).
    */
   providerCheckout?: 'pay' | 'pay_again' | 'processing' | 'too_late'
+  /** When state is 'confirmed' and refunds gave all of it back: the page says it was refunded, not received. */
+  refundedInFull: boolean
 }
 
 /** `store`, `clock` and `onFeedAppended` (RouteDeps): the hosted page's confirmation runs through executeWrite. */
@@ -97,6 +102,15 @@ export interface PaymentRequestServiceDeps extends RouteDeps {
   checkoutMode?: 'test' | 'live'
   /** Told after COMMIT when a confirmation queued the refund of unapplied money: the refund worker asks soon. */
   onRefundQueued?: () => void
+  /**
+   * The page's read-back (payment-requests/provider-sync.ts readBackPage): asks the provider about the request's open
+   * or processing attempt, at most once per 5 s per attempt; true when it asked (the page reads its row again).
+   */
+  readBack?: (clientCode: string, requestId: string) => Promise<boolean>
+  /** Told after COMMIT of a cancel: the request's open sessions are ended at the provider. */
+  onCanceled?: (clientCode: string) => void
+  /** Production: a client without a payment provider gets no payment request (409 payment_provider_not_configured). */
+  hasProvider?: (db: Queryable, clientCode: string) => Promise<boolean>
   /**
    * Sandbox clocks (src/sandbox): runs the hosted page's work at the time of the client its
    * token names. The API's routes get their client's time from the HTTP layer.
@@ -176,6 +190,13 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
       if (at > nowMs + EXPIRY.maxMs) throw fieldProblem('/expiresAt', 'custom', 'must be at most 30 days from now')
       expiresAt = new Date(at).toISOString()
     }
+    // Production: a request whose page could not take the money is never made.
+    if (deps.hasProvider && !(await deps.hasProvider(tx, clientCode))) {
+      throw new Problem(
+        'payment_provider_not_configured',
+        'No payment provider is configured for this client, so its hosted page could not take the money. The operator configures one first.',
+      )
+    }
     const receivableId = body.externalReceivableId
     await lockIdentity(tx, clientCode, 'receivable', receivableId)
     // Its holds as they are now: a client-wide change the fan-out has not brought to it yet counts already.
@@ -194,11 +215,11 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
     if (!fit.fits) {
       const free = fit.workingMinor > fit.reservedMinor ? fit.workingMinor - fit.reservedMinor : 0n
       const m = (minor: bigint) => describeMoney(minor, receivable.currency)
-      throw fieldProblem(
-        '/amount/amount',
-        'custom',
-        `must not exceed the Receivable's working amount (${m(fit.workingMinor)}) less what its other open requests already reserve (${m(fit.reservedMinor)}): at most ${m(free)}`,
-      )
+      // Still 422 validation_error, with a marker code can branch on (docs/decisions.md, "Over-reserving requests").
+      const detail = `must not exceed the Receivable's working amount (${m(fit.workingMinor)}) less what its other open requests already reserve (${m(fit.reservedMinor)}): at most ${m(free)}`
+      throw new Problem('validation_error', `/amount/amount: the amount exceeds what the Receivable can still reserve: ${detail}`, {
+        errors: [{ code: RESERVATION_EXCEEDED, detail, pointer: '/amount/amount' }],
+      })
     }
     const holds = holdsFromRow(receivable)
     if (holds.length > 0) throw recoveryHeld(holds)
@@ -265,7 +286,7 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
     source: false,
     async run(uow: UnitOfWork, { clientCode }: OperationContext, q: PaymentRequestListQuery) {
       const { tx } = uow
-      const after = readNewestFirstCursor(q.cursor)
+      const after = readNewestFirstCursor('payment-requests', q.cursor)
       const now = isoNow(clock)
       const nowMs = Date.parse(now)
       const rows = await listPaymentRequests(tx, clientCode, {
@@ -275,7 +296,7 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
         now,
         limit: q.limit + 1,
       })
-      const { page, nextCursor } = newestFirstPage(rows, q.limit, (r) => r.external_payment_request_id)
+      const { page, nextCursor } = newestFirstPage('payment-requests', rows, q.limit, (r) => r.external_payment_request_id)
       const current: PaymentRequestRow[] = []
       for (const row of page) {
         if (row.status !== 'open' || !paymentRequestExpired(row.expires_at, nowMs)) current.push(row)
@@ -401,7 +422,13 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
         revision: Number(canceled.revision),
         occurredAt: now,
       })
-      return { status: 200 as const, body: () => view(tx, clientCode, canceled, null) }
+      // Its open session at the provider is ended after COMMIT, so the debtor can no longer pay it.
+      const onCanceled = deps.onCanceled
+      return {
+        status: 200 as const,
+        body: () => view(tx, clientCode, canceled, null),
+        ...(onCanceled ? { afterCommit: () => onCanceled(clientCode) } : {}),
+      }
     },
   })
 
@@ -455,7 +482,17 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
      * request may be paid now is payability(), the decision the page's POST and the operator's simulate make.
      */
     async pageView(token: string, opts: { returnedFrom?: string } = {}): Promise<HostedPageView | undefined> {
-      const row = await findPageRow(store, token)
+      let row = await findPageRow(store, token)
+      // An attempt open or processing at the provider: what it says now, settled as its event would (read-back).
+      if (
+        row?.status === 'open' &&
+        row.provider_mode !== null &&
+        deps.readBack &&
+        (row.checkout_status === 'open' || row.checkout_status === 'processing')
+      ) {
+        const asked = await deps.readBack(row.client_code, row.external_payment_request_id).catch(() => false)
+        if (asked) row = await findPageRow(store, token)
+      }
       return row && pageViewOf(row, opts.returnedFrom)
     },
 
@@ -503,6 +540,7 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
       sandboxForm: state === 'payable' && provider.offersSandboxForm && row.provider_mode === null,
       branding: brandingFields(row.branding),
       confirmationNumber: state === 'confirmed' ? row.provider_payment_id : null,
+      refundedInFull: state === 'confirmed' && row.refunded_minor !== null && BigInt(row.refunded_minor) >= BigInt(row.amount_minor),
       ...(checkout ? { providerCheckout: checkout } : {}),
     }
   }

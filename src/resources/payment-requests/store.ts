@@ -301,6 +301,8 @@ export interface PageRow {
   /** The request's latest checkout attempt at that provider (provider_checkouts), null when none. */
   checkout_status: string | null
   checkout_session_id: string | null
+  /** What refunds took back of the request's Payment (minor units), null without a Payment. */
+  refunded_minor: string | null
   [hold: `hold_${string}`]: boolean
 }
 
@@ -315,14 +317,14 @@ export async function findPageRow(db: Queryable, token: string): Promise<PageRow
     await db.query<PageRow>(
       `SELECT p.client_code, p.external_payment_request_id, p.status, p.currency, p.amount_minor, p.description, p.expires_at,
               COALESCE(c.name, p.client_code) AS creditor_name, sc.frozen_at, pay.decided_at, p.cancel_reason,
-              c.branding, pay.provider_payment_id,
+              c.branding, pay.provider_payment_id, pay.refunded_minor,
               cpp.mode AS provider_mode, ck.status AS checkout_status, ck.session_id AS checkout_session_id,
               ${holdColumns()}
          FROM payment_requests p
          JOIN clients c ON c.client_code = p.client_code
          LEFT JOIN sandbox_clocks sc ON sc.client_code = p.client_code
          LEFT JOIN payments pay ON pay.client_code = p.client_code AND pay.external_payment_request_id = p.external_payment_request_id
-         LEFT JOIN client_payment_providers cpp ON cpp.client_code = p.client_code
+         LEFT JOIN client_payment_providers cpp ON cpp.client_code = p.client_code AND cpp.retired_at IS NULL
          LEFT JOIN LATERAL (SELECT k.status, k.session_id FROM provider_checkouts k
                              WHERE k.client_code = p.client_code AND k.external_payment_request_id = p.external_payment_request_id
                              ORDER BY k.attempt DESC LIMIT 1) ck ON true

@@ -143,3 +143,54 @@ export async function findRequestOfProviderPayment(
   )
   return rows[0]?.id
 }
+
+/**
+ * The page's read-back of an attempt (docs/decisions.md, "Money the provider moved"): claims the
+ * right to ask the provider about it, at most once per `everyMs` per attempt across every instance (one UPDATE, no
+ * transaction held while the provider answers). The session id when claimed, else undefined.
+ */
+export async function claimReadBack(
+  db: Queryable,
+  clientCode: string,
+  c: { requestId: string; now: string; notBefore: string },
+): Promise<{ session_id: string; provider: string } | undefined> {
+  return (
+    await db.query<{ session_id: string; provider: string }>(
+      `UPDATE provider_checkouts k SET read_back_at = $3
+        WHERE k.client_code = $1 AND k.external_payment_request_id = $2 AND k.status IN ('open', 'processing')
+          AND k.session_id IS NOT NULL AND (k.read_back_at IS NULL OR k.read_back_at <= $4)
+          AND k.attempt = (SELECT max(l.attempt) FROM provider_checkouts l WHERE l.client_code = $1 AND l.external_payment_request_id = $2)
+        RETURNING k.session_id, k.provider`,
+      [clientCode, c.requestId, c.now, c.notBefore],
+    )
+  )[0]
+}
+
+/**
+ * The attempts of one client the sweep looks at: open sessions of a request that can no longer take money (canceled,
+ * expired, decided), to end at the provider; and open or processing ones past their session's expiry, to read back.
+ */
+export async function checkoutsToSettle(
+  db: Queryable,
+  clientCode: string,
+  c: { now: string; limit: number },
+): Promise<{ external_payment_request_id: string; session_id: string; provider: string; close: boolean }[]> {
+  return db.query(
+    `SELECT k.external_payment_request_id, k.session_id, k.provider, (p.status <> 'open') AS close
+       FROM provider_checkouts k
+       JOIN payment_requests p ON p.client_code = $1 AND p.external_payment_request_id = k.external_payment_request_id
+      WHERE k.client_code = $1 AND k.session_id IS NOT NULL
+        AND ((k.status = 'open' AND p.status <> 'open') OR (k.status IN ('open', 'processing') AND k.expires_at <= $2))
+      ORDER BY k.expires_at LIMIT $3`,
+    [clientCode, c.now, c.limit],
+  )
+}
+
+/** The sweep ended a session at the provider: the attempt is over (a payment that slipped through is returned). */
+export async function markCheckoutClosed(db: Queryable, clientCode: string, c: { requestId: string; sessionId: string; now: string }) {
+  await db.query(
+    `UPDATE provider_checkouts SET status = 'expired', updated_at = $4
+      WHERE client_code = $1 AND external_payment_request_id = $2 AND session_id = $3 AND status = 'open'`,
+    [clientCode, c.requestId, c.sessionId, c.now],
+  )
+}

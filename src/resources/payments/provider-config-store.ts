@@ -27,22 +27,34 @@ export const paymentProviderSecretColumns: readonly EncryptedColumns[] = (
 }))
 
 export interface ProviderSecretsRow {
-  provider: 'stripe'
+  /** The provider's name (its folder under payments/: today only Stripe's). */
+  provider: string
   mode: 'test' | 'live'
   secret_key_ciphertext: string
   webhook_secret_ciphertext: string
   updated_at: string
+  /** Set by a forced removal while attempts were open (migration 0029): events only, no new payments. */
+  retired_at: string | null
 }
 
 /** The client's provider with its encrypted secrets, or undefined when none is configured. One primary-key read. */
 export async function findProviderSecrets(db: Queryable, clientCode: string): Promise<ProviderSecretsRow | undefined> {
   const rows = await db.query<ProviderSecretsRow>(
-    `SELECT provider, mode, secret_key_ciphertext, webhook_secret_ciphertext, updated_at
+    `SELECT provider, mode, secret_key_ciphertext, webhook_secret_ciphertext, updated_at, retired_at
        FROM client_payment_providers WHERE client_code = $1`,
     [clientCode],
   )
   return rows[0]
 }
 
-export const providerConfigStore = { findProviderSecrets }
+/** Whether the client has a provider for new payments (not retired): production refuses payment requests without. */
+export async function hasActiveProvider(db: Queryable, clientCode: string): Promise<boolean> {
+  const rows = await db.query<{ found: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM client_payment_providers WHERE client_code = $1 AND retired_at IS NULL) AS found`,
+    [clientCode],
+  )
+  return rows[0]?.found === true
+}
+
+export const providerConfigStore = { findProviderSecrets, hasActiveProvider }
 export type ProviderConfigStore = typeof providerConfigStore

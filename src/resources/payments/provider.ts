@@ -42,6 +42,8 @@ export interface ProviderOutcome {
 /** A refund the service asks the provider to make, of a Payment the provider made (its `providerPaymentId`). */
 export interface RefundRequest {
   clientCode: string
+  /** The refund's reason, as the Integration gave it (`unapplied_funds`: the service's own); passed on to the provider. */
+  reason: 'requested_by_customer' | 'duplicate' | 'fraudulent' | 'other' | 'unapplied_funds'
   externalPaymentRequestId: string
   externalRefundId: string
   provider: string
@@ -119,18 +121,34 @@ export type ProviderFact =
       status: 'succeeded' | 'failed'
       failureReason?: string
     }
+  /**
+   * A refund made at the provider that the service did not ask for (the Stripe Dashboard, another tool), succeeded:
+   * recorded as a refund of the Payment with origin `provider`, once per `providerRefundId`.
+   */
+  | {
+      kind: 'provider_refund'
+      providerRefundId: string
+      providerPaymentId: string
+      amountMinor: bigint
+      currency: string
+      reason: 'requested_by_customer' | 'duplicate' | 'fraudulent' | 'other'
+    }
   /** Money the provider took back (a dispute lost, funds withdrawn): once per `reversalId`. */
   | { kind: 'reversal'; reversalId: string; providerPaymentId: string; amountMinor: bigint; currency: string }
   /** Nothing to record: not ours, not decided yet, or a state the service does not act on. */
   | { kind: 'none'; why: string }
 
-/** A verified delivery: which event it is, and whether it is of a type the service acts on. */
+/**
+ * A verified delivery: which event it is, and whether the service acts on it. `ignored` says why not (a type the
+ * service does not act on, an event without an object, a body that is not an event): answered 200, never 5xx, since
+ * sending it again would not change it.
+ */
 export interface ProviderEvent {
   id: string
   type: string
-  handled: boolean
   /** The id of the object the event is about (a session, a refund, a dispute). */
   objectId: string
+  ignored: string | null
 }
 
 export interface CheckoutProvider {
@@ -146,6 +164,21 @@ export interface CheckoutProvider {
    * another session): idempotent per provider payment.
    */
   returnPayment(fact: Extract<ProviderFact, { kind: 'paid' }>, clientCode: string): Promise<void>
+  /** A checkout session as it stands now (the page's read-back, the sweep's look at an attempt past its expiry). */
+  readCheckout(sessionId: string): Promise<ProviderFact>
+  /** Ends an open session so the debtor can no longer pay it; one no longer open is left as it is. */
+  closeCheckout(sessionId: string): Promise<void>
+  /**
+   * The provider's events after `cursor` (or, without one, since `since`), oldest first, a page at a time, only the
+   * types the service acts on. Each page's `cursor` is its newest event: the sweep stores it once the page is handled.
+   */
+  eventPages(cursor: ProviderCursor | null, since: Date): AsyncIterable<{ events: ProviderEvent[]; cursor: ProviderCursor }>
+}
+
+/** Where the catch-up sweep stopped: the last event it handled, and when the provider created it (Unix seconds). */
+export interface ProviderCursor {
+  eventId: string
+  created: number
 }
 
 /** A delivery whose signature is missing, wrong or too old: 400, nothing recorded. */

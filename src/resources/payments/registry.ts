@@ -38,7 +38,7 @@ export interface StripeClientConfig {
 }
 
 export type ProviderChoice =
-  | { kind: 'stripe'; stripe: StripeClientConfig }
+  | { kind: 'configured'; config: StripeClientConfig }
   | { kind: 'sandbox'; provider: PaymentProvider }
   | { kind: 'unconfigured'; reason: 'none' | 'secret_unreadable' | 'mode_mismatch' }
 
@@ -63,16 +63,21 @@ export function createProviderRegistry({ store, keyRing, environment, stripeApiB
     environment === 'sandbox' ? { kind: 'sandbox', provider: sandboxProvider } : { kind: 'unconfigured', reason: 'none' }
 
   return {
-    async forClient(db: Queryable, clientCode: string): Promise<ProviderChoice> {
+    /**
+     * `forEvents`: the provider's events (and the sweep, and refunds of its Payments) still go through a configuration
+     * retired by a forced removal; new payments do not (`none`, as if removed).
+     */
+    async forClient(db: Queryable, clientCode: string, opts: { forEvents?: boolean } = {}): Promise<ProviderChoice> {
       const row = await store.findProviderSecrets(db, clientCode)
       if (!row) {
         cache.delete(clientCode)
         return none
       }
+      if (row.retired_at !== null && opts.forEvents !== true) return none
       if (row.mode !== MODE_OF[environment]) return { kind: 'unconfigured', reason: 'mode_mismatch' }
       const version = `${row.updated_at}|${row.secret_key_ciphertext}|${row.webhook_secret_ciphertext}`
       const cached = cache.get(clientCode)
-      if (cached?.version === version) return { kind: 'stripe', stripe: cached.config }
+      if (cached?.version === version) return { kind: 'configured', config: cached.config }
       const ring = await keyRing()
       let secretKey: string
       let webhookSecret: string
@@ -95,7 +100,7 @@ export function createProviderRegistry({ store, keyRing, environment, stripeApiB
         updatedAt: row.updated_at,
       }
       cache.set(clientCode, { version, config })
-      return { kind: 'stripe', stripe: config }
+      return { kind: 'configured', config }
     },
   }
 }
@@ -112,14 +117,19 @@ export function refundsThroughProviders(registry: ProviderRegistry, db: Queryabl
   return {
     ...fallback,
     async refund(request) {
-      if (request.provider !== 'stripe') return fallback.refund(request)
-      const choice = await registry.forClient(db, request.clientCode)
-      if (choice.kind !== 'stripe') {
+      if (request.provider === fallback.name) return fallback.refund(request)
+      const choice = await registry.forClient(db, request.clientCode, { forEvents: true })
+      if (choice.kind !== 'configured') {
         throw new Error(
           `client ${request.clientCode} has no usable Stripe configuration (${choice.kind === 'unconfigured' ? choice.reason : 'none'})`,
         )
       }
-      return choice.stripe.provider.refund(request)
+      if (choice.config.provider.name !== request.provider) {
+        throw new Error(
+          `client ${request.clientCode}'s provider is ${choice.config.provider.name}, not ${request.provider} that made the Payment`,
+        )
+      }
+      return choice.config.provider.refund(request)
     },
   }
 }

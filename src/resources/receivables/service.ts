@@ -336,13 +336,13 @@ export function createReceivableService(deps: ReceivableServiceDeps) {
     },
 
     async list(clientCode: string, q: { cursor?: string | undefined; limit: number; status?: ReceivableStatus | undefined }) {
-      const after = readCursor(q.cursor, IdentifierCursor, '/query/cursor', 'is not a cursor this list returned')
+      const after = readCursor('receivables', q.cursor, IdentifierCursor, '/query/cursor', 'is not a cursor this list returned')
       const rows = await listReceivables(store, clientCode, { after: after?.after, status: q.status, limit: q.limit + 1 })
       const page = rows.slice(0, q.limit)
       const last = page.at(-1)
       return {
         data: page.map(view),
-        nextCursor: rows.length > q.limit && last ? encodeCursor({ after: last.external_receivable_id }) : null,
+        nextCursor: rows.length > q.limit && last ? encodeCursor('receivables', { after: last.external_receivable_id }) : null,
       }
     },
 

@@ -347,14 +347,14 @@ export function createReconciliationService(deps: ReconciliationServiceDeps) {
      * (the page, then the Payments, lines and matched totals of all its reconciliations).
      */
     async list(clientCode: string, q: ReconciliationListQuery) {
-      const after = readNewestFirstCursor(q.cursor)
+      const after = readNewestFirstCursor('payment-reconciliations', q.cursor)
       const rows = await listReconciliations(store, clientCode, {
         after,
         requestId: q.externalPaymentRequestId,
         status: q.status,
         limit: q.limit + 1,
       })
-      const { page, nextCursor } = newestFirstPage(rows, q.limit, (r) => r.external_reconciliation_id)
+      const { page, nextCursor } = newestFirstPage('payment-reconciliations', rows, q.limit, (r) => r.external_reconciliation_id)
       const requestIds = [...new Set(page.map((r) => r.external_payment_request_id))]
       const ids = page.map((r) => r.external_reconciliation_id)
       const [payments, lines, matched] = [

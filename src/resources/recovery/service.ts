@@ -138,9 +138,9 @@ export function createRecoveryService(deps: RecoveryServiceDeps) {
 
     /** A page, newest first; each item exactly as its GET renders it (the Receivables' holds read in one statement). */
     async list(clientCode: string, q: { cursor?: string | undefined; limit: number; externalReceivableId?: string | undefined }) {
-      const after = readNewestFirstCursor(q.cursor)
+      const after = readNewestFirstCursor('recovery-instructions', q.cursor)
       const rows = await listInstructions(store, clientCode, { after, receivableId: q.externalReceivableId, limit: q.limit + 1 })
-      const { page, nextCursor } = newestFirstPage(rows, q.limit, (r) => r.external_instruction_id)
+      const { page, nextCursor } = newestFirstPage('recovery-instructions', rows, q.limit, (r) => r.external_instruction_id)
       const receivables = new Map(
         (await findReceivables(store, clientCode, [...new Set(page.map((r) => r.external_receivable_id))])).map((r) => [
           r.external_receivable_id,

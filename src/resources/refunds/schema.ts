@@ -37,6 +37,7 @@ const pendingExample = {
   externalPaymentRequestId: PAYMENT_REQUEST_EXAMPLE_ID,
   ...writeExample,
   status: 'pending',
+  origin: 'service',
   createdAt: '2026-02-12T10:00:00.120Z',
 }
 
@@ -50,6 +51,11 @@ export const RefundResponse = z
       .enum(REFUND_STATUSES)
       .describe(
         'pending until the provider decides; succeeded and failed are final. Only a succeeded refund moves balances (the working amount rises by the allocated money it took back).',
+      ),
+    origin: z
+      .enum(['service', 'provider'])
+      .describe(
+        "service: asked for through this API (or the service's own refund of unapplied money); provider: made at the payment provider itself (a refund in the Stripe Dashboard), recorded because every cent the provider moves is. A provider refund's externalRefundId is the provider's refund id.",
       ),
     createdAt: Timestamp,
     decidedAt: Timestamp.optional().describe('When the provider decided; absent while pending.'),

@@ -25,6 +25,7 @@ export function toRefundResponse(row: RefundRow): RefundResponse {
     amount: money(BigInt(row.amount_minor), row.currency),
     reason: row.reason,
     status: row.status,
+    origin: row.origin,
     createdAt: row.created_at,
     ...(row.decided_at === null ? {} : { decidedAt: row.decided_at }),
   }
@@ -98,14 +99,14 @@ export function createRefundService(deps: RefundServiceDeps) {
     },
 
     async list(clientCode: string, requestId: string, cursor: string | undefined, limit: number) {
-      const after = readCursor(cursor, IdentifierCursor, '/query/cursor', 'is not a cursor this list returned')
+      const after = readCursor('refunds', cursor, IdentifierCursor, '/query/cursor', 'is not a cursor this list returned')
       if (!(await refundedRequestExists(store, clientCode, requestId))) throw paymentRequestNotFound(requestId)
       const rows = await listRefunds(store, clientCode, requestId, after?.after, limit + 1)
       const page = rows.slice(0, limit)
       const last = page.at(-1)
       return {
         data: page.map(toRefundResponse),
-        nextCursor: rows.length > limit && last ? encodeCursor({ after: last.external_refund_id }) : null,
+        nextCursor: rows.length > limit && last ? encodeCursor('refunds', { after: last.external_refund_id }) : null,
       }
     },
   }

@@ -8,6 +8,8 @@ import type { Queryable, Tx } from '../../store/store.ts'
  */
 export type RefundStatus = 'pending' | 'succeeded' | 'failed'
 export type RefundReason = 'requested_by_customer' | 'duplicate' | 'fraudulent' | 'other' | 'unapplied_funds'
+/** `service`: asked for through the service (the API, unapplied money); `provider`: made at the provider itself. */
+export type RefundOrigin = 'service' | 'provider'
 
 export interface RefundRow {
   external_payment_request_id: string
@@ -23,10 +25,11 @@ export interface RefundRow {
   attempts: number
   created_at: string
   decided_at: string | null
+  origin: RefundOrigin
 }
 
 const COLUMNS = `external_payment_request_id, external_refund_id, revision, currency, amount_minor, reason, status, body,
-  provider_refund_id, failure_reason, attempts, created_at, decided_at`
+  provider_refund_id, failure_reason, attempts, created_at, decided_at, origin`
 
 /** What a refund needs to know of its request and Payment (no Payment yet: the payment columns are null). */
 export interface RefundedPaymentRow {
@@ -74,14 +77,34 @@ export async function findRefund(db: Queryable, clientCode: string, requestId: s
 export async function insertRefund(
   tx: Tx,
   clientCode: string,
-  r: { requestId: string; refundId: string; currency: string; amountMinor: bigint; reason: RefundReason; body: unknown; now: string },
+  r: {
+    requestId: string
+    refundId: string
+    currency: string
+    amountMinor: bigint
+    reason: RefundReason
+    body: unknown
+    now: string
+    /** Who asked for it: the service (default), or the provider itself (a Dashboard refund; migration 0029). */
+    origin?: RefundOrigin
+  },
 ): Promise<RefundRow> {
   const rows = await tx.query<RefundRow>(
     `INSERT INTO refunds (client_code, external_payment_request_id, external_refund_id, revision, currency, amount_minor, reason,
-                          status, body, created_at)
-     VALUES ($1, $2, $3, 1, $4, $5, $6, 'pending', $7, $8)
+                          status, body, created_at, origin)
+     VALUES ($1, $2, $3, 1, $4, $5, $6, 'pending', $7, $8, $9)
      RETURNING ${COLUMNS}`,
-    [clientCode, r.requestId, r.refundId, r.currency, r.amountMinor.toString(), r.reason, JSON.stringify(r.body), r.now],
+    [
+      clientCode,
+      r.requestId,
+      r.refundId,
+      r.currency,
+      r.amountMinor.toString(),
+      r.reason,
+      JSON.stringify(r.body),
+      r.now,
+      r.origin ?? 'service',
+    ],
   )
   return rows[0] as RefundRow
 }
@@ -118,6 +141,7 @@ export interface ClaimedRefund {
   external_refund_id: string
   currency: string
   amount_minor: string
+  reason: RefundReason
   attempts: number
   provider: string
   provider_payment_id: string
@@ -148,7 +172,7 @@ export async function claimRefunds(
       WHERE r.client_code = picked.client_code AND r.external_payment_request_id = picked.external_payment_request_id
         AND r.external_refund_id = picked.external_refund_id
         AND p.client_code = r.client_code AND p.external_payment_request_id = r.external_payment_request_id
-     RETURNING r.client_code, r.external_payment_request_id, r.external_refund_id, r.currency, r.amount_minor, r.attempts,
+     RETURNING r.client_code, r.external_payment_request_id, r.external_refund_id, r.currency, r.amount_minor, r.reason, r.attempts,
                p.provider, p.provider_payment_id`,
     [c.token, c.now, c.leaseUntil, c.limit, holder],
   )

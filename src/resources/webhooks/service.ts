@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import type { Grant } from '../../access/grants.ts'
-import { encodeCursor, readCursor, seqCursor } from '../../domain/cursor.ts'
+import { CHANGE_FEED, encodeCursor, readCursor, seqCursor } from '../../domain/cursor.ts'
 import { type KeyRing, UnreadableSecretError } from '../../domain/key-ring.ts'
 import { Problem } from '../../domain/problems.ts'
 import type { Scope } from '../../domain/scopes.ts'
@@ -420,7 +420,7 @@ export function createWebhookService({
     backlogLimit,
 
     async deliveries(grant: Grant, q: { cursor?: string | undefined; limit: number; eventId?: string | undefined }) {
-      const cursor = readCursor(q.cursor, DeliveryCursor, '/query/cursor', 'is not a cursor this list returned')
+      const cursor = readCursor('webhook-deliveries', q.cursor, DeliveryCursor, '/query/cursor', 'is not a cursor this list returned')
       const endpoint = await existing(store, grant)
       const rows = await listDeliveries(store, grant.clientCode, grant.integrationId, {
         before: cursor ? { seq: cursor.s, deliveryId: cursor.d } : null,
@@ -431,7 +431,7 @@ export function createWebhookService({
       const last = shown.at(-1)
       return {
         data: await deliveryViews(store, grant, shown),
-        nextCursor: rows.length > q.limit && last ? encodeCursor({ s: last.seq, d: last.delivery_id }) : null,
+        nextCursor: rows.length > q.limit && last ? encodeCursor('webhook-deliveries', { s: last.seq, d: last.delivery_id }) : null,
         lagging: laggingView(endpoint.lagging_since),
       }
     },
@@ -447,7 +447,9 @@ export function createWebhookService({
      * them again), and says so.
      */
     async replay(grant: Grant, after: string, slot: SlotRelease = NO_SLOT) {
-      const cursor = readCursor(after, FeedCursor, '/after', 'is not a cursor the change feed returned') as { s: string }
+      const cursor = readCursor(CHANGE_FEED, after, FeedCursor, '/after', 'is not a cursor the change feed returned', {
+        unnamed: true,
+      }) as { s: string }
       const state: ReplayState = {
         cursor: cursor.s,
         afterSeq: cursor.s,

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync } from 'node:fs'
+import net from 'node:net'
 import os from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
@@ -24,12 +25,21 @@ test('loggedUrl: everything under /pay/ but the stylesheet is /pay/[redacted], h
     `/PAY/${token}`,
     '/pay/short',
     '/pay/%E0%A4%A',
+    `http://host.example/pay/${token}`,
+    `HTTPS://host.example:8443/pay/${token}?a=b`,
+    `http://host.example/%70ay/${token}`,
+    `http://host.example/pay/assets/page.css?${token}`,
+    `//pay/${token}`,
+    `/pay/${token};x`,
+    `/pay/${token}#f`,
+    '/pay',
   ]) {
     assert.equal(loggedUrl(url), '/pay/[redacted]', url)
   }
   assert.equal(loggedUrl('/pay/assets/page.css'), '/pay/assets/page.css')
   assert.equal(loggedUrl('/v1/clients/demo/customers/c-1'), '/v1/clients/demo/customers/c-1')
   assert.equal(loggedUrl('/payments'), '/payments')
+  assert.equal(loggedUrl('http://host.example/v1/clients/demo'), 'http://host.example/v1/clients/demo')
 })
 
 test('a page GET, its form POST, a failing page and /metrics log no token: the request line says /pay/[redacted]', {
@@ -110,6 +120,12 @@ test('a page GET, its form POST, a failing page and /metrics log no token: the r
       assert.equal(res.status, status, path)
       await res.text()
     }
+    // Issue 33 item 4: the request target in absolute form (RFC 9112 3.2.2), which the router serves as the page.
+    const { port } = new URL(service.url)
+    for (const target of [`http://127.0.0.1:${port}/pay/${token}`, `HTTP://example.com/%70ay/${token}?via=x`]) {
+      const head = await rawGet(Number(port), target)
+      assert.equal(head, 'HTTP/1.1 200 OK', target)
+    }
     const refused = await fetch(`${service.url}/pay/${token}`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'x' })
     assert.equal(refused.status, 415)
     await refused.text()
@@ -136,7 +152,7 @@ test('a page GET, its form POST, a failing page and /metrics log no token: the r
         .filter((l) => l.includes(token))
         .join('\n')}`,
     )
-    // Every page request (5) logged "incoming request" with its URL redacted, and its completion.
+    // Every page request (7) logged "incoming request" with its URL redacted, and its completion.
     const incoming = pageLines()
       .map((l) => JSON.parse(l))
       .filter((l) => l.msg === 'incoming request')
@@ -145,6 +161,8 @@ test('a page GET, its form POST, a failing page and /metrics log no token: the r
       [
         ['GET', '/pay/[redacted]'],
         ['POST', '/pay/[redacted]'],
+        ['GET', '/pay/[redacted]'],
+        ['GET', '/pay/[redacted]'],
         ['GET', '/pay/[redacted]'],
         ['GET', '/pay/[redacted]'],
         ['POST', '/pay/[redacted]'],
@@ -156,3 +174,18 @@ test('a page GET, its form POST, a failing page and /metrics log no token: the r
     await db?.drop()
   }
 })
+
+/** One GET of `target` as written (an absolute-form target, which fetch never sends) on a fresh connection: its status line. */
+async function rawGet(port: number, target: string): Promise<string> {
+  const socket = net.connect(port, '127.0.0.1')
+  socket.write(`GET ${target} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: close\r\n\r\n`)
+  let out = ''
+  socket.on('data', (d) => {
+    out += d.toString()
+  })
+  await new Promise<void>((resolve, reject) => {
+    socket.on('end', () => resolve())
+    socket.on('error', reject)
+  })
+  return out.split('\r\n')[0] ?? ''
+}

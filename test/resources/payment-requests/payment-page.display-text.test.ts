@@ -26,11 +26,44 @@ const UNSAFE: number[] = [
   0x2067,
   0x2068,
   0x2069,
+  // Issue 33 item 7: bidirectional marks and invisible characters (docs/decisions.md, "Text shown to the debtor").
+  0x00ad,
+  0x061c,
+  0x115f,
+  0x1160,
+  0x180e,
+  0x200b,
+  0x200c,
+  0x200d,
+  0x200e,
+  0x200f,
+  0x2060,
+  0x2061,
+  0x2062,
+  0x2063,
+  0x2064,
+  0x206a,
+  0x206f,
+  0x3164,
+  0xfeff,
+  0xffa0,
+  0xfff9,
+  0xfffb,
+  0xe0001,
+  0xe0041,
+  0xe007f,
 ]
 
 const hex = (n: number) => `U+${n.toString(16).toUpperCase().padStart(4, '0')}`
+const BIDI = [0x061c, 0x200e, 0x200f, 0x202a, 0x202b, 0x202c, 0x202d, 0x202e, 0x2066, 0x2067, 0x2068, 0x2069]
 const kind = (n: number) =>
-  n === 0x2028 || n === 0x2029 ? 'a line or paragraph separator' : n >= 0x2000 ? 'a bidirectional control' : 'a control character'
+  n === 0x2028 || n === 0x2029
+    ? 'a line or paragraph separator'
+    : BIDI.includes(n)
+      ? 'a bidirectional control'
+      : n <= 0x9f
+        ? 'a control character'
+        : 'an invisible character'
 
 /** Otherwise valid text (letters, spaces, accented letters: nothing that looks like account data) around it. */
 const around = fc.string({ unit: fc.constantFrom(...'abcXYZ éü€'.split('')), maxLength: 20 })
@@ -58,6 +91,26 @@ test('the classic, "Pay to <U+202E>moc.live<U+202C> now": refused at /descriptio
     { code: 'custom', detail: 'is shown to the debtor and must not contain U+202E (a bidirectional control)', pointer: '/description' },
   ])
   assert.equal((await put('pr-clean', 'Pay to moc.live now')).status, 201)
+})
+
+test('issue 33 item 7: the invisible and bidirectional characters the issue found, each named in its 422', async () => {
+  for (const [char, detail] of [
+    ['\u200B', 'U+200B (an invisible character)'],
+    ['\u200F', 'U+200F (a bidirectional control)'],
+    ['\u061C', 'U+061C (a bidirectional control)'],
+    ['\uFEFF', 'U+FEFF (an invisible character)'],
+    ['\u2060', 'U+2060 (an invisible character)'],
+    ['\u{E0041}', 'U+E0041 (an invisible character)'],
+  ] as const) {
+    const res = await t.admin('PUT', '/admin/v1/clients/shown', { name: `Shown${char} Credit Union` })
+    assert.equal(res.status, 422, res.body)
+    assert.deepEqual(res.json.errors, [
+      { code: 'custom', detail: `is shown to the debtor and must not contain ${detail}`, pointer: '/name' },
+    ])
+  }
+  // Letters of every script, and a no-break space, are text, not controls.
+  const ok = await t.admin('PUT', '/admin/v1/clients/shown', { name: 'Caisse Populaire Ñandú 信用合作社 مصرف\u00A0Union' })
+  assert.equal(ok.status, 200, ok.body)
 })
 
 test('a description with any such character: 422 custom at /description, and no Payment request stored', async () => {

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
+import fc from 'fast-check'
+import ipaddr from 'ipaddr.js'
 import { addressKey, createAddressLimiter } from '../../../src/http/limits.ts'
 import { startTestApp, type Tenant, type TestApp } from '../../helpers/app.ts'
 import { type CountingStore, countingStore } from '../../helpers/counting-store.ts'
@@ -97,19 +99,147 @@ describe('PAY_RATE_LIMIT_PER_MINUTE: per client address, GET and POST together',
     assert.equal(addressKey('2001:db8:1:2:bbbb::9'), '2001:db8:1:2::/64')
   })
 
-  test('the limiter: fixed minute windows, memory dropped when the window turns, new addresses beyond the cap share one count', () => {
+  test('issue 33 item 5: a port, brackets, a zone id or a mapped spelling is the same address; what is not an address is no key', () => {
+    for (const spelling of [
+      '198.51.100.9',
+      '198.51.100.9:1000',
+      '198.51.100.9:1007',
+      ' 198.51.100.9 ',
+      '::ffff:198.51.100.9',
+      '[::ffff:c633:6409]:443',
+    ]) {
+      assert.equal(addressKey(spelling), '198.51.100.9', spelling)
+    }
+    for (const spelling of [
+      '2001:db8:1:2::1',
+      '[2001:db8:1:2::1]',
+      '[2001:db8:1:2::1]:8443',
+      '2001:DB8:1:2::1%eth0',
+      '[2001:0db8:0001:0002:0:0:0:9%25en0]:1',
+    ]) {
+      assert.equal(addressKey(spelling), '2001:db8:1:2::/64', spelling)
+    }
+    for (const bad of [
+      '',
+      'unknown',
+      '198.51.100.9:',
+      '198.51.100.256',
+      '010.0.0.1',
+      '0x7f.0.0.1',
+      '1',
+      '198.51.100.9:123456',
+      '[198.51.100.9',
+      '::1::2',
+      'fe80::g1',
+      '1.2.3.4.5',
+      '_hidden',
+    ]) {
+      assert.equal(addressKey(bad), null, bad)
+    }
+  })
+
+  test('property: every spelling of one address is one key, and two addresses (two /64s) are two keys', () => {
+    const v4 = fc.tuple(fc.nat(255), fc.nat(255), fc.nat(255), fc.nat(255)).map((o) => o.join('.'))
+    const port = fc.integer({ min: 0, max: 65535 })
+    const v4Spellings = (a: string, p: number) => {
+      const [w, x, y, z] = a.split('.').map(Number) as [number, number, number, number]
+      const hi = ((w << 8) | x).toString(16)
+      const lo = ((y << 8) | z).toString(16)
+      return [
+        a,
+        `${a}:${p}`,
+        `::ffff:${a}`,
+        `::FFFF:${a}`,
+        `0:0:0:0:0:ffff:${a}`,
+        `[::ffff:${a}]:${p}`,
+        `::ffff:${hi}:${lo}`,
+        `[::ffff:${hi}:${lo}%1]`,
+      ]
+    }
+    fc.assert(
+      fc.property(v4, v4, port, (a, b, p) => {
+        const keys = new Set(v4Spellings(a, p).map(addressKey))
+        assert.deepEqual([...keys], [a])
+        assert.equal(addressKey(b) === addressKey(a), a === b)
+      }),
+    )
+    const groups = fc.array(fc.integer({ min: 0, max: 0xffff }), { minLength: 8, maxLength: 8 })
+    const v6Spellings = (g: number[], p: number) => {
+      const full = g.map((n) => n.toString(16)).join(':')
+      const padded = g.map((n) => n.toString(16).padStart(4, '0')).join(':')
+      const compressed = ipaddr.IPv6.parse(full).toString()
+      return [
+        full,
+        padded,
+        padded.toUpperCase(),
+        compressed,
+        `[${compressed}]`,
+        `[${compressed}]:${p}`,
+        `${compressed}%eth0`,
+        `[${padded}%25en0]:${p}`,
+      ]
+    }
+    fc.assert(
+      fc.property(groups, groups, port, (g, h, p) => {
+        const mapped = g.slice(0, 6).every((n, i) => n === (i === 5 ? 0xffff : 0))
+        fc.pre(!mapped)
+        const keys = new Set(v6Spellings(g, p).map(addressKey))
+        assert.equal(keys.size, 1, [...keys].join(' '))
+        // Another interface of the same /64 is the same key; another /64 another key.
+        const sameNet = [...g.slice(0, 4), ...h.slice(4)]
+        assert.equal(addressKey(v6Spellings(sameNet, p)[0] as string), [...keys][0])
+        const otherNet = h.slice(0, 4).join() !== g.slice(0, 4).join()
+        if (otherNet && !h.slice(0, 6).every((n, i) => n === (i === 5 ? 0xffff : 0))) {
+          assert.notEqual(addressKey(v6Spellings(h, p)[0] as string), [...keys][0])
+        }
+      }),
+    )
+  })
+
+  test('the limiter: fixed minute windows, memory dropped when the window turns, the address seen least recently forgotten beyond the cap', () => {
     let at = Date.parse('2026-11-23T12:00:59.000Z')
     const limiter = createAddressLimiter({ perMinute: 2, clock: { now: () => new Date(at) }, maxAddresses: 2 })
     assert.deepEqual(limiter.hit('192.0.2.1'), { allowed: true, limit: 2, remaining: 1, resetSeconds: 1 })
     assert.deepEqual(limiter.hit('192.0.2.2'), { allowed: true, limit: 2, remaining: 1, resetSeconds: 1 })
-    // The cap is reached: two new addresses share the overflow count.
-    assert.equal(limiter.hit('192.0.2.3').allowed, true)
-    assert.equal(limiter.hit('192.0.2.4').allowed, true)
-    assert.deepEqual(limiter.hit('192.0.2.5'), { allowed: false, limit: 2, remaining: 0, resetSeconds: 1 })
-    assert.equal(limiter.hit('192.0.2.1').allowed, true)
+    assert.deepEqual(limiter.hit('192.0.2.1'), { allowed: true, limit: 2, remaining: 0, resetSeconds: 1 })
+    // The cap is reached: a new address has a count of its own; 192.0.2.2, seen least recently, is forgotten.
+    assert.deepEqual(limiter.hit('192.0.2.3'), { allowed: true, limit: 2, remaining: 1, resetSeconds: 1 })
     assert.equal(limiter.hit('192.0.2.1').allowed, false)
+    assert.deepEqual(limiter.hit('192.0.2.2'), { allowed: true, limit: 2, remaining: 1, resetSeconds: 1 })
     at = Date.parse('2026-11-23T12:01:00.000Z')
-    assert.deepEqual(limiter.hit('192.0.2.5'), { allowed: true, limit: 2, remaining: 1, resetSeconds: 60 })
+    assert.deepEqual(limiter.hit('192.0.2.1'), { allowed: true, limit: 2, remaining: 1, resetSeconds: 60 })
+  })
+
+  test('issue 33 item 5: past the cap, every new debtor is served (a flood from many addresses locks nobody out)', () => {
+    const at = Date.parse('2026-11-23T12:00:00.000Z')
+    const limiter = createAddressLimiter({ perMinute: 3, clock: { now: () => new Date(at) }, maxAddresses: 1000 })
+    for (let i = 0; i < 5000; i++) for (let n = 0; n < 3; n++) limiter.hit(`10.${i >> 16}.${(i >> 8) & 255}.${i & 255}`)
+    for (let i = 0; i < 100; i++) {
+      assert.deepEqual(limiter.hit(`2001:db8:${i.toString(16)}::1`), { allowed: true, limit: 3, remaining: 2, resetSeconds: 60 })
+    }
+  })
+
+  test("not an address: counted as the connection's address, so texts are not fresh counts", () => {
+    const limiter = createAddressLimiter({ perMinute: 2, clock: { now: () => new Date('2026-11-23T12:00:00.000Z') } })
+    assert.equal(limiter.hit('garbage-1', '10.0.0.1').remaining, 1)
+    assert.equal(limiter.hit('garbage-2', '::ffff:10.0.0.1').remaining, 0)
+    assert.equal(limiter.hit('10.0.0.1:5', '10.0.0.9').allowed, false)
+  })
+
+  test('through the proxy: one address with eight ports, or one /64 spelled five ways, is one budget', async () => {
+    now = new Date('2026-11-23T12:04:00.000Z')
+    const ports = Array.from({ length: 8 }, (_, i) => `198.51.100.9:${1000 + i}`)
+    const served = []
+    for (const client of ports) served.push((await page('GET', `/pay/${token}`, client)).status)
+    assert.deepEqual(served, [200, 200, 200, 429, 429, 429, 429, 429])
+    const v6 = ['[2001:db8:7:7::1]:4000', '2001:DB8:7:7::2', '2001:db8:7:7::3%eth0', '[2001:0db8:0007:0007::4]', '2001:db8:7:7:ffff::5']
+    const v6Served = []
+    for (const client of v6) v6Served.push((await page('GET', `/pay/${token}`, client)).status)
+    assert.deepEqual(v6Served, [200, 200, 200, 429, 429])
+    // A forwarded value that is no address is counted as the proxy's connection, not as itself.
+    const junk = []
+    for (const client of ['junk-1', 'junk-2', 'junk-3', 'junk-4']) junk.push((await page('GET', `/pay/${token}`, client)).status)
+    assert.deepEqual(junk, [200, 200, 200, 429])
   })
 })
 

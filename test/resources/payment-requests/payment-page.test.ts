@@ -474,7 +474,17 @@ describe('the stylesheet', () => {
 describe('production', () => {
   test('a payable request says no payment provider is configured, with no form; a submission is refused with 409', async () => {
     at('2026-11-23T21:00:00.000Z')
+    // Production makes no request for a client without a provider (409 payment_provider_not_configured): this one was
+    // made while one was configured, and the provider was removed since.
+    await prod.tenant('pp-prod')
+    const provider = {
+      provider: 'stripe',
+      secretKey: 'sk_live_ppprod0123456789abcdefgh',
+      webhookSecret: 'whsec_ppprod0123456789',
+    }
+    assert.equal((await prod.admin('PUT', '/admin/v1/clients/pp-prod/payment-provider', provider)).status, 201)
     const p = await payable(prod, 'pp-prod')
+    assert.equal((await prod.admin('DELETE', '/admin/v1/clients/pp-prod/payment-provider')).status, 204)
     const res = await prod.call('GET', p.path)
     assertMessagePage(res, 200, 'Payment request')
     assert.equal(

@@ -105,7 +105,9 @@ describe('422s', () => {
     assert.equal(eur.json.errors[0].detail, "must be USD, the Receivable's currency")
     // A Receivable of its own: the other tests' open requests on r-main reserve part of its working amount.
     await payableReceivable(t, k, 'r-whole')
-    const above = await refused({ externalReceivableId: 'r-whole', amount: usd('100.01') }, [['custom', '/amount/amount']])
+    const above = await refused({ externalReceivableId: 'r-whole', amount: usd('100.01') }, [
+      ['amount_exceeds_reservable', '/amount/amount'],
+    ])
     assert.equal(
       above.json.errors[0].detail,
       "must not exceed the Receivable's working amount (100.00 USD) less what its other open requests already reserve (0.00 USD): at most 100.00 USD",
@@ -352,29 +354,33 @@ describe('source_stale (runs last: it moves the clock past the freshness thresho
 })
 
 describe('production', () => {
-  test('the simulate route does not exist (404 route_not_found); the page offers no form and cannot settle', async () => {
+  test('a client without a payment provider gets no payment request (409, nothing saved); the simulate route does not exist', async () => {
     const prod = await startTestApp({ SERVICE_ENVIRONMENT: 'production' })
     try {
       const tenant = await prod.tenant('pr-prod')
       assert.match(tenant.apiKey, /^irk_production_/)
       await payableReceivable(prod, tenant, 'r-prod')
-      const created = await prod.call('PUT', '/v1/clients/pr-prod/payment-requests/pr-prod', {
+      const refused = await prod.call('PUT', '/v1/clients/pr-prod/payment-requests/pr-prod', {
         key: tenant.apiKey,
         body: { externalReceivableId: 'r-prod', amount: usd('10.00') },
       })
-      assert.equal(created.status, 201, created.body)
+      assertProblem(refused, 409, 'payment_provider_not_configured')
+      const read = await prod.call('GET', '/v1/clients/pr-prod/payment-requests/pr-prod', { key: tenant.apiKey })
+      assertProblem(read, 404, 'payment_request_not_found')
       const res = await prod.admin('POST', '/admin/v1/clients/pr-prod/payment-requests/pr-prod/simulate', { outcome: 'confirmed' })
       assertProblem(res, 404, 'route_not_found')
       assert.equal(
         prod.app.routes.some((r) => r.path.endsWith('/simulate')),
         false,
       )
-      const token = created.json.hostedUrl.split('/').pop()
-      const page = await prod.app.services.paymentRequests.pageView(token)
-      assert.deepEqual([page?.state, page?.sandboxForm], ['payable', false])
-      await assert.rejects(prod.app.services.paymentRequests.settleFromPage(token, 'confirmed'), { code: 'route_not_found' })
-      const read = await prod.call('GET', '/v1/clients/pr-prod/payment-requests/pr-prod', { key: tenant.apiKey })
-      assert.deepEqual([read.json.status, read.json.payment], ['open', null])
+      // With a provider configured (a live key), the same request is made.
+      const provider = { provider: 'stripe', secretKey: 'sk_live_prprod0123456789abcdefgh', webhookSecret: 'whsec_prprod0123456789' }
+      assert.equal((await prod.admin('PUT', '/admin/v1/clients/pr-prod/payment-provider', provider)).status, 201)
+      const created = await prod.call('PUT', '/v1/clients/pr-prod/payment-requests/pr-prod', {
+        key: tenant.apiKey,
+        body: { externalReceivableId: 'r-prod', amount: usd('10.00') },
+      })
+      assert.equal(created.status, 201, created.body)
     } finally {
       await prod.close()
     }

@@ -255,7 +255,7 @@ describe('the sandbox provider confirms, and the Payment allocates', () => {
     assert.equal(more.status, 422, more.body)
     assert.deepEqual(more.json.errors, [
       {
-        code: 'custom',
+        code: 'amount_exceeds_reservable',
         detail:
           "must not exceed the Receivable's working amount (0.00 USD) less what its other open requests already reserve (0.00 USD): at most 0.00 USD",
         pointer: '/amount/amount',
@@ -474,6 +474,7 @@ describe('the hosted page functions (page.ts builds on them)', () => {
       sandboxForm: true,
       branding: { displayName: null, accentColor: null, supportEmail: null, supportPhone: null, supportUrl: null, locale: null },
       confirmationNumber: null,
+      refundedInFull: false,
     })
     assert.equal(await svc().pageView('pr-page'), undefined)
     assert.equal(await svc().pageView(`${token}x`), undefined)
@@ -502,6 +503,7 @@ describe('the hosted page functions (page.ts builds on them)', () => {
         locale: 'en-CA',
       },
       confirmationNumber,
+      refundedInFull: false,
     })
     assert.deepEqual(await position('r-page'), { source: '100.00', working: '87.50', confirmed: '12.50', acknowledged: '0.00' })
     // The same outcome again changes nothing; the opposite is refused.

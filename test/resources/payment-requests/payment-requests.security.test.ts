@@ -151,6 +151,8 @@ describe('the operator route and the page token', () => {
       'decidedAt',
       'description',
       'expiresAt',
+      // Whether refunds gave the whole Payment back (the page says refunded): no amount, nothing of the debtor's.
+      'refundedInFull',
       'sandboxForm',
       'state',
     ])

@@ -124,7 +124,7 @@ describe(`the working amount (${engineName})`, () => {
     assert.equal(refused.status, 422, refused.body)
     assert.deepEqual(refused.json.errors, [
       {
-        code: 'custom',
+        code: 'amount_exceeds_reservable',
         detail:
           "must not exceed the Receivable's working amount (40.00 USD) less what its other open requests already reserve (0.00 USD): at most 40.00 USD",
         pointer: '/amount/amount',
@@ -193,7 +193,7 @@ describe(`open requests reserve what they ask (${engineName})`, () => {
     assert.equal(problemCode(refused), 'validation_error')
     assert.deepEqual(refused.json.errors, [
       {
-        code: 'custom',
+        code: 'amount_exceeds_reservable',
         detail:
           "must not exceed the Receivable's working amount (100.00 USD) less what its other open requests already reserve (90.00 USD): at most 10.00 USD",
         pointer: '/amount/amount',

@@ -62,16 +62,18 @@ describe('refunds through Stripe', () => {
     assert.equal(asked[0]?.idempotencyKey, `refund/${p.client}/${p.requestId}/rf-1`)
     const refund = latestRefund()
     assert.deepEqual([refund.payment_intent, refund.amount, refund.status], [p.intent, 1000, 'pending'])
-    assert.deepEqual(refund.metadata, { clientCode: p.client, paymentRequestId: p.requestId, refundId: 'rf-1' })
+    assert.deepEqual(refund.metadata, {
+      clientCode: p.client,
+      paymentRequestId: p.requestId,
+      refundId: 'rf-1',
+      reason: 'requested_by_customer',
+    })
     // Accepted, decided later: pending, nothing moved, not asked again.
     assert.equal((await getRefund(p, 'rf-1')).status, 'pending')
     assert.equal(await runWorker(), false)
     assert.deepEqual((await readRequest(s, p)).payment.refundedAmount, usd('0.00'))
     // The created event (pending at Stripe still): nothing decided.
-    assert.equal(
-      (await deliver(s, p.client, eventOf(s.stripe.events().reverse(), 'refund.created'))).json.effect,
-      'ignored: refund pending',
-    )
+    assert.equal((await deliver(s, p.client, eventOf(s.stripe.events().reverse(), 'refund.created'))).json.ignored, 'refund pending')
 
     s.stripe.settleRefund(refund.id, 'succeeded')
     const updated = eventOf(s.stripe.events().reverse(), 'refund.updated')

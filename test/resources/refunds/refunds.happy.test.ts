@@ -42,6 +42,7 @@ test('a refund is pending until the provider decides; its success takes allocate
     amount: usd('20.00'),
     reason: 'requested_by_customer',
     status: 'pending',
+    origin: 'service',
     createdAt: iso(),
   }
   assert.deepEqual(created.json, pending)
@@ -333,6 +334,7 @@ test('money a confirmation could not allocate is refunded automatically (unappli
     amount: usd('30.00'),
     reason: 'unapplied_funds',
     status: 'pending',
+    origin: 'service',
     createdAt: iso(),
   }
   assert.deepEqual(expectStatus(await c.listRefunds('pr-1'), 200).json, { data: [unapplied], nextCursor: null })

@@ -108,8 +108,13 @@ describe(`changing the key that encrypts stored secrets (${engineName})`, () => 
     assert.ok((await stored('kr-sbx')).secret_ciphertext.startsWith(`v2.${idOf(row?.value as string)}.`))
   })
 
-  test('WEBHOOK_SECRET_KEY set later: the stored key still opens its secrets, which move under the configured key at start', async () => {
+  test("WEBHOOK_SECRET_KEY set later: the stored key still opens its secrets, which move under the configured key by the operator's rewrap", async () => {
+    const [sandboxKey] = await db.store.query<{ value: string }>(`SELECT value FROM settings WHERE key = 'webhook_secret_key'`)
     await restart({ WEBHOOK_SECRET_KEY: K1 })
+    // Issue 33 item 9: nothing is re-encrypted at start; the rewrap is the operator's step.
+    assert.ok((await stored('kr-sbx')).secret_ciphertext.startsWith(`v2.${idOf(sandboxKey?.value as string)}.`))
+    const rewrap = await app().admin('POST', '/admin/v1/secrets/rewrap', {})
+    assert.deepEqual([rewrap.status, rewrap.json], [200, { rewrapped: 1, undecryptable: 0 }])
     assert.ok((await stored('kr-sbx')).secret_ciphertext.startsWith(`v2.${idOf(K1)}.`))
     await change('kr-sbx')
     await app().app.webhookDispatcher.runOnce()
@@ -118,7 +123,7 @@ describe(`changing the key that encrypts stored secrets (${engineName})`, () => 
     await configure('kr-k1')
   })
 
-  test('K2 with WEBHOOK_SECRET_KEY_PREVIOUS=K1: at start every secret is re-encrypted under K2, and deliveries go on with the same secrets', async () => {
+  test("K2 with WEBHOOK_SECRET_KEY_PREVIOUS=K1: the operator's rewrap re-encrypts every secret under K2, and deliveries go on with the same secrets", async () => {
     // A row still in the format before the key ring (v1, no key id) is opened by trying every key.
     const k1 = tenants['kr-k1'] as Tenant
     await db.store.query('UPDATE webhook_endpoints SET secret_ciphertext = $2 WHERE client_code = $1', [
@@ -126,6 +131,9 @@ describe(`changing the key that encrypts stored secrets (${engineName})`, () => 
       legacyEncrypt(K1, secrets['kr-k1'] as string, `webhook/kr-k1/${k1.integrationId}`),
     ])
     await restart({ WEBHOOK_SECRET_KEY: K2, WEBHOOK_SECRET_KEY_PREVIOUS: `${K3},${K1}` })
+    assert.ok((await stored('kr-sbx')).secret_ciphertext.startsWith(`v2.${idOf(K1)}.`), 'not moved at start')
+    const rewrap = await app().admin('POST', '/admin/v1/secrets/rewrap', {})
+    assert.deepEqual([rewrap.status, rewrap.json], [200, { rewrapped: 2, undecryptable: 0 }])
     for (const client of ['kr-sbx', 'kr-k1']) {
       const row = await stored(client)
       assert.ok(row.secret_ciphertext.startsWith(`v2.${idOf(K2)}.`), client)

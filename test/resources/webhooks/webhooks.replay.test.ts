@@ -91,7 +91,7 @@ test(`a replay of ${READABLE} notifications (${engineName}): queued exactly, in 
   const started = performance.now()
   const replay = await t.call('POST', '/v1/clients/rp-a/webhook-endpoint/replay', {
     key: a.apiKey,
-    body: { after: encodeCursor({ s: '0' }) },
+    body: { after: encodeCursor('changes', { s: '0' }) },
   })
   ctx.diagnostic(
     `replay ${Math.round(performance.now() - started)} ms; the other tenant's GET ${Math.round(readMs)} ms (reported, not asserted)`,
@@ -119,7 +119,7 @@ test(`a replay of ${READABLE} notifications (${engineName}): queued exactly, in 
   // Again from a later cursor: the same deliveries queued again, only those after it.
   const again = await t.call('POST', '/v1/clients/rp-a/webhook-endpoint/replay', {
     key: a.apiKey,
-    body: { after: encodeCursor({ s: String(EVENTS - 1000) }) },
+    body: { after: encodeCursor('changes', { s: String(EVENTS - 1000) }) },
   })
   assert.deepEqual([again.status, again.json], [202, { queued: 900 }])
   assert.deepEqual(await db.store.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE client_code = 'rp-a'`), [{ n: READABLE }])

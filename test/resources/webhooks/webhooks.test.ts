@@ -41,7 +41,7 @@ describe(`webhook endpoint routes (${engineName})`, () => {
       ['POST', `${path('wh-none')}/disable`, {}],
       ['GET', `${path('wh-none')}/deliveries`, undefined],
       ['POST', `${path('wh-none')}/deliveries/dlv_x/retry`, undefined],
-      ['POST', `${path('wh-none')}/replay`, { after: encodeCursor({ s: '0' }) }],
+      ['POST', `${path('wh-none')}/replay`, { after: encodeCursor('changes', { s: '0' }) }],
     ] as const) {
       const res = await t.call(method, p, { key: fresh.apiKey, ...(body ? { body } : {}) })
       assert.equal(res.status, 404, `${method} ${p}: ${res.body}`)
@@ -263,23 +263,23 @@ describe(`webhook endpoint routes (${engineName})`, () => {
   })
 
   test('replay and its 4xx: bad cursor 422, purged cursor 410, disabled endpoint 409; retry on a disabled endpoint 409', async () => {
-    for (const body of [{}, { after: 'x!' }, { after: 'abc' }, { after: encodeCursor({ s: 'x' }) }]) {
+    for (const body of [{}, { after: 'x!' }, { after: 'abc' }, { after: encodeCursor('changes', { s: 'x' }) }]) {
       const res = await t.call('POST', `${path()}/replay`, { key: a.apiKey, body })
       assert.equal(res.status, 422, JSON.stringify(body))
       assert.equal(problemCode(res), 'validation_error')
     }
-    const ok = await t.call('POST', `${path()}/replay`, { key: a.apiKey, body: { after: encodeCursor({ s: '0' }) } })
+    const ok = await t.call('POST', `${path()}/replay`, { key: a.apiKey, body: { after: encodeCursor('changes', { s: '0' }) } })
     assert.equal(ok.status, 202)
     assert.deepEqual(ok.json, { queued: 0 })
     await t.store.query(
       `INSERT INTO feed_heads (client_code, last_seq, purged_through_seq) VALUES ('wh-a', 10, 5)
        ON CONFLICT (client_code) DO UPDATE SET purged_through_seq = 5`,
     )
-    const expired = await t.call('POST', `${path()}/replay`, { key: a.apiKey, body: { after: encodeCursor({ s: '4' }) } })
+    const expired = await t.call('POST', `${path()}/replay`, { key: a.apiKey, body: { after: encodeCursor('changes', { s: '4' }) } })
     assert.equal(expired.status, 410)
     assert.equal(problemCode(expired), 'cursor_expired')
     await t.call('POST', `${path()}/disable`, { key: a.apiKey })
-    const disabled = await t.call('POST', `${path()}/replay`, { key: a.apiKey, body: { after: encodeCursor({ s: '6' }) } })
+    const disabled = await t.call('POST', `${path()}/replay`, { key: a.apiKey, body: { after: encodeCursor('changes', { s: '6' }) } })
     assert.equal(disabled.status, 409)
     assert.equal(problemCode(disabled), 'webhook_endpoint_disabled')
     const retry = await t.call('POST', `${path()}/deliveries/dlv_missing/retry`, { key: a.apiKey })

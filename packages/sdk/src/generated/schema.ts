@@ -3299,6 +3299,7 @@ export interface components {
          *       },
          *       "reason": "requested_by_customer",
          *       "status": "pending",
+         *       "origin": "service",
          *       "createdAt": "2026-02-12T10:00:00.120Z"
          *     }
          * @example {
@@ -3310,6 +3311,7 @@ export interface components {
          *       },
          *       "reason": "requested_by_customer",
          *       "status": "succeeded",
+         *       "origin": "service",
          *       "createdAt": "2026-02-12T10:00:00.120Z",
          *       "decidedAt": "2026-02-12T10:00:01.480Z"
          *     }
@@ -3328,6 +3330,11 @@ export interface components {
              * @enum {string}
              */
             status: "pending" | "succeeded" | "failed";
+            /**
+             * @description service: asked for through this API (or the service's own refund of unapplied money); provider: made at the payment provider itself (a refund in the Stripe Dashboard), recorded because every cent the provider moves is. A provider refund's externalRefundId is the provider's refund id.
+             * @enum {string}
+             */
+            origin: "service" | "provider";
             createdAt: components["schemas"]["Timestamp"];
             /** @description When the provider decided; absent while pending. */
             decidedAt?: components["schemas"]["Timestamp"];
@@ -3344,6 +3351,7 @@ export interface components {
          *           },
          *           "reason": "requested_by_customer",
          *           "status": "pending",
+         *           "origin": "service",
          *           "createdAt": "2026-02-12T10:00:00.120Z"
          *         }
          *       ],
@@ -4090,7 +4098,7 @@ export interface operations {
             query?: {
                 /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
-                /** @description Items per page, 1 to 200. */
+                /** @description Items per page, 1 to 200, in decimal digits. */
                 limit?: number;
             };
             header?: never;
@@ -4367,7 +4375,7 @@ export interface operations {
             query?: {
                 /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
-                /** @description Items per page, 1 to 200. */
+                /** @description Items per page, 1 to 200, in decimal digits. */
                 limit?: number;
                 status?: "active" | "paused" | "closed";
             };
@@ -5129,7 +5137,7 @@ export interface operations {
             query?: {
                 /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
-                /** @description Items per page, 1 to 200. */
+                /** @description Items per page, 1 to 200, in decimal digits. */
                 limit?: number;
                 /** @description Only the events of this Receivable. */
                 externalReceivableId?: string;
@@ -5408,7 +5416,7 @@ export interface operations {
             query?: {
                 /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
-                /** @description Items per page, 1 to 200. */
+                /** @description Items per page, 1 to 200, in decimal digits. */
                 limit?: number;
                 /** @description Only the events of this Receivable. */
                 externalReceivableId?: string;
@@ -5687,7 +5695,7 @@ export interface operations {
             query?: {
                 /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
-                /** @description Items per page, 1 to 200. */
+                /** @description Items per page, 1 to 200, in decimal digits. */
                 limit?: number;
                 /** @description Only the events of this Receivable. */
                 externalReceivableId?: string;
@@ -5966,7 +5974,7 @@ export interface operations {
             query?: {
                 /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
-                /** @description Items per page, 1 to 200. */
+                /** @description Items per page, 1 to 200, in decimal digits. */
                 limit?: number;
                 /** @description Only the observations of this Customer. */
                 externalCustomerId?: string;
@@ -6366,7 +6374,7 @@ export interface operations {
             query?: {
                 /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
-                /** @description Items per page, 1 to 200. */
+                /** @description Items per page, 1 to 200, in decimal digits. */
                 limit?: number;
                 /** @description Only the Payment requests of this Receivable. */
                 externalReceivableId?: string;
@@ -6750,7 +6758,7 @@ export interface operations {
             query?: {
                 /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
-                /** @description Items per page, 1 to 200. */
+                /** @description Items per page, 1 to 200, in decimal digits. */
                 limit?: number;
             };
             header?: never;
@@ -6835,6 +6843,7 @@ export interface operations {
         parameters: {
             query?: {
                 after?: string;
+                /** @description Items per page, 1 to 200, in decimal digits. */
                 limit?: number;
             };
             header?: never;
@@ -7120,7 +7129,7 @@ export interface operations {
             query?: {
                 /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
-                /** @description Items per page, 1 to 200. */
+                /** @description Items per page, 1 to 200, in decimal digits. */
                 limit?: number;
                 /** @description Only the batches in this status. */
                 status?: "queued" | "running" | "succeeded" | "partially_succeeded" | "failed";
@@ -7983,7 +7992,7 @@ export interface operations {
             query?: {
                 /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
-                /** @description Items per page, 1 to 200. */
+                /** @description Items per page, 1 to 200, in decimal digits. */
                 limit?: number;
                 /** @description Only the instruction governing this Receivable (at most one). */
                 externalReceivableId?: string;
@@ -8383,7 +8392,7 @@ export interface operations {
             query?: {
                 /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
-                /** @description Items per page, 1 to 200. */
+                /** @description Items per page, 1 to 200, in decimal digits. */
                 limit?: number;
                 /** @description Only the reconciliations of this Payment request. */
                 externalPaymentRequestId?: string;
@@ -8933,7 +8942,7 @@ export interface operations {
             query?: {
                 /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
-                /** @description Items per page, 1 to 200. */
+                /** @description Items per page, 1 to 200, in decimal digits. */
                 limit?: number;
                 /** @description Only the delivery of this change-feed event. */
                 eventId?: string;

@@ -7,7 +7,7 @@ import {
   ProviderSignatureError,
   type RefundRequest,
 } from '../provider.ts'
-import { type StripeGateway, StripeRejectedError, StripeSignatureError } from './gateway.ts'
+import { type StripeGateway, StripeRejectedError, StripeSignatureError, StripeUnparsableEventError } from './gateway.ts'
 
 /**
  * The Stripe provider (issue 22, docs/design/payment-providers.md): `CheckoutProvider` over the typed gateway (gateway.ts), for
@@ -42,8 +42,35 @@ export const STRIPE_WEBHOOK_EVENTS = [
 /** The events the service acts on: those, and the older name of a refund's update, should an endpoint send it. */
 export const STRIPE_EVENT_TYPES: ReadonlySet<string> = new Set<string>([...STRIPE_WEBHOOK_EVENTS, 'charge.refund.updated'])
 
+/** Events per page of the catch-up sweep (Stripe's most), and the pages a first sweep reads at most. */
+const EVENT_PAGE = 100
+const EVENT_PAGES_FIRST_SWEEP = 20
+
 /** Metadata keys the service sets on what it creates at Stripe. */
-const META = { client: 'clientCode', request: 'paymentRequestId', refund: 'refundId' } as const
+const META = { client: 'clientCode', request: 'paymentRequestId', refund: 'refundId', reason: 'reason' } as const
+
+/** The refund reasons Stripe knows; `other` and the service's `unapplied_funds` have none there (the metadata keeps them). */
+const STRIPE_REASON: Record<RefundRequest['reason'], Stripe.RefundCreateParams.Reason | undefined> = {
+  requested_by_customer: 'requested_by_customer',
+  duplicate: 'duplicate',
+  fraudulent: 'fraudulent',
+  other: undefined,
+  unapplied_funds: undefined,
+}
+
+/** A refund made at Stripe, in the service's words: Stripe's reason where it has one of ours, else `other`. */
+function reasonOf(refund: Stripe.Refund): Extract<ProviderFact, { kind: 'provider_refund' }>['reason'] {
+  switch (refund.reason) {
+    case 'requested_by_customer':
+      return 'requested_by_customer'
+    case 'duplicate':
+      return 'duplicate'
+    case 'fraudulent':
+      return 'fraudulent'
+    default:
+      return 'other'
+  }
+}
 
 const upper = (currency: string) => currency.toUpperCase()
 const idOf = (value: string | { id: string } | null): string | null =>
@@ -62,7 +89,7 @@ export function sessionFact(session: Stripe.Checkout.Session, clientCode: string
   if (session.payment_status === 'paid') {
     const providerPaymentId = idOf(session.payment_intent)
     if (providerPaymentId === null || session.amount_total === null || session.currency === null) {
-      throw new Error(`Stripe session ${sessionId} is paid without a PaymentIntent or amount`)
+      return { kind: 'none', why: 'a paid session without a PaymentIntent or amount' }
     }
     return {
       kind: 'paid',
@@ -83,8 +110,23 @@ export function sessionFact(session: Stripe.Checkout.Session, clientCode: string
 export function refundFact(refund: Stripe.Refund, clientCode: string): ProviderFact {
   const requestId = refund.metadata?.[META.request]
   const refundId = refund.metadata?.[META.refund]
-  if (refund.metadata?.[META.client] !== clientCode || !requestId || !refundId) {
-    return { kind: 'none', why: 'not a refund the service asked for' }
+  const owner = refund.metadata?.[META.client]
+  if (owner !== undefined && owner !== clientCode) return { kind: 'none', why: 'a refund of another client' }
+  if (!requestId || !refundId) {
+    // Money the service gave back itself for a request that could not take it (returnPayment): no Payment has it.
+    if (refund.metadata?.returnedFor) return { kind: 'none', why: 'money the service returned' }
+    // Made at Stripe (the Dashboard, another tool): recorded once it succeeded, as a refund of its Payment.
+    const providerPaymentId = idOf(refund.payment_intent)
+    if (providerPaymentId === null) return { kind: 'none', why: 'a refund without a PaymentIntent' }
+    if (refund.status !== 'succeeded') return { kind: 'none', why: `refund ${refund.status}` }
+    return {
+      kind: 'provider_refund',
+      providerRefundId: refund.id,
+      providerPaymentId,
+      amountMinor: BigInt(refund.amount),
+      currency: upper(refund.currency),
+      reason: reasonOf(refund),
+    }
   }
   const status = stripeRefundStatus(refund)
   if (status.status === 'pending') return { kind: 'none', why: `refund ${refund.status}` }
@@ -127,6 +169,27 @@ export function stripeRefundStatus(refund: Stripe.Refund): { status: ProviderRef
     default:
       return { status: 'pending' }
   }
+}
+
+/**
+ * What a validly signed body says, whatever it holds: Stripe's signature proves the sender, not the shape. An array,
+ * an event without an id, a type or an object (null or missing), or a type the service does not act on is ignored
+ * with the reason (answered 200: sending it again would not change it).
+ */
+export function eventOf(parsed: unknown): ProviderEvent {
+  const none = (why: string, id = '', type = ''): ProviderEvent => ({ id, type, objectId: '', ignored: why })
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return none('not an event object')
+  const event = parsed as { id?: unknown; type?: unknown; data?: unknown }
+  if (typeof event.id !== 'string' || event.id === '' || event.id.length > 255) return none('an event without an id')
+  if (typeof event.type !== 'string' || event.type === '') return none('an event without a type', event.id)
+  const data = event.data
+  const object = typeof data === 'object' && data !== null ? (data as { object?: unknown }).object : undefined
+  const objectId = typeof object === 'object' && object !== null ? (object as { id?: unknown }).id : undefined
+  if (typeof objectId !== 'string' || objectId === '' || objectId.length > 255) {
+    return none('an event without an object', event.id, event.type)
+  }
+  if (!STRIPE_EVENT_TYPES.has(event.type)) return { id: event.id, type: event.type, objectId, ignored: 'event type not acted on' }
+  return { id: event.id, type: event.type, objectId, ignored: null }
 }
 
 export function createStripeProvider(opts: { clientCode: string; gateway: StripeGateway; webhookSecret: string }): CheckoutProvider {
@@ -175,7 +238,9 @@ export function createStripeProvider(opts: { clientCode: string; gateway: Stripe
               [META.client]: request.clientCode,
               [META.request]: request.externalPaymentRequestId,
               [META.refund]: request.externalRefundId,
+              [META.reason]: request.reason,
             },
+            ...(STRIPE_REASON[request.reason] ? { reason: STRIPE_REASON[request.reason] } : {}),
           },
           request.idempotencyKey,
         )
@@ -196,20 +261,15 @@ export function createStripeProvider(opts: { clientCode: string; gateway: Stripe
 
     readEvent(rawBody, headers) {
       const header = headers['stripe-signature']
-      let event: Stripe.Event
+      let parsed: unknown
       try {
-        event = gateway.verifyEvent(rawBody, Array.isArray(header) ? header[0] : header, webhookSecret)
+        parsed = gateway.verifyEvent(rawBody, Array.isArray(header) ? header[0] : header, webhookSecret)
       } catch (err) {
+        if (err instanceof StripeUnparsableEventError) return eventOf(undefined)
         if (err instanceof StripeSignatureError) throw new ProviderSignatureError(err.message, { cause: err })
         throw err
       }
-      const object = event.data.object as { id?: unknown }
-      return {
-        id: event.id,
-        type: event.type,
-        handled: STRIPE_EVENT_TYPES.has(event.type),
-        objectId: typeof object.id === 'string' ? object.id : '',
-      }
+      return eventOf(parsed)
     },
 
     async factOf(event: ProviderEvent) {
@@ -221,7 +281,73 @@ export function createStripeProvider(opts: { clientCode: string; gateway: Stripe
         // delivers the event again later.
         if (err instanceof StripeRejectedError && err.code === 'resource_missing')
           return { kind: 'none', why: `${event.objectId} not found at Stripe` }
+        // Any other refusal of the read (an id Stripe cannot take): the event names nothing usable, and asking again
+        // gives the same answer.
+        if (err instanceof StripeRejectedError) return { kind: 'none', why: `Stripe refused to read ${event.objectId}` }
         throw err
+      }
+    },
+
+    async readCheckout(sessionId) {
+      try {
+        return sessionFact(await gateway.retrieveCheckoutSession(sessionId), clientCode)
+      } catch (err) {
+        if (err instanceof StripeRejectedError) return { kind: 'none', why: `Stripe refused to read ${sessionId}` }
+        throw err
+      }
+    },
+
+    async closeCheckout(sessionId) {
+      try {
+        await gateway.expireCheckoutSession(sessionId)
+      } catch (err) {
+        // Not open any more (paid, expired): nothing to end; what it became is read back and recorded.
+        if (err instanceof StripeRejectedError) return
+        throw err
+      }
+    },
+
+    async *eventPages(cursor, since) {
+      let after = cursor
+      const types = [...STRIPE_EVENT_TYPES]
+      if (after === null) {
+        // No cursor yet: every event since the configuration, read newest first to the end, then handled oldest first.
+        const all: Stripe.Event[] = []
+        let startingAfter: string | undefined
+        for (let page = 0; page < EVENT_PAGES_FIRST_SWEEP; page++) {
+          const list = await gateway.listEvents({
+            limit: EVENT_PAGE,
+            types,
+            created: { gte: Math.floor(since.getTime() / 1000) },
+            ...(startingAfter ? { starting_after: startingAfter } : {}),
+          })
+          all.push(...list.data)
+          const last = list.data[list.data.length - 1]
+          if (!list.has_more || !last) break
+          startingAfter = last.id
+        }
+        const oldestFirst = all.reverse()
+        const newest = oldestFirst[oldestFirst.length - 1]
+        if (!newest) return
+        yield { events: oldestFirst.map(eventOf), cursor: { eventId: newest.id, created: newest.created } }
+        after = { eventId: newest.id, created: newest.created }
+      }
+      for (;;) {
+        let list: Stripe.ApiList<Stripe.Event>
+        try {
+          list = await gateway.listEvents({ limit: EVENT_PAGE, types, ending_before: after.eventId })
+        } catch (err) {
+          // The cursor's event is gone (Stripe keeps 30 days): resume from its creation time instead.
+          if (!(err instanceof StripeRejectedError && err.code === 'resource_missing')) throw err
+          yield* this.eventPages(null, new Date(after.created * 1000))
+          return
+        }
+        const oldestFirst = [...list.data].reverse()
+        const newest = oldestFirst[oldestFirst.length - 1]
+        if (!newest) return
+        after = { eventId: newest.id, created: newest.created }
+        yield { events: oldestFirst.map(eventOf), cursor: after }
+        if (!list.has_more) return
       }
     },
 

@@ -26,6 +26,7 @@ import Stripe from 'stripe'
  *   - PaymentIntents:    Read    retrievePaymentIntent, and `expand: ['payment_intent']` on a session
  *   - Refunds:           Write   createRefund, retrieveRefund
  *   - Disputes:          Read    retrieveDispute
+ *   - Events:            Read    listEvents (the catch-up sweep)
  * Nothing else: webhook signatures are checked with the endpoint's signing secret (`whsec_`), not the API key.
  */
 
@@ -74,6 +75,8 @@ export interface RefundInput {
   paymentIntentId: string
   amountMinor: bigint
   metadata: Record<string, string>
+  /** Stripe's reason, when the refund has one Stripe knows (`other` and `unapplied_funds` have none there). */
+  reason?: Stripe.RefundCreateParams.Reason
 }
 
 export interface StripeGateway {
@@ -85,8 +88,16 @@ export interface StripeGateway {
   createRefund(input: RefundInput, idempotencyKey: string): Promise<Stripe.Refund>
   retrieveRefund(id: string): Promise<Stripe.Refund>
   retrieveDispute(id: string): Promise<Stripe.Dispute>
+  /** `POST /v1/checkout/sessions/{id}/expire`: the debtor can no longer pay it (Stripe refuses one not open). */
+  expireCheckoutSession(id: string): Promise<Stripe.Checkout.Session>
+  /** `GET /v1/events`, newest first: `ending_before` reads the events after that one, `starting_after` those before. */
+  listEvents(params: Stripe.EventListParams): Promise<Stripe.ApiList<Stripe.Event>>
   retrievePaymentIntent(id: string): Promise<Stripe.PaymentIntent>
-  /** Verifies the raw body against the `Stripe-Signature` header; throws StripeSignatureError (answer 400). */
+  /**
+   * Verifies the raw body against the `Stripe-Signature` header; throws StripeSignatureError (answer 400), or
+   * StripeUnparsableEventError for a signed body that is not JSON. What it returns is the parsed body: the signature
+   * proves the sender, not the shape (adapter.ts eventOf checks it).
+   */
   verifyEvent(rawBody: string | Buffer, signatureHeader: string | undefined | null, webhookSecret: string): Stripe.Event
 }
 
@@ -133,7 +144,12 @@ export class StripeRejectedError extends StripeGatewayError {
 
 /** A webhook whose signature is missing, wrong or too old, or whose body is not an event: answer 400. */
 export class StripeSignatureError extends Error {
-  override readonly name = 'StripeSignatureError'
+  override readonly name: string = 'StripeSignatureError'
+}
+
+/** A validly signed body that is not JSON: Stripe sent it, and nothing can be made of it (answered 200, ignored). */
+export class StripeUnparsableEventError extends StripeSignatureError {
+  override readonly name = 'StripeUnparsableEventError'
 }
 
 /** The SDK's `protocol`/`host`/`port` options for an apiBase such as `http://127.0.0.1:4010`. */
@@ -265,6 +281,7 @@ export function createStripeGateway(options: StripeGatewayOptions): StripeGatewa
         payment_intent: input.paymentIntentId,
         amount: toStripeAmount(input.amountMinor),
         metadata: input.metadata,
+        ...(input.reason ? { reason: input.reason } : {}),
       }
       return call(() => stripe.refunds.create(params, { idempotencyKey }))
     },
@@ -275,6 +292,14 @@ export function createStripeGateway(options: StripeGatewayOptions): StripeGatewa
 
     retrieveDispute(id) {
       return call(() => stripe.disputes.retrieve(id))
+    },
+
+    expireCheckoutSession(id) {
+      return call(() => stripe.checkout.sessions.expire(id))
+    },
+
+    listEvents(params) {
+      return call(() => stripe.events.list(params))
     },
 
     retrievePaymentIntent(id) {
@@ -293,7 +318,9 @@ export function createStripeGateway(options: StripeGatewayOptions): StripeGatewa
           now().getTime(),
         )
       } catch (error) {
-        // Signature mismatch, a timestamp beyond the tolerance, a malformed header, or a body that is not JSON.
+        // A validly signed body that is not JSON (constructEvent verifies first, then parses): Stripe's, but unusable.
+        if (error instanceof SyntaxError) throw new StripeUnparsableEventError(error.message, { cause: error })
+        // Signature mismatch, a timestamp beyond the tolerance, a malformed header.
         throw new StripeSignatureError(error instanceof Error ? error.message : 'Invalid Stripe webhook', { cause: error })
       }
     },
