@@ -1,7 +1,7 @@
 /**
  * The shape of src/, measured: the folder-level import graph with its cycles, the imports that run back up the
- * layers, SQL call sites outside store modules, the ways a transaction is opened, files per folder and the largest
- * functions. `npm run
+ * layers, the value imports from one resource family into another, SQL call sites outside store modules, the ways
+ * a transaction is opened, the units without a test folder, files per folder and the largest functions. `npm run
  * architecture` prints the report; test/architecture.test.ts holds the tree to the rules it checks.
  *
  * A "unit" is a folder of src/ (a resource family counts as its own unit: `resources/receivables`); files at
@@ -45,6 +45,16 @@ export interface ImportEdge {
   typeOnly: boolean
 }
 
+/** `import type { A }`, or `import { type A, type B }`: erased at compile time, no module is loaded. */
+function importIsTypeOnly(st: ts.ImportDeclaration): boolean {
+  const clause = st.importClause
+  if (!clause) return false
+  if (clause.isTypeOnly) return true
+  if (clause.name) return false
+  const bindings = clause.namedBindings
+  return Boolean(bindings && ts.isNamedImports(bindings) && bindings.elements.length > 0 && bindings.elements.every((e) => e.isTypeOnly))
+}
+
 export function importEdges(files: readonly SourceFile[], root = 'src'): ImportEdge[] {
   const edges: ImportEdge[] = []
   for (const f of files) {
@@ -54,7 +64,7 @@ export function importEdges(files: readonly SourceFile[], root = 'src'): ImportE
       const spec = (st.moduleSpecifier as ts.StringLiteral).text
       if (!spec.startsWith('.')) continue
       const to = relative(process.cwd(), resolve(dirname(f.path), spec))
-      const typeOnly = ts.isImportDeclaration(st) ? Boolean(st.importClause?.isTypeOnly) : st.isTypeOnly
+      const typeOnly = ts.isImportDeclaration(st) ? importIsTypeOnly(st) : st.isTypeOnly
       edges.push({ from: f.path, to, fromUnit: unitOf(f.path, root), toUnit: unitOf(to, root), typeOnly })
     }
   }
@@ -135,6 +145,36 @@ export function layerOf(unit: string): number {
 /** Imports from a lower layer into a higher one (type-only imports count too: they are dependencies). */
 export function upwardImports(edges: readonly ImportEdge[]): ImportEdge[] {
   return edges.filter((e) => e.fromUnit !== e.toUnit && layerOf(e.toUnit) > layerOf(e.fromUnit))
+}
+
+/** Whether a unit is a resource family (`resources/<family>`, in no named layer: the feed, holds and audit are below). */
+export function isFamily(unit: string): boolean {
+  return unit.startsWith('resources/') && !LAYERS.some((l) => l.includes(unit))
+}
+
+/**
+ * Value imports from one resource family into another: a family reaching into another's module at run time rather
+ * than receiving what it uses (a `Pick<>` of a store or rules, filled in src/app.ts) or sharing it from a layer
+ * below. Type-only imports do not count: they load nothing.
+ */
+export function crossFamilyValueImports(edges: readonly ImportEdge[]): ImportEdge[] {
+  return edges.filter((e) => !e.typeOnly && e.fromUnit !== e.toUnit && isFamily(e.fromUnit) && isFamily(e.toUnit))
+}
+
+/**
+ * The units of src/ (its top folders and each resource family) with no test file under the same path in test/:
+ * tests mirror src/ (docs/decisions.md, "Test layout").
+ */
+export function unitsWithoutTests(files: readonly SourceFile[], root: string, testRoot: string): string[] {
+  const units = [...new Set(files.map((f) => unitOf(f.path, root)))].filter((u) => u !== 'root' && u !== 'config')
+  const hasTests = (dir: string): boolean => {
+    try {
+      return readdirSync(dir).some((f) => f.endsWith('.test.ts') || (statSync(join(dir, f)).isDirectory() && hasTests(join(dir, f))))
+    } catch {
+      return false
+    }
+  }
+  return units.filter((u) => !hasTests(join(testRoot, u))).sort()
 }
 
 /** A statement sent: `.query(` or `.query<Row>(` (a typed call counts too), or `.exec(` on a store or transaction. */
@@ -218,6 +258,9 @@ export function transactionIdiomUses(files: readonly SourceFile[]): Map<string, 
   return uses
 }
 
+/** No function over this many lines (docs/decisions.md, "Functions a reader can hold"). */
+export const MAX_FUNCTION_LINES = 200
+
 export interface FunctionSize {
   path: string
   name: string
@@ -254,6 +297,7 @@ export function filesPerFolder(files: readonly SourceFile[]): Map<string, number
 
 if (process.argv[1] && resolve(process.argv[1]) === resolve(import.meta.dirname ?? '', 'architecture.ts')) {
   const root = process.argv[2] ?? 'src'
+  const testRoot = process.argv[3] ?? 'test'
   const files = readSources(root)
   const edges = importEdges(files, root)
   const cycles = unitCycles(edges)
@@ -262,12 +306,24 @@ if (process.argv[1] && resolve(process.argv[1]) === resolve(import.meta.dirname 
   const fns = functionSizes(files)
   const folders = filesPerFolder(files)
   console.log(`files: ${files.length}, folders: ${folders.size}, most files in one folder: ${[...folders][0]?.join(' ')}`)
+  const long = fns.filter((f) => f.lines > MAX_FUNCTION_LINES)
   console.log(
-    `largest functions: ${fns
-      .slice(0, 5)
-      .map((f) => `${f.path}:${f.name} ${f.lines}`)
-      .join('; ')}`,
+    `largest functions (${long.length} over ${MAX_FUNCTION_LINES} lines, ${fns.filter((f) => f.lines > 100).length} over 100):${fns
+      .slice(0, 10)
+      .map((f) => `\n  ${f.lines} ${f.path}:${f.name}`)
+      .join('')}`,
   )
+  const cross = crossFamilyValueImports(edges)
+  const crossPairs = new Map<string, number>()
+  for (const e of cross) crossPairs.set(`${e.fromUnit} -> ${e.toUnit}`, (crossPairs.get(`${e.fromUnit} -> ${e.toUnit}`) ?? 0) + 1)
+  console.log(
+    `value imports across resource families: ${cross.length} (${crossPairs.size} family pairs)${[...crossPairs]
+      .sort()
+      .map(([pair, n]) => `\n  ${pair} ${n}`)
+      .join('')}`,
+  )
+  const untested = unitsWithoutTests(files, root, testRoot)
+  console.log(`units without a test folder: ${untested.length}${untested.map((u) => `\n  ${u}`).join('')}`)
   console.log(`folder-level cycles: ${cycles.length}${cycles.map((c) => `\n  ${c.join(' <-> ')}`).join('')}`)
   const upUnits = [...new Set(up.map((e) => `${e.fromUnit} -> ${e.toUnit}`))].sort()
   console.log(`upward imports: ${up.length} (${upUnits.length} unit pairs)${upUnits.map((u) => `\n  ${u}`).join('')}`)

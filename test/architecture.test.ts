@@ -2,9 +2,12 @@ import assert from 'node:assert/strict'
 import { join, relative } from 'node:path'
 import { describe, it } from 'node:test'
 import {
+  crossFamilyValueImports,
+  functionSizes,
   importEdges,
   LAYERS,
   layerOf,
+  MAX_FUNCTION_LINES,
   querySitesOutsideStores,
   readSources,
   type SourceFile,
@@ -13,16 +16,19 @@ import {
   transactionSitesOutsideIdioms,
   unitCycles,
   unitOf,
+  unitsWithoutTests,
   upwardImports,
 } from '../scripts/architecture.ts'
 
 /**
  * The shape of src/ (docs/decisions.md, "The import graph"): no folder-level cycle, no import running back up the
  * layers of scripts/architecture.ts, no SQL statement sent outside a store module, and two ways to open a
- * transaction (docs/decisions.md, "The unit of work"). `npm run architecture` prints the same measures with the
- * largest functions and files per folder.
+ * transaction (docs/decisions.md, "The unit of work"); no function a reader cannot hold, few value imports from one
+ * resource family into another, and a test folder for every unit of src/. `npm run architecture` prints the same
+ * measures with the largest functions and files per folder.
  */
 const ROOT = relative(process.cwd(), join(import.meta.dirname, '..', 'src')) || 'src'
+const TEST_ROOT = relative(process.cwd(), import.meta.dirname) || 'test'
 const files = readSources(ROOT)
 const edges = importEdges(files, ROOT)
 
@@ -46,6 +52,50 @@ describe('the import graph of src/', () => {
   it('sends SQL only from store modules (store.ts, *-store.ts, src/store/)', () => {
     const sites = querySitesOutsideStores(files).map((s) => `${s.path}:${s.line}`)
     assert.deepEqual(sites, [])
+  })
+})
+
+/**
+ * Functions still over the limit: the two of the payment-request family, to be split with issue 32's one provider
+ * seam (the webhook service and both dispatchers were split with issue 34's delivery engine). The list may only
+ * shrink, and the test fails on an entry that is no longer over the limit.
+ */
+const LONG_FUNCTIONS_BEING_SPLIT = [
+  'src/resources/payment-requests/service.ts:createPaymentRequestService',
+  // Landed over the limit (272 lines) with issue 32's provider catch-up, after this list was written.
+  'src/resources/payment-requests/provider-events.ts:createProviderEvents',
+]
+
+/**
+ * Value imports across resource families, each listed by `npm run architecture`: 34 before issue 34, 18 after its
+ * item 2; issue 32's provider catch-up added two (payment requests into payments), erasure one (into customers) and
+ * the retention of receipts one. Lower it as splits land.
+ */
+const MAX_CROSS_FAMILY_VALUE_IMPORTS = 22
+
+describe('the size and coupling of src/', () => {
+  it(`has no function over ${MAX_FUNCTION_LINES} lines but those being split`, () => {
+    const long = functionSizes(files)
+      .filter((f) => f.lines > MAX_FUNCTION_LINES)
+      .map((f) => `${f.path.slice(f.path.indexOf('src/'))}:${f.name}`)
+    assert.deepEqual(
+      long.filter((f) => !LONG_FUNCTIONS_BEING_SPLIT.includes(f)),
+      [],
+    )
+    assert.deepEqual(
+      LONG_FUNCTIONS_BEING_SPLIT.filter((f) => !long.includes(f)),
+      [],
+      'an allowlisted function is no longer over the limit: remove it from the list',
+    )
+  })
+
+  it(`has at most ${MAX_CROSS_FAMILY_VALUE_IMPORTS} value imports from one resource family into another`, () => {
+    const cross = crossFamilyValueImports(edges).map((e) => `${e.from} -> ${e.to}`)
+    assert.ok(cross.length <= MAX_CROSS_FAMILY_VALUE_IMPORTS, `${cross.length}:\n${cross.join('\n')}`)
+  })
+
+  it('has a test folder for every unit (top folder, resource family)', () => {
+    assert.deepEqual(unitsWithoutTests(files, ROOT, TEST_ROOT), [])
   })
 })
 
@@ -84,6 +134,39 @@ describe('the transactions of src/', () => {
 
 describe('the checks themselves', () => {
   const src = (path: string, text: string): SourceFile => ({ path: `fake/${path}`, text })
+
+  it('counts a value import from one family into another, not a type-only one nor one into the kernel', () => {
+    const fake = [
+      src(
+        'resources/a/service.ts',
+        [
+          "import { b } from '../b/store.ts'",
+          "import type { B } from '../b/store.ts'",
+          "import { type C, type D } from '../c/store.ts'",
+          "import { type E, e } from '../e/store.ts'",
+          "import { bumpRevision } from '../holds/store.ts'",
+          "import { executeWrite } from '../operations.ts'",
+        ].join('\n'),
+      ),
+    ]
+    assert.deepEqual(
+      crossFamilyValueImports(importEdges(fake, 'fake')).map((e) => e.toUnit),
+      ['resources/b', 'resources/e'],
+    )
+  })
+
+  it('finds a function over the limit, nested or not, by its name', () => {
+    const body = Array.from({ length: MAX_FUNCTION_LINES }, (_, i) => `  const x${i} = ${i}`).join('\n')
+    const fake = [src('admin/service.ts', `export function createLong() {\n${body}\n}\nconst short = () => 1\n`)]
+    const sizes = functionSizes(fake)
+    assert.deepEqual(
+      sizes.map((f) => [f.name, f.lines]),
+      [
+        ['createLong', MAX_FUNCTION_LINES + 2],
+        ['short', 1],
+      ],
+    )
+  })
 
   it('finds a cycle between two families, type-only imports included', () => {
     const fake = [

@@ -61,6 +61,45 @@ export function adminRoutes(
         return { status: 200, body: document }
       },
     }),
+    ...clientRoutes(svc),
+    ...integrationRoutes(svc),
+    ...apiKeyRoutes(svc),
+    ...grantRoutes(svc),
+    ...auditRoutes(svc, store),
+    ...more,
+  ]
+  return routes
+}
+
+/**
+ * Sandbox-only operator routes of the admin family: absent in production (404 route_not_found there), as the
+ * payment `simulate` route is. Passed to adminRoutes with the other families' sandbox routes.
+ */
+export function adminSandboxRoutes(svc: AdminService, opts: { sandbox: boolean }): RouteDef[] {
+  if (!opts.sandbox) return []
+  return [
+    defineRoute({
+      method: 'POST',
+      path: '/admin/v1/clients/:clientCode/sandbox-reset',
+      operationId: 'adminResetSandboxClient',
+      summary: 'Delete every resource, feed event and batch of a sandbox client (keeping its credentials and grants)',
+      description:
+        "Sandbox only. Deletes the client's Customers, Receivables, events, observations, declarations, snapshots, recovery instructions, Payment requests and Payments, reconciliations, batches, change-feed events, webhook deliveries, Source activity and sandbox clock (back to real time), in one transaction. Keeps the client, its grants (so every API key still works), its webhook endpoints, its payment provider, its feed head (a cursor from before the reset answers 410 `cursor_expired`; new events continue the sequence) and the audit trail. Audited as `client.sandbox_reset` with the rows deleted per table.",
+      tags: ['Operator'],
+      auth: admin,
+      params: ClientCodeParams,
+      body: { schema: EmptyBody, mediaType: json, optional: true },
+      responses: { 200: { schema: SandboxResetView, description: 'Reset; the rows deleted per table' } },
+      problems: ['client_not_found'],
+      public: false,
+      handler: async ({ params }) => ({ status: 200, body: await svc.resetClient(params.clientCode) }),
+    }),
+  ]
+}
+
+/** Clients: list, read, create or change, and the grants a client has. */
+function clientRoutes(svc: AdminService): RouteDef[] {
+  return [
     defineRoute({
       method: 'GET',
       path: '/admin/v1/clients',
@@ -117,6 +156,12 @@ export function adminRoutes(
       public: false,
       handler: async ({ params, query }) => ({ status: 200, body: await svc.listGrantsOfClient(params.clientCode, query) }),
     }),
+  ]
+}
+
+/** Integrations: list, read, create or change. */
+function integrationRoutes(svc: AdminService): RouteDef[] {
+  return [
     defineRoute({
       method: 'GET',
       path: '/admin/v1/integrations',
@@ -161,6 +206,12 @@ export function adminRoutes(
       public: false,
       handler: async ({ params, body }) => svc.putIntegration(params.integrationId, body),
     }),
+  ]
+}
+
+/** An integration's API keys: list, issue, rotate, read, revoke. */
+function apiKeyRoutes(svc: AdminService): RouteDef[] {
+  return [
     defineRoute({
       method: 'GET',
       path: '/admin/v1/integrations/:integrationId/api-keys',
@@ -236,6 +287,12 @@ export function adminRoutes(
       public: false,
       handler: async ({ params }) => ({ status: 200, body: await svc.revokeApiKey(params.apiKeyId) }),
     }),
+  ]
+}
+
+/** An integration's grants: list, read, put, revoke. */
+function grantRoutes(svc: AdminService): RouteDef[] {
+  return [
     defineRoute({
       method: 'GET',
       path: '/admin/v1/integrations/:integrationId/grants',
@@ -292,6 +349,12 @@ export function adminRoutes(
       public: false,
       handler: async ({ params }) => ({ status: 200, body: await svc.revokeGrant(params.integrationId, params.clientCode) }),
     }),
+  ]
+}
+
+/** The audit trail of operator and service actions. */
+function auditRoutes(svc: AdminService, store: Store): RouteDef[] {
+  return [
     defineRoute({
       method: 'GET',
       path: '/admin/v1/audit-events',
@@ -304,34 +367,6 @@ export function adminRoutes(
       problems: [],
       public: false,
       handler: async ({ query }) => ({ status: 200, body: await svc.listAudit(store, query) }),
-    }),
-    ...more,
-  ]
-  return routes
-}
-
-/**
- * Sandbox-only operator routes of the admin family: absent in production (404 route_not_found there), as the
- * payment `simulate` route is. Passed to adminRoutes with the other families' sandbox routes.
- */
-export function adminSandboxRoutes(svc: AdminService, opts: { sandbox: boolean }): RouteDef[] {
-  if (!opts.sandbox) return []
-  return [
-    defineRoute({
-      method: 'POST',
-      path: '/admin/v1/clients/:clientCode/sandbox-reset',
-      operationId: 'adminResetSandboxClient',
-      summary: 'Delete every resource, feed event and batch of a sandbox client (keeping its credentials and grants)',
-      description:
-        "Sandbox only. Deletes the client's Customers, Receivables, events, observations, declarations, snapshots, recovery instructions, Payment requests and Payments, reconciliations, batches, change-feed events, webhook deliveries, Source activity and sandbox clock (back to real time), in one transaction. Keeps the client, its grants (so every API key still works), its webhook endpoints, its payment provider, its feed head (a cursor from before the reset answers 410 `cursor_expired`; new events continue the sequence) and the audit trail. Audited as `client.sandbox_reset` with the rows deleted per table.",
-      tags: ['Operator'],
-      auth: admin,
-      params: ClientCodeParams,
-      body: { schema: EmptyBody, mediaType: json, optional: true },
-      responses: { 200: { schema: SandboxResetView, description: 'Reset; the rows deleted per table' } },
-      problems: ['client_not_found'],
-      public: false,
-      handler: async ({ params }) => ({ status: 200, body: await svc.resetClient(params.clientCode) }),
     }),
   ]
 }

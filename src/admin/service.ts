@@ -175,15 +175,27 @@ export interface AdminServiceDeps {
   baseClock?: Clock
 }
 
-export function createAdminService({
-  store,
-  clock,
-  environment,
-  onGrantRevoked,
-  onClientReset,
-  onClientFact,
-  baseClock = clock,
-}: AdminServiceDeps) {
+/** The deps every part of the operator service reads, with `baseClock` defaulted to `clock`. */
+type AdminParts = Required<Pick<AdminServiceDeps, 'store' | 'clock' | 'environment' | 'baseClock'>> &
+  Pick<AdminServiceDeps, 'onGrantRevoked' | 'onClientReset' | 'onClientFact'>
+
+/**
+ * The operator's service, one part per audience of its routes: clients and integrations, API keys, grants, the
+ * reads (and the audit trail), and the sandbox's client reset. Every write is one transaction with its audit event.
+ */
+export function createAdminService({ baseClock, ...deps }: AdminServiceDeps) {
+  const parts: AdminParts = { ...deps, baseClock: baseClock ?? deps.clock }
+  return {
+    ...clientAndIntegrationWrites(parts),
+    ...apiKeyWrites(parts),
+    ...grantWrites(parts),
+    ...operatorReads(parts),
+    ...sandboxReset(parts),
+  }
+}
+
+/** Creating and changing clients (a collection toggle records a client fact) and integrations. */
+function clientAndIntegrationWrites({ store, clock, onClientFact }: AdminParts) {
   return {
     async putClient(clientCode: string, body: { name?: string; collectionEnabled?: boolean }) {
       let factRecorded = false
@@ -238,7 +250,12 @@ export function createAdminService({
         return { status: existing ? 200 : 201, body: integrationView(row) }
       })
     },
+  }
+}
 
+/** Issuing, rotating and revoking API keys. */
+function apiKeyWrites({ store, clock, environment }: AdminParts) {
+  return {
     /** The key is returned once; only its digest is stored. */
     createApiKey(integrationId: string, body: ApiKeyCreate = {}) {
       return inUnitOfWork(store, async ({ tx }) => {
@@ -324,7 +341,12 @@ export function createAdminService({
         return apiKeyView(row, Date.parse(now))
       })
     },
+  }
+}
 
+/** Granting an integration access to a client, and revoking it (the other families' hooks run in its transaction). */
+function grantWrites({ store, clock, onGrantRevoked }: AdminParts) {
+  return {
     /** Replace semantics: omitted settings take their defaults. Re-activates a revoked grant. */
     putGrant(integrationId: string, clientCode: string, body: GrantPut) {
       return inUnitOfWork(store, async ({ tx }) => {
@@ -377,7 +399,12 @@ export function createAdminService({
         return grantView(row)
       })
     },
+  }
+}
 
+/** What the operator reads: clients, integrations, grants, API keys, the audit trail. */
+function operatorReads({ store, clock }: AdminParts) {
+  return {
     async getClient(clientCode: string) {
       const row = await findClient(store, clientCode)
       if (!row) throw new Problem('client_not_found', `No client ${clientCode}.`)
@@ -461,7 +488,12 @@ export function createAdminService({
         nextCursor: rows.length > q.limit ? (page.at(-1)?.seq ?? null) : null,
       }
     },
+  }
+}
 
+/** The sandbox's client reset, on real time (a stopped client clock does not date it). */
+function sandboxReset({ store, environment, baseClock, onClientReset }: AdminParts) {
+  return {
     /**
      * Sandbox only (the route does not exist in production): deletes every resource, feed event, batch and
      * webhook delivery of the client, and its sandbox clock (back to real time); keeps the client, its grants

@@ -316,6 +316,36 @@ function version(): string {
   return pkg.version
 }
 
+/** `receipts show`: the client's receipt route, its grant and capability, and the latest attempts as a table. */
+async function showReceiptRoute(clientCode: string): Promise<void> {
+  const result = await admin('GET', `/admin/v1/clients/${seg(clientCode)}/receipt-route`)
+  if (opts.json) return show(result)
+  const { grant, capability, receipts, recentAttempts, ...route } = result as Row & {
+    grant: Row
+    capability: Row
+    receipts: Row
+    recentAttempts: Row[]
+  }
+  show({
+    ...route,
+    grant: `${String(grant.status)}, receiptDeliveryOwner ${String(grant.receiptDeliveryOwner)}`,
+    capability: capability.state === 'enabled' ? 'enabled' : `disabled (${String(capability.disabledReason)})`,
+    ...receipts,
+  })
+  process.stdout.write('\nlatest attempts\n')
+  return showTable({ data: recentAttempts }, [
+    ['attemptedAt', field('attemptedAt')],
+    ['kind', field('kind')],
+    ['receiptId', field('receiptId')],
+    ['paymentRequest', field('externalPaymentRequestId')],
+    ['attempt', field('attempt')],
+    ['outcome', field('outcome')],
+    ['httpStatus', field('httpStatus')],
+    ['errorClass', field('errorClass')],
+    ['nextAttemptAt', field('nextAttemptAt')],
+  ])
+}
+
 async function main(): Promise<void> {
   const [noun, verb, a, b] = positionals
   if (opts.version) {
@@ -478,34 +508,8 @@ async function main(): Promise<void> {
       process.stdout.write(`payment provider of ${clientCode} removed\n`)
       return
     }
-    case 'receipts show': {
-      const result = await admin('GET', `/admin/v1/clients/${seg(need(a, 'clientCode'))}/receipt-route`)
-      if (opts.json) return show(result)
-      const { grant, capability, receipts, recentAttempts, ...route } = result as Row & {
-        grant: Row
-        capability: Row
-        receipts: Row
-        recentAttempts: Row[]
-      }
-      show({
-        ...route,
-        grant: `${String(grant.status)}, receiptDeliveryOwner ${String(grant.receiptDeliveryOwner)}`,
-        capability: capability.state === 'enabled' ? 'enabled' : `disabled (${String(capability.disabledReason)})`,
-        ...receipts,
-      })
-      process.stdout.write('\nlatest attempts\n')
-      return showTable({ data: recentAttempts }, [
-        ['attemptedAt', field('attemptedAt')],
-        ['kind', field('kind')],
-        ['receiptId', field('receiptId')],
-        ['paymentRequest', field('externalPaymentRequestId')],
-        ['attempt', field('attempt')],
-        ['outcome', field('outcome')],
-        ['httpStatus', field('httpStatus')],
-        ['errorClass', field('errorClass')],
-        ['nextAttemptAt', field('nextAttemptAt')],
-      ])
-    }
+    case 'receipts show':
+      return showReceiptRoute(need(a, 'clientCode'))
     case 'audit list':
       return showTable(await listing('/admin/v1/audit-events', { clientCode: opts.client }), COLUMNS.audit)
     case 'customer erase':

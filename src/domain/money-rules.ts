@@ -32,3 +32,15 @@ export function workingAmountMinor(facts: WorkingAmountFacts): bigint {
 export function paymentRequestExpired(expiresAt: string, nowMs: number): boolean {
   return Date.parse(expiresAt) <= nowMs
 }
+
+/**
+ * Allocated money of a Payment that it still holds and no matched receipt line acknowledged: its allocation net of
+ * allocated money taken back, less what was matched, never below zero (since unacknowledged money is taken back
+ * first, acknowledged money taken back means none is left). What a reconciliation may still match, what a
+ * `matching_evidence` resolution requires to be zero, and the `unmatchedAmount` every view reports. A refund or
+ * reversal takes this money first (src/resources/payments/take-back.ts).
+ */
+export function unacknowledgedMinor(p: { allocatedMinor: bigint; takenBackAllocatedMinor: bigint; matchedMinor: bigint }): bigint {
+  const left = p.allocatedMinor - p.takenBackAllocatedMinor - p.matchedMinor
+  return left > 0n ? left : 0n
+}

@@ -1,6 +1,9 @@
 import { z } from 'zod'
 import { ExternalId } from '../domain/identifiers.ts'
 
+// Zod 4's int() is a safe integer: it refuses anything above 9007199254740991 itself.
+export const SafeInteger = z.number().int().min(0).meta({ id: 'SafeInteger' })
+
 export const ClientParams = z.strictObject({ clientCode: ExternalId })
 
 const DECIMAL_DIGITS = /^(0|[1-9][0-9]*)$/

@@ -128,12 +128,25 @@ describe('citations', () => {
 })
 
 describe('migration numbers', () => {
-  test('run from 0001 with no gap that src/store/migrations/README.md does not explain', () => {
+  test('run from 0001 with no gap that src/store/migrations/README.md does not explain or reserve', () => {
     const versions = new Set(listMigrations().map((m) => m.version))
     const highest = Math.max(...versions)
     const gaps = Array.from({ length: highest }, (_, i) => i + 1).filter((v) => !versions.has(v))
     const notes = readFileSync(join(root, 'src/store/migrations/README.md'), 'utf8')
-    const explained = Array.from(notes.slice(notes.indexOf('## Gaps')).matchAll(/^- \*\*(\d{4})\*\*:/gm), (m) => Number(m[1]))
-    assert.deepEqual(gaps, explained)
+    const listed = (heading: string) => {
+      const start = notes.indexOf(`## ${heading}`)
+      const section = start < 0 ? '' : notes.slice(start, notes.indexOf('\n## ', start + 1) >>> 0)
+      return Array.from(section.matchAll(/^- \*\*(\d{4})(?: to (\d{4}))?\*\*:/gm), (m) => [Number(m[1]), Number(m[2] ?? m[1])] as const)
+    }
+    const covered = (v: number) => [...listed('Gaps'), ...listed('Reserved')].some(([from, to]) => from <= v && v <= to)
+    assert.deepEqual(
+      gaps.filter((v) => !covered(v)),
+      [],
+    )
+    // An explained gap is a gap: a number used since must leave the list.
+    assert.deepEqual(
+      listed('Gaps').filter(([from, to]) => Array.from({ length: to - from + 1 }, (_, i) => from + i).some((v) => versions.has(v))),
+      [],
+    )
   })
 })

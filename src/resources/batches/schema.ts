@@ -2,13 +2,15 @@ import { z } from 'zod'
 import { ExternalId } from '../../domain/identifiers.ts'
 import { Timestamp } from '../../domain/time.ts'
 import { ClientParams, ListQuery, listResponse } from '../../http/common-schemas.ts'
-import { BATCH_CUSTOMER_EXAMPLE_ID, batchCustomerWriteExample } from '../customers/schema.ts'
 import {
+  BATCH_CUSTOMER_EXAMPLE_ID,
+  BATCH_EXAMPLE_ID,
   BATCH_RECEIVABLE_EXAMPLE_ID,
+  batchCustomerWriteExample,
   batchReceivableWriteExample,
   RECEIVABLE_EXAMPLE_ID,
   receivableWriteExample,
-} from '../receivables/schema.ts'
+} from '../demo-examples.ts'
 
 export const RECORD_KINDS = ['customer', 'receivable', 'payment_observation', 'adjustment', 'credit_note', 'write_off'] as const
 export const MAX_BATCH_RECORDS = 100
@@ -34,7 +36,6 @@ const BatchRecord = z
  * Customer), and the seeded Receivable again, unchanged (an identical write: 200). The book-completion
  * example declares this batch the whole book.
  */
-export const BATCH_EXAMPLE_ID = 'batch-demo-1'
 const batchWriteExample = {
   records: [
     { recordId: 'customer-2', kind: 'customer', externalId: BATCH_CUSTOMER_EXAMPLE_ID, body: batchCustomerWriteExample },

@@ -1,9 +1,8 @@
 import { z } from 'zod'
 import { ExternalId } from '../../domain/identifiers.ts'
 import { Timestamp } from '../../domain/time.ts'
-import { ClientParams } from '../../http/common-schemas.ts'
-import { BATCH_EXAMPLE_ID } from '../batches/schema.ts'
-import { SafeInteger } from '../receivables/schema.ts'
+import { ClientParams, SafeInteger } from '../../http/common-schemas.ts'
+import { BATCH_EXAMPLE_ID } from '../demo-examples.ts'
 
 export const MAX_DECLARED_BATCHES = 50
 export const MAX_LISTED_OMISSIONS = 100

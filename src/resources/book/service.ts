@@ -22,7 +22,7 @@ import {
 const notFound = (id: string) => new Problem('financial_event_not_found', `No complete-book declaration ${id} for this client.`)
 
 export interface BookServiceDeps extends RouteDeps {
-  receivables: Pick<HoldStore, 'bumpReceivableRevisions'>
+  holds: Pick<HoldStore, 'bumpReceivableRevisions'>
 }
 
 /**
@@ -54,7 +54,7 @@ async function checkDeclaration(db: Queryable, clientCode: string, body: BookCom
 
 export function createBookService(deps: BookServiceDeps) {
   const { store, clock } = deps
-  const { bumpReceivableRevisions } = deps.receivables
+  const { bumpReceivableRevisions } = deps.holds
   async function view(db: Queryable, clientCode: string, row: CompletionRow) {
     const omissions = await omissionsPage(db, clientCode, row.external_completion_id, MAX_LISTED_OMISSIONS)
     return {

@@ -1,5 +1,4 @@
 import type { Queryable, Tx } from '../../store/store.ts'
-import { releaseOmissions } from '../holds/store.ts'
 
 export interface CompletionRow {
   external_completion_id: string
@@ -155,7 +154,6 @@ export async function flagOmissions(tx: Tx, clientCode: string, id: string, batc
 
 /** The family's store functions, for the factories that receive them as a `Pick<>`. */
 export const bookStore = {
-  releaseOmissions,
   findCompletion,
   omissionsPage,
   batchStatuses,

@@ -3,6 +3,7 @@ import { ExternalId, SourceReference, Text200 } from '../../domain/identifiers.t
 import { RestrictionOut, Restrictions } from '../../domain/restrictions.ts'
 import { Timestamp } from '../../domain/time.ts'
 import { ClientParams, listResponse } from '../../http/common-schemas.ts'
+import { CUSTOMER_EXAMPLE_ID, customerWriteExample } from '../demo-examples.ts'
 
 /** Allowed values of the contact part `type` fields: decided here, published as enums (docs/decisions.md). */
 export const ADDRESS_TYPES = ['home', 'work', 'postal', 'other'] as const
@@ -10,44 +11,6 @@ export const EMAIL_TYPES = ['personal', 'work', 'other'] as const
 export const PHONE_TYPES = ['mobile', 'home', 'work', 'other'] as const
 export const MAX_CONTACTS = 8
 
-/**
- * Examples for the OpenAPI document. They are the sandbox demo (src/seed.ts writes exactly this Customer),
- * so every example can be sent as is to a freshly seeded demo client; test/api/examples.test.ts does.
- * Contact details are fictional: example.com, and a 555-01xx telephone number.
- */
-export const CUSTOMER_EXAMPLE_ID = 'cust-demo-1'
-export const customerWriteExample = {
-  type: 'person',
-  name: { firstName: 'Ada', lastName: 'Example' },
-  sourceReference: 'ledger/customers/demo-1',
-  contacts: [
-    {
-      externalContactId: 'contact-demo-1',
-      fullName: 'Ada Example',
-      isCustomerSelf: true,
-      isMain: true,
-      address: { countryCode: 'US', line1: '100 Main Street', locality: 'Springfield', postalCode: '62701', region: 'IL', type: 'home' },
-      email: { address: 'ada@example.com', type: 'personal' },
-      phone: { number: '+12175550142', type: 'mobile' },
-    },
-  ],
-} as const
-/** The second demo Customer, a business, which the batch example creates. */
-export const BATCH_CUSTOMER_EXAMPLE_ID = 'cust-demo-2'
-export const batchCustomerWriteExample = {
-  type: 'organization',
-  name: { legalName: 'Harbor Marine Supply LLC' },
-  sourceReference: 'ledger/customers/demo-2',
-  contacts: [
-    {
-      externalContactId: 'contact-demo-2',
-      fullName: 'Grace Example',
-      isCustomerSelf: false,
-      isMain: true,
-      email: { address: 'accounts@harbor-marine.example.com', type: 'work' },
-    },
-  ],
-} as const
 const customerExample = {
   externalCustomerId: CUSTOMER_EXAMPLE_ID,
   ...customerWriteExample,

@@ -2,8 +2,8 @@ import { z } from 'zod'
 import { ExternalId, SourceReference } from '../../domain/identifiers.ts'
 import { Money, MoneyOut } from '../../domain/money.ts'
 import { Timestamp } from '../../domain/time.ts'
-import { ClientParams, ListQuery, listResponse } from '../../http/common-schemas.ts'
-import { RECEIVABLE_EXAMPLE_ID, SafeInteger } from '../receivables/schema.ts'
+import { ClientParams, ListQuery, listResponse, SafeInteger } from '../../http/common-schemas.ts'
+import { RECEIVABLE_EXAMPLE_ID } from '../demo-examples.ts'
 
 export type Family = 'adjustment' | 'credit_note' | 'write_off'
 

@@ -3,8 +3,7 @@ import { ExternalId, SourceReference } from '../../domain/identifiers.ts'
 import { describeMoney, Money, MoneyOut, sumMinor, toMinor } from '../../domain/money.ts'
 import { Timestamp } from '../../domain/time.ts'
 import { ClientParams, ListQuery, listResponse } from '../../http/common-schemas.ts'
-import { CUSTOMER_EXAMPLE_ID } from '../customers/schema.ts'
-import { RECEIVABLE_EXAMPLE_ID } from '../receivables/schema.ts'
+import { CUSTOMER_EXAMPLE_ID, RECEIVABLE_EXAMPLE_ID } from '../demo-examples.ts'
 
 /** Decided here (docs/decisions.md): what a Source can observe, and how the money moved. */
 export const OBSERVATION_TYPES = ['payment', 'refund', 'reversal'] as const

@@ -4,8 +4,8 @@ import { detectSensitive, ExternalId } from '../../domain/identifiers.ts'
 import { Money, MoneyOut, toMinor } from '../../domain/money.ts'
 import { Timestamp } from '../../domain/time.ts'
 import { ClientParams, ListQuery, listResponse } from '../../http/common-schemas.ts'
+import { PAYMENT_REQUEST_EXAMPLE_ID, RECEIVABLE_EXAMPLE_ID } from '../demo-examples.ts'
 import { ReceiptCapability, ReceiptDeliveryAttempt } from '../receipts/schema.ts'
-import { RECEIVABLE_EXAMPLE_ID } from '../receivables/schema.ts'
 
 export const PAYMENT_REQUEST_STATUSES = ['open', 'confirmed', 'failed', 'expired', 'canceled'] as const
 /** requested: the integrator canceled it; balance_changed: at pay time its amount no longer fit (docs/design/money.md). */
@@ -37,7 +37,6 @@ export const PaymentRequestDescription = z
     examples: ['February instalment'],
   })
 
-export const PAYMENT_REQUEST_EXAMPLE_ID = 'payreq-demo-1'
 const requestWriteExample = {
   externalReceivableId: RECEIVABLE_EXAMPLE_ID,
   amount: { amount: '150.00', currency: 'USD' },

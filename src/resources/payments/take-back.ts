@@ -1,3 +1,4 @@
+import { unacknowledgedMinor } from '../../domain/money-rules.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import { lockPayment, lockTakeBackReceivable, matchedMinor, type PaymentRow, recordTakenBack, releaseAllocation } from './store.ts'
@@ -56,16 +57,6 @@ export function undeclaredShareMinor(
   receivableDeclarations: bigint,
 ): bigint {
   return BigInt(payment.undeclared_as_of) === receivableDeclarations ? BigInt(payment.acknowledged_undeclared_minor) : 0n
-}
-
-/**
- * Allocated money of a Payment that it still holds and no matched receipt line acknowledged: its allocation net of
- * allocated money taken back, less what was matched, never below zero (since unacknowledged money is taken back
- * first, acknowledged money taken back means none is left). What a reconciliation may still match, what a
- * `matching_evidence` resolution requires to be zero, and the `unmatchedAmount` every view reports.
- */
-export function unacknowledgedMinor(p: { allocatedMinor: bigint; takenBackAllocatedMinor: bigint; matchedMinor: bigint }): bigint {
-  return atLeastZero(p.allocatedMinor - p.takenBackAllocatedMinor - p.matchedMinor)
 }
 
 /** Where `amountMinor` taken back from a Payment comes from (pure: the rule above). */

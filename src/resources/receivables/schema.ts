@@ -4,8 +4,8 @@ import { ExternalId, SourceReference } from '../../domain/identifiers.ts'
 import { describeMoney, Money, MoneyOut, sumMinor, toMinor } from '../../domain/money.ts'
 import { RestrictionOut, Restrictions } from '../../domain/restrictions.ts'
 import { CalendarDate, Timestamp } from '../../domain/time.ts'
-import { ClientParams, ListQuery, listResponse } from '../../http/common-schemas.ts'
-import { BATCH_CUSTOMER_EXAMPLE_ID, CUSTOMER_EXAMPLE_ID } from '../customers/schema.ts'
+import { ClientParams, ListQuery, listResponse, SafeInteger } from '../../http/common-schemas.ts'
+import { RECEIVABLE_EXAMPLE_ID, receivableWriteExample } from '../demo-examples.ts'
 
 export const FINANCIAL_TYPES = ['loan_instalment', 'accelerated_balance', 'loan_balance'] as const
 export const RESPONSIBLE_ROLES = ['primary', 'co_borrower', 'guarantor'] as const
@@ -24,9 +24,6 @@ export const FREQUENCIES = ['weekly', 'fortnightly', 'monthly', 'quarterly', 'an
 export const RECEIVABLE_STATUSES = ['active', 'paused', 'closed'] as const
 export const PAUSE_REASONS = ['source_request', 'hardship_review', 'dispute_review', 'other'] as const
 export const CLOSE_REASONS = ['paid_in_full', 'settled', 'written_off', 'transferred', 'source_closed', 'other'] as const
-
-// Zod 4's int() is a safe integer: it refuses anything above 9007199254740991 itself.
-export const SafeInteger = z.number().int().min(0).meta({ id: 'SafeInteger' })
 
 /** The credit-union industry context: at most three monetary assertions, one per type (the object's keys). */
 export const CreditUnionContext = z
@@ -95,42 +92,7 @@ const RECEIVABLE_REQUIRED = Object.entries(receivableFields)
   .filter(([name, schema]) => name === 'creditUnion' || !(schema instanceof z.ZodOptional))
   .map(([name]) => name)
 
-/**
- * The demo's Receivable (src/seed.ts writes exactly this): an auto loan accelerated after default, owed by
- * the demo Customer. Every later example moves it on: sourceRevision 4, 5 and 6 are the corrections, 7 the
- * balance snapshot.
- */
-export const RECEIVABLE_EXAMPLE_ID = 'rcv-demo-1'
 const usd = (amount: string) => ({ amount, currency: 'USD' })
-export const receivableWriteExample = {
-  financialType: 'accelerated_balance',
-  sourceRevision: 3,
-  recoverableAmount: usd('1250.00'),
-  balanceBreakdown: { costs: usd('35.00'), fees: usd('40.00'), interest: usd('87.50'), principal: usd('1087.50') },
-  creditUnion: {
-    arrearsAmount: usd('412.50'),
-    contractualInstalment: { amount: usd('137.50'), frequency: 'monthly' },
-    defaultDate: '2026-01-15',
-    loanAccountReference: 'ledger/loans/demo-1',
-    loanType: 'auto',
-    totalOutstandingAmount: usd('1250.00'),
-  },
-  dueDate: '2026-02-01',
-  responsibleCustomers: [{ externalCustomerId: CUSTOMER_EXAMPLE_ID, role: 'primary' }],
-  sourceReference: 'ledger/receivables/demo-1',
-} as const
-
-/** The second demo Receivable, a business line of credit, which the batch example creates. */
-export const BATCH_RECEIVABLE_EXAMPLE_ID = 'rcv-demo-2'
-export const batchReceivableWriteExample = {
-  financialType: 'loan_balance',
-  sourceRevision: 1,
-  recoverableAmount: usd('4350.00'),
-  creditUnion: { loanAccountReference: 'ledger/loans/demo-2', loanType: 'line_of_credit' },
-  dueDate: '2026-02-15',
-  responsibleCustomers: [{ externalCustomerId: BATCH_CUSTOMER_EXAMPLE_ID, role: 'primary' }],
-  sourceReference: 'ledger/receivables/demo-2',
-} as const
 
 export const ReceivableWrite = z
   .strictObject(receivableFields)

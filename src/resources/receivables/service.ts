@@ -9,7 +9,7 @@ import { isoNow } from '../../domain/time.ts'
 import { lockIdentities, lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
 import type { RestrictionRules } from '../holds/restrictions.ts'
-import { bumpRevision, type HoldStore } from '../holds/store.ts'
+import type { HoldStore } from '../holds/store.ts'
 import {
   defineOperation,
   type OperationContext,
@@ -38,7 +38,7 @@ import {
 
 /** The database (reads, and each write's transaction), the clock, and what a Receivable write uses of other families. */
 export interface ReceivableServiceDeps extends RouteDeps {
-  book: Pick<HoldStore, 'releaseOmissions'>
+  holds: Pick<HoldStore, 'bumpRevision' | 'releaseOmissions'>
   restrictions: Pick<RestrictionRules, 'suspendInstructionsOf' | 'suspendRestrictedInstructions' | 'syncRestrictions'>
 }
 
@@ -94,33 +94,31 @@ interface Replacing {
 }
 const COMMAND_BODIES = { pause: PauseCommand, resume: ResumeCommand, close: CloseCommand, reopen: ReopenCommand } as const
 
-export function createReceivableService(deps: ReceivableServiceDeps) {
-  const { store, clock } = deps
-  const { releaseOmissions } = deps.book
-  const { suspendInstructionsOf, suspendRestrictedInstructions, syncRestrictions } = deps.restrictions
-  const view = toReceivableResponse
+/** A Receivable as its GET answers, read in the write's transaction (a write's response renders before COMMIT). */
+async function readInTx(tx: Queryable, clientCode: string, id: string): Promise<ReceivableResponse> {
+  const row = await findReceivable(tx, clientCode, id)
+  if (!row) throw receivableNotFound(id)
+  return toReceivableResponse(row)
+}
 
-  async function readInTx(tx: Queryable, clientCode: string, id: string): Promise<ReceivableResponse> {
-    const row = await findReceivable(tx, clientCode, id)
-    if (!row) throw receivableNotFound(id)
-    return view(row)
-  }
+/** The grant's industry profile requires its context in the body (`creditUnion`). */
+function profileProblem(grant: Grant, body: ReceivableWrite): Problem | undefined {
+  const contextKey = PROFILE_CONTEXT[grant.industryProfile]
+  if (contextKey in body) return undefined
+  return new Problem('profile_mismatch', `The grant's industry profile ${grant.industryProfile} requires the ${contextKey} context.`, {
+    errors: [{ code: 'profile_mismatch', detail: `required by industry profile ${grant.industryProfile}`, pointer: `/${contextKey}` }],
+  })
+}
 
-  function profileProblem(grant: Grant, body: ReceivableWrite): Problem | undefined {
-    const contextKey = PROFILE_CONTEXT[grant.industryProfile]
-    if (contextKey in body) return undefined
-    return new Problem('profile_mismatch', `The grant's industry profile ${grant.industryProfile} requires the ${contextKey} context.`, {
-      errors: [{ code: 'profile_mismatch', detail: `required by industry profile ${grant.industryProfile}`, pointer: `/${contextKey}` }],
-    })
-  }
-
-  /**
-   * The set-based Receivable PUT: one statement creates every new Receivable whose Customers exist and reads
-   * the existing ones (with their held omissions), the rules run in memory, and one statement replaces all the
-   * replaced ones. A retry that releases a held omission and a replace that changes restrictions are `fallback`
-   * (the per-record rules of `run`); a create with restrictions syncs them here, record by record.
-   */
-  const many: SetOperation<ReceivableWrite> = {
+/**
+ * The set-based Receivable PUT: one statement creates every new Receivable whose Customers exist and reads
+ * the existing ones (with their held omissions), the rules run in memory, and one statement replaces all the
+ * replaced ones. A retry that releases a held omission and a replace that changes restrictions are `fallback`
+ * (the per-record rules of `run`); a create with restrictions syncs them here, record by record.
+ */
+function setOperation(deps: ReceivableServiceDeps): SetOperation<ReceivableWrite> {
+  const { syncRestrictions } = deps.restrictions
+  return {
     keys: (id, body) => ({
       writes: [`receivable:${id}`],
       reads: body.responsibleCustomers.map((c) => `customer:${c.externalCustomerId}`),
@@ -197,29 +195,77 @@ export function createReceivableService(deps: ReceivableServiceDeps) {
       return outcomes
     },
   }
+}
 
-  /**
-   * What a PUT of an existing Receivable does, decided in memory, once, for the set-based run and the per-record
-   * rules alike: an identical retry (the same source revision and body), a refusal, or a replace (with or
-   * without a change of restrictions).
-   */
-  function decideReplace(body: ReceivableWrite, existing: ReceivableCore): ReplaceDecision | Problem {
-    const current = Number(existing.source_revision)
-    if (body.sourceRevision === current && canonicalJson(body) === canonicalJson(existing.representation)) return 'retry'
-    if (body.sourceRevision <= current) {
-      return new Problem(
-        'stale_source_revision',
-        `sourceRevision ${body.sourceRevision} is not newer than the Receivable's current source revision ${current}.`,
-        { extensions: { currentSourceRevision: current } },
-      )
-    }
-    if (body.recoverableAmount.currency !== existing.currency) {
-      return fieldProblem('/recoverableAmount/currency', 'custom', `must stay ${existing.currency}: a Receivable has one currency`)
-    }
-    const restrictionsChanged =
-      canonicalJson(sortRestrictions(body.restrictions)) !== canonicalJson(sortRestrictions(existing.representation.restrictions))
-    return restrictionsChanged ? 'replace_restrictions' : 'replace'
+/**
+ * What a PUT of an existing Receivable does, decided in memory, once, for the set-based run and the per-record
+ * rules alike: an identical retry (the same source revision and body), a refusal, or a replace (with or
+ * without a change of restrictions).
+ */
+function decideReplace(body: ReceivableWrite, existing: ReceivableCore): ReplaceDecision | Problem {
+  const current = Number(existing.source_revision)
+  if (body.sourceRevision === current && canonicalJson(body) === canonicalJson(existing.representation)) return 'retry'
+  if (body.sourceRevision <= current) {
+    return new Problem(
+      'stale_source_revision',
+      `sourceRevision ${body.sourceRevision} is not newer than the Receivable's current source revision ${current}.`,
+      { extensions: { currentSourceRevision: current } },
+    )
   }
+  if (body.recoverableAmount.currency !== existing.currency) {
+    return fieldProblem('/recoverableAmount/currency', 'custom', `must stay ${existing.currency}: a Receivable has one currency`)
+  }
+  const restrictionsChanged =
+    canonicalJson(sortRestrictions(body.restrictions)) !== canonicalJson(sortRestrictions(existing.representation.restrictions))
+  return restrictionsChanged ? 'replace_restrictions' : 'replace'
+}
+/** pause, resume, close, reopen. Reopen never resumes recovery: it suspends an authorized instruction. */
+function lifecycleCommands(deps: ReceivableServiceDeps): Record<LifecycleCommand, WriteOperation> {
+  const { clock } = deps
+  const { releaseOmissions } = deps.holds
+  const { suspendInstructionsOf } = deps.restrictions
+  const commandOperation = (command: LifecycleCommand): WriteOperation =>
+    defineOperation({
+      kind: `receivable_${command}`,
+      scopes: ['receivables:write'],
+      body: COMMAND_BODIES[command],
+      response: ReceivableResponse,
+      source: true,
+      async run(uow: UnitOfWork, { clientCode, id }: OperationContext, body: { effectiveAt: string; reason?: string }) {
+        const { tx } = uow
+        // The lock and the read after it, sent together (one round trip with BEGIN; the read sees what committed first).
+        const [, row] = await Promise.all([lockIdentity(tx, clientCode, 'receivable', id), findReceivableCore(tx, clientCode, id)])
+        if (!row) throw receivableNotFound(id)
+        const t = TRANSITIONS[command]
+        if (!(t.from as readonly string[]).includes(row.status)) {
+          throw new Problem('receivable_state_conflict', `Cannot ${command} a Receivable that is ${row.status}.`, {
+            extensions: { currentStatus: row.status },
+          })
+        }
+        const now = isoNow(clock)
+        const revision = await setStatus(tx, clientCode, id, t.to, body.reason ?? null, body.effectiveAt, now)
+        if (command === 'close') await releaseOmissions(tx, clientCode, [id], now)
+        // Reopening never resumes recovery by itself: an authorized instruction is suspended and needs a
+        // new revision from the Source (spec, Receivable status table).
+        if (command === 'reopen') await suspendInstructionsOf(tx, clientCode, [id], now, 'receivable_reopened')
+        uow.appendChange(clientCode, { type: 'receivable.updated', resourceType: 'receivable', resourceId: id, revision, occurredAt: now })
+        return { status: 200 as const, body: () => readInTx(tx, clientCode, id) }
+      },
+    })
+  return {
+    pause: commandOperation('pause'),
+    resume: commandOperation('resume'),
+    close: commandOperation('close'),
+    reopen: commandOperation('reopen'),
+  }
+}
+
+export function createReceivableService(deps: ReceivableServiceDeps) {
+  const { store, clock } = deps
+  const { bumpRevision, releaseOmissions } = deps.holds
+  const { suspendRestrictedInstructions, syncRestrictions } = deps.restrictions
+  const view = toReceivableResponse
+  const many = setOperation(deps)
 
   const put = defineOperation({
     kind: 'receivable',
@@ -234,7 +280,6 @@ export function createReceivableService(deps: ReceivableServiceDeps) {
       return runOne(many, uow, ctx, body, now, (state) => single(uow, ctx, body, state as Replacing, now))
     },
   })
-
   /**
    * The per-record rules of a PUT of an existing Receivable that `many` does not do set-based (its `fallback`,
    * with the row it read, the identity it locked and what `decideReplace` decided): a retry that releases a
@@ -282,43 +327,7 @@ export function createReceivableService(deps: ReceivableServiceDeps) {
       occurredAt: now,
     })
   }
-
-  /** pause, resume, close, reopen. Reopen never resumes recovery: it suspends an authorized instruction. */
-  function commandOperation(command: LifecycleCommand): WriteOperation {
-    return defineOperation({
-      kind: `receivable_${command}`,
-      scopes: ['receivables:write'],
-      body: COMMAND_BODIES[command],
-      response: ReceivableResponse,
-      source: true,
-      async run(uow: UnitOfWork, { clientCode, id }: OperationContext, body: { effectiveAt: string; reason?: string }) {
-        const { tx } = uow
-        // The lock and the read after it, sent together (one round trip with BEGIN; the read sees what committed first).
-        const [, row] = await Promise.all([lockIdentity(tx, clientCode, 'receivable', id), findReceivableCore(tx, clientCode, id)])
-        if (!row) throw receivableNotFound(id)
-        const t = TRANSITIONS[command]
-        if (!(t.from as readonly string[]).includes(row.status)) {
-          throw new Problem('receivable_state_conflict', `Cannot ${command} a Receivable that is ${row.status}.`, {
-            extensions: { currentStatus: row.status },
-          })
-        }
-        const now = isoNow(clock)
-        const revision = await setStatus(tx, clientCode, id, t.to, body.reason ?? null, body.effectiveAt, now)
-        if (command === 'close') await releaseOmissions(tx, clientCode, [id], now)
-        // Reopening never resumes recovery by itself: an authorized instruction is suspended and needs a
-        // new revision from the Source (spec, Receivable status table).
-        if (command === 'reopen') await suspendInstructionsOf(tx, clientCode, [id], now, 'receivable_reopened')
-        uow.appendChange(clientCode, { type: 'receivable.updated', resourceType: 'receivable', resourceId: id, revision, occurredAt: now })
-        return { status: 200 as const, body: () => readInTx(tx, clientCode, id) }
-      },
-    })
-  }
-  const commands: Record<LifecycleCommand, WriteOperation> = {
-    pause: commandOperation('pause'),
-    resume: commandOperation('resume'),
-    close: commandOperation('close'),
-    reopen: commandOperation('reopen'),
-  }
+  const commands = lifecycleCommands(deps)
 
   return {
     put,

@@ -1,6 +1,5 @@
 import { holdColumns } from '../../domain/holds.ts'
 import type { Queryable, QueryOptions, Tx } from '../../store/store.ts'
-import { bumpReceivableRevisions, bumpRevision, holdSnapshot } from '../holds/store.ts'
 import type { ReceivableWrite } from './schema.ts'
 
 /**
@@ -298,9 +297,6 @@ export const receivableStore = {
   replaceReceivable,
   replaceReceivables,
   setStatus,
-  bumpReceivableRevisions,
-  holdSnapshot,
-  bumpRevision,
   existingReceivables,
 }
 export type ReceivableStore = typeof receivableStore

@@ -3,8 +3,7 @@ import { ExternalId, SourceReference } from '../../domain/identifiers.ts'
 import { Money, MoneyOut, toMinor } from '../../domain/money.ts'
 import { Timestamp } from '../../domain/time.ts'
 import { ClientParams, ListQuery, listResponse } from '../../http/common-schemas.ts'
-import { PAYMENT_REQUEST_EXAMPLE_ID } from '../payment-requests/schema.ts'
-import { RECEIVABLE_EXAMPLE_ID } from '../receivables/schema.ts'
+import { PAYMENT_REQUEST_EXAMPLE_ID, RECEIVABLE_EXAMPLE_ID } from '../demo-examples.ts'
 
 export const RECONCILIATION_STATUSES = ['matched', 'held', 'resolved'] as const
 export type ReconciliationStatus = (typeof RECONCILIATION_STATUSES)[number]

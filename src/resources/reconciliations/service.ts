@@ -1,14 +1,14 @@
 import { canonicalJson } from '../../domain/canonical.ts'
 import { newestFirstPage, readNewestFirstCursor } from '../../domain/cursor.ts'
 import { describeMoney, money, toMinor } from '../../domain/money.ts'
+import { unacknowledgedMinor } from '../../domain/money-rules.ts'
 import { type FieldError, Problem, unknownReferences } from '../../domain/problems.ts'
 import { isoNow } from '../../domain/time.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
 import type { RestrictionRules } from '../holds/restrictions.ts'
 import { defineOperation, type OperationContext, type RouteDeps } from '../operations.ts'
-import { matchedMinor, matchedMinorOf } from '../payments/store.ts'
-import { unacknowledgedMinor } from '../payments/take-back.ts'
+import type { PaymentStore } from '../payments/store.ts'
 import type { ReceivableStore } from '../receivables/store.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import { type LineState, type ReconciliationListQuery, ReconciliationResponse, ReconciliationWrite, ResolutionWrite } from './schema.ts'
@@ -46,259 +46,273 @@ import {
 export interface ReconciliationServiceDeps extends RouteDeps {
   receivables: Pick<ReceivableStore, 'existingReceivables'>
   restrictions: Pick<RestrictionRules, 'suspendInstructionsOf'>
+  payments: Pick<PaymentStore, 'matchedMinor' | 'matchedMinorOf'>
 }
 
-export function createReconciliationService(deps: ReconciliationServiceDeps) {
-  const { store, clock } = deps
+const notFound = (id: string) => new Problem('payment_reconciliation_not_found', `No Payment reconciliation ${id} for this client.`)
+
+async function view(
+  { matchedMinor }: ReconciliationServiceDeps['payments'],
+  db: Queryable,
+  clientCode: string,
+  row: ReconciliationRow,
+): Promise<ReconciliationResponse> {
+  const payment = (await findReconciledPayment(db, clientCode, row.external_payment_request_id)) as ReconciledPaymentRow
+  const lines = await receiptLines(db, clientCode, row.external_reconciliation_id)
+  const matched = await matchedMinor(db, clientCode, row.external_payment_request_id)
+  return viewOf(row, payment, lines, matched)
+}
+
+/** The reconciliation with its lines and its Payment's allocation as they are now (the GET and the list render through this). */
+function viewOf(row: ReconciliationRow, payment: ReconciledPaymentRow, lines: ReceiptLineRow[], matched: bigint): ReconciliationResponse {
+  const allocated = BigInt(payment.allocated_minor)
+  const currency = payment.currency
+  // Allocated money a refund or reversal took back is not there to acknowledge: it is not unmatched.
+  const unmatched = unacknowledgedMinor({
+    allocatedMinor: allocated,
+    takenBackAllocatedMinor: BigInt(payment.taken_back_allocated_minor),
+    matchedMinor: matched,
+  })
+  return {
+    externalReconciliationId: row.external_reconciliation_id,
+    externalPaymentRequestId: row.external_payment_request_id,
+    acceptedAt: row.accepted_at,
+    revision: Number(row.revision),
+    status: row.status,
+    paymentAmount: money(BigInt(payment.amount_minor), currency),
+    allocations: [
+      {
+        externalReceivableId: payment.external_receivable_id,
+        allocatedAmount: money(allocated, currency),
+        matchedAmount: money(matched, currency),
+        unmatchedAmount: money(unmatched, currency),
+      },
+    ],
+    lines: lines.map((l) => ({
+      externalReceiptLineId: l.external_receipt_line_id,
+      externalReceivableId: l.external_receivable_id,
+      amount: money(BigInt(l.amount_minor), l.currency),
+      state: l.state,
+    })),
+    unappliedAmount: money(BigInt(payment.unapplied_minor), currency),
+    unmatchedAmount: money(unmatched, currency),
+    resolution:
+      row.resolution && row.resolved_at
+        ? { basis: row.resolution.basis, reference: row.resolution.reference, resolvedAt: row.resolved_at }
+        : null,
+  }
+}
+/** A reconciliation's PUT: its lines judged against the Payment's allocation, held where one differs. */
+async function create(deps: ReconciliationServiceDeps, uow: UnitOfWork, clientCode: string, id: string, body: ReconciliationWrite) {
+  const { tx } = uow
+  const { clock } = deps
   const { existingReceivables } = deps.receivables
   const { suspendInstructionsOf } = deps.restrictions
-  const notFound = (id: string) => new Problem('payment_reconciliation_not_found', `No Payment reconciliation ${id} for this client.`)
-
-  async function view(db: Queryable, clientCode: string, row: ReconciliationRow): Promise<ReconciliationResponse> {
-    const payment = (await findReconciledPayment(db, clientCode, row.external_payment_request_id)) as ReconciledPaymentRow
-    const lines = await receiptLines(db, clientCode, row.external_reconciliation_id)
-    const matched = await matchedMinor(db, clientCode, row.external_payment_request_id)
-    return viewOf(row, payment, lines, matched)
+  const { matchedMinor } = deps.payments
+  await lockIdentity(tx, clientCode, 'payment_reconciliation', id)
+  const existing = await findReconciliation(tx, clientCode, id)
+  if (existing) {
+    if (canonicalJson(existing.body) === canonicalJson(body))
+      return { status: 200 as const, body: () => view(deps.payments, tx, clientCode, existing) }
+    throw new Problem('payment_reconciliation_conflict', `Payment reconciliation ${id} was already accepted with a different body.`)
   }
 
-  /** The reconciliation with its lines and its Payment's allocation as they are now (the GET and the list render through this). */
-  function viewOf(row: ReconciliationRow, payment: ReconciledPaymentRow, lines: ReceiptLineRow[], matched: bigint): ReconciliationResponse {
-    const allocated = BigInt(payment.allocated_minor)
-    const currency = payment.currency
-    // Allocated money a refund or reversal took back is not there to acknowledge: it is not unmatched.
-    const unmatched = unacknowledgedMinor({
-      allocatedMinor: allocated,
-      takenBackAllocatedMinor: BigInt(payment.taken_back_allocated_minor),
-      matchedMinor: matched,
-    })
-    return {
-      externalReconciliationId: row.external_reconciliation_id,
-      externalPaymentRequestId: row.external_payment_request_id,
-      acceptedAt: row.accepted_at,
-      revision: Number(row.revision),
-      status: row.status,
-      paymentAmount: money(BigInt(payment.amount_minor), currency),
-      allocations: [
-        {
-          externalReceivableId: payment.external_receivable_id,
-          allocatedAmount: money(allocated, currency),
-          matchedAmount: money(matched, currency),
-          unmatchedAmount: money(unmatched, currency),
-        },
-      ],
-      lines: lines.map((l) => ({
-        externalReceiptLineId: l.external_receipt_line_id,
-        externalReceivableId: l.external_receivable_id,
-        amount: money(BigInt(l.amount_minor), l.currency),
-        state: l.state,
-      })),
-      unappliedAmount: money(BigInt(payment.unapplied_minor), currency),
-      unmatchedAmount: money(unmatched, currency),
-      resolution:
-        row.resolution && row.resolved_at
-          ? { basis: row.resolution.basis, reference: row.resolution.reference, resolvedAt: row.resolved_at }
-          : null,
-    }
-  }
-
-  async function create(uow: UnitOfWork, clientCode: string, id: string, body: ReconciliationWrite) {
-    const { tx } = uow
-    await lockIdentity(tx, clientCode, 'payment_reconciliation', id)
-    const existing = await findReconciliation(tx, clientCode, id)
-    if (existing) {
-      if (canonicalJson(existing.body) === canonicalJson(body)) return { status: 200 as const, body: () => view(tx, clientCode, existing) }
-      throw new Problem('payment_reconciliation_conflict', `Payment reconciliation ${id} was already accepted with a different body.`)
-    }
-
-    const requestId = body.externalPaymentRequestId
-    await lockIdentity(tx, clientCode, 'payment_request', requestId)
-    const known = await existingReceivables(
-      tx,
-      clientCode,
-      body.lines.map((l) => l.externalReceivableId),
-    )
-    const unknown = [
-      ...((await paymentRequestExists(tx, clientCode, requestId))
+  const requestId = body.externalPaymentRequestId
+  await lockIdentity(tx, clientCode, 'payment_request', requestId)
+  const known = await existingReceivables(
+    tx,
+    clientCode,
+    body.lines.map((l) => l.externalReceivableId),
+  )
+  const unknown = [
+    ...((await paymentRequestExists(tx, clientCode, requestId))
+      ? []
+      : [{ pointer: '/externalPaymentRequestId', what: `Payment request ${requestId}` }]),
+    ...body.lines.flatMap((l, i) =>
+      known.has(l.externalReceivableId)
         ? []
-        : [{ pointer: '/externalPaymentRequestId', what: `Payment request ${requestId}` }]),
-      ...body.lines.flatMap((l, i) =>
-        known.has(l.externalReceivableId)
-          ? []
-          : [{ pointer: `/lines/${i}/externalReceivableId`, what: `Receivable ${l.externalReceivableId}` }],
-      ),
-    ]
-    if (unknown.length > 0) throw unknownReferences(unknown)
+        : [{ pointer: `/lines/${i}/externalReceivableId`, what: `Receivable ${l.externalReceivableId}` }],
+    ),
+  ]
+  if (unknown.length > 0) throw unknownReferences(unknown)
 
-    const payment = await findReconciledPayment(tx, clientCode, requestId, { forUpdate: true })
-    if (payment?.status !== 'confirmed') {
-      throw new Problem(
-        'payment_not_confirmed',
-        payment
-          ? `The Payment of Payment request ${requestId} failed; there is nothing to reconcile.`
-          : `Payment request ${requestId} has no provider-confirmed Payment yet; there is nothing to reconcile.`,
-      )
-    }
-    const wrongCurrency: FieldError[] = body.lines.flatMap((l, i) =>
-      l.amount.currency === payment.currency
-        ? []
-        : [{ code: 'custom', detail: `must be ${payment.currency}, the Payment's currency`, pointer: `/lines/${i}/amount/currency` }],
+  const payment = await findReconciledPayment(tx, clientCode, requestId, { forUpdate: true })
+  if (payment?.status !== 'confirmed') {
+    throw new Problem(
+      'payment_not_confirmed',
+      payment
+        ? `The Payment of Payment request ${requestId} failed; there is nothing to reconcile.`
+        : `Payment request ${requestId} has no provider-confirmed Payment yet; there is nothing to reconcile.`,
     )
-    if (wrongCurrency.length > 0) throw fieldProblems(wrongCurrency)
-    const used = await usedReceiptLineIds(
-      tx,
-      clientCode,
-      requestId,
-      body.lines.map((l) => l.externalReceiptLineId),
-    )
-    const reused: FieldError[] = body.lines.flatMap((l, i) =>
-      used.has(l.externalReceiptLineId)
-        ? [
-            {
-              code: 'custom',
-              detail: `receipt line ${l.externalReceiptLineId} was already reconciled for this Payment; a receipt line acknowledges money once`,
-              pointer: `/lines/${i}/externalReceiptLineId`,
-            },
-          ]
-        : [],
-    )
-    if (reused.length > 0) throw fieldProblems(reused)
-
-    const target = payment.external_receivable_id
-    const touched = [...new Set([target, ...body.lines.map((l) => l.externalReceivableId)])].sort()
-    for (const receivableId of touched) await lockIdentity(tx, clientCode, 'receivable', receivableId)
-
-    // Judge the lines in order against what every reconciliation of this Payment has matched so far. Allocated
-    // money a refund or reversal took back (payments/take-back.ts: unacknowledged money first, under this same
-    // Payment row lock) is no longer there to acknowledge.
-    const allocated = BigInt(payment.allocated_minor)
-    const acknowledgeable = allocated - BigInt(payment.taken_back_allocated_minor)
-    const matchedBefore = await matchedMinor(tx, clientCode, requestId)
-    let matched = matchedBefore
-    const lines: NewReceiptLine[] = body.lines.map((l) => {
-      const amountMinor = toMinor(l.amount.amount)
-      let state: LineState = 'differs'
-      if (l.externalReceivableId === target && matched + amountMinor <= acknowledgeable) {
-        matched += amountMinor
-        state = 'matched'
-      }
-      return {
-        externalReceiptLineId: l.externalReceiptLineId,
-        externalReceivableId: l.externalReceivableId,
-        currency: l.amount.currency,
-        amountMinor,
-        state,
-      }
-    })
-    const held = lines.some((l) => l.state === 'differs')
-    const affected = held
-      ? [...new Set([target, ...lines.filter((l) => l.state === 'differs').map((l) => l.externalReceivableId)])].sort()
-      : []
-
-    const now = isoNow(clock)
-    await uow.watchHolds(clientCode, affected)
-    await insertReconciliation(tx, clientCode, id, { requestId, status: held ? 'held' : 'matched', body, lines, now })
-    const acknowledged = matched - matchedBefore
-    if (acknowledged > 0n) {
-      const revision = await acknowledgeReceipt(tx, clientCode, target, requestId, acknowledged, now)
-      uow.appendChange(clientCode, {
-        type: 'receivable.updated',
-        resourceType: 'receivable',
-        resourceId: target,
-        revision,
-        occurredAt: now,
-      })
-    }
-    if (held) {
-      await insertHolds(tx, clientCode, id, affected, now)
-      // Recovery stops on every affected Receivable and never resumes by itself: a new instruction revision is needed.
-      await suspendInstructionsOf(tx, clientCode, affected, now, 'reconciliation_held')
-      // One revision per Receivable per write: the one that already moved money carries its hold change.
-      await uow.recordHoldChanges(now)
-    }
-    uow.appendChange(clientCode, {
-      type: held ? 'payment_reconciliation.held' : 'payment_reconciliation.matched',
-      resourceType: 'payment_reconciliation',
-      resourceId: id,
-      revision: 1,
-      occurredAt: now,
-    })
-    return {
-      status: 201 as const,
-      body: async () => view(tx, clientCode, (await findReconciliation(tx, clientCode, id)) as ReconciliationRow),
-    }
   }
-
-  async function resolve(uow: UnitOfWork, clientCode: string, id: string, resolution: ResolutionWrite) {
-    const { tx } = uow
-    await lockIdentity(tx, clientCode, 'payment_reconciliation', id)
-    const row = await findReconciliation(tx, clientCode, id, { forUpdate: true })
-    if (!row) throw notFound(id)
-    if (row.status === 'matched') {
-      throw new Problem('reconciliation_not_held', `Payment reconciliation ${id} is matched: it holds no difference to resolve.`)
-    }
-    if (row.status === 'resolved') {
-      if (canonicalJson(row.resolution) === canonicalJson(resolution))
-        return { status: 200 as const, body: () => view(tx, clientCode, row) }
-      throw new Problem(
-        'reconciliation_not_held',
-        `Payment reconciliation ${id} was already resolved with another resolution; it holds no difference now.`,
-      )
-    }
-
-    const requestId = row.external_payment_request_id
-    await lockIdentity(tx, clientCode, 'payment_request', requestId)
-    const payment = (await findReconciledPayment(tx, clientCode, requestId, { forUpdate: true })) as ReconciledPaymentRow
-    const holding = await heldReceivables(tx, clientCode, id)
-    if (resolution.basis === 'matching_evidence') {
-      // Matched lines must account for the allocation net of allocated money refunds and reversals took back (read
-      // under the Payment row lock that take-back holds too): that money is no longer there to acknowledge. The
-      // Payment allocates to one Receivable; another Receivable a differing line named has no allocation from it,
-      // so nothing can be missing there. The figures are the view's: allocatedAmount what the Payment allocated,
-      // unmatchedAmount what of it is still held and unacknowledged.
-      const allocated = BigInt(payment.allocated_minor)
-      const takenBack = BigInt(payment.taken_back_allocated_minor)
-      const matched = await matchedMinor(tx, clientCode, requestId)
-      const unmatched = unacknowledgedMinor({ allocatedMinor: allocated, takenBackAllocatedMinor: takenBack, matchedMinor: matched })
-      if (holding.includes(payment.external_receivable_id) && unmatched > 0n) {
-        const c = payment.currency
-        const since = takenBack > 0n ? ` (${describeMoney(takenBack, c)} of it since taken back)` : ''
-        throw new Problem(
-          'matching_evidence_incomplete',
-          `Matched receipt lines do not yet account for the full allocation: Receivable ${payment.external_receivable_id} has ${describeMoney(allocated, c)} allocated${since}, ${describeMoney(matched, c)} matched, ${describeMoney(unmatched, c)} unmatched.`,
+  const wrongCurrency: FieldError[] = body.lines.flatMap((l, i) =>
+    l.amount.currency === payment.currency
+      ? []
+      : [{ code: 'custom', detail: `must be ${payment.currency}, the Payment's currency`, pointer: `/lines/${i}/amount/currency` }],
+  )
+  if (wrongCurrency.length > 0) throw fieldProblems(wrongCurrency)
+  const used = await usedReceiptLineIds(
+    tx,
+    clientCode,
+    requestId,
+    body.lines.map((l) => l.externalReceiptLineId),
+  )
+  const reused: FieldError[] = body.lines.flatMap((l, i) =>
+    used.has(l.externalReceiptLineId)
+      ? [
           {
-            extensions: {
-              unmatched: [
-                {
-                  externalReceivableId: payment.external_receivable_id,
-                  allocatedAmount: money(allocated, c),
-                  matchedAmount: money(matched, c),
-                  unmatchedAmount: money(unmatched, c),
-                },
-              ],
-            },
+            code: 'custom',
+            detail: `receipt line ${l.externalReceiptLineId} was already reconciled for this Payment; a receipt line acknowledges money once`,
+            pointer: `/lines/${i}/externalReceiptLineId`,
           },
-        )
-      }
+        ]
+      : [],
+  )
+  if (reused.length > 0) throw fieldProblems(reused)
+
+  const target = payment.external_receivable_id
+  const touched = [...new Set([target, ...body.lines.map((l) => l.externalReceivableId)])].sort()
+  for (const receivableId of touched) await lockIdentity(tx, clientCode, 'receivable', receivableId)
+
+  // Judge the lines in order against what every reconciliation of this Payment has matched so far. Allocated
+  // money a refund or reversal took back (payments/take-back.ts: unacknowledged money first, under this same
+  // Payment row lock) is no longer there to acknowledge.
+  const allocated = BigInt(payment.allocated_minor)
+  const acknowledgeable = allocated - BigInt(payment.taken_back_allocated_minor)
+  const matchedBefore = await matchedMinor(tx, clientCode, requestId)
+  let matched = matchedBefore
+  const lines: NewReceiptLine[] = body.lines.map((l) => {
+    const amountMinor = toMinor(l.amount.amount)
+    let state: LineState = 'differs'
+    if (l.externalReceivableId === target && matched + amountMinor <= acknowledgeable) {
+      matched += amountMinor
+      state = 'matched'
     }
-    for (const receivableId of holding) await lockIdentity(tx, clientCode, 'receivable', receivableId)
-    const now = isoNow(clock)
-    await uow.watchHolds(clientCode, holding)
-    const revision = await resolveReconciliation(tx, clientCode, id, resolution, now)
-    // Releasing holds never resumes an instruction: recovery needs a new instruction revision.
-    await uow.recordHoldChanges(now)
+    return {
+      externalReceiptLineId: l.externalReceiptLineId,
+      externalReceivableId: l.externalReceivableId,
+      currency: l.amount.currency,
+      amountMinor,
+      state,
+    }
+  })
+  const held = lines.some((l) => l.state === 'differs')
+  const affected = held
+    ? [...new Set([target, ...lines.filter((l) => l.state === 'differs').map((l) => l.externalReceivableId)])].sort()
+    : []
+
+  const now = isoNow(clock)
+  await uow.watchHolds(clientCode, affected)
+  await insertReconciliation(tx, clientCode, id, { requestId, status: held ? 'held' : 'matched', body, lines, now })
+  const acknowledged = matched - matchedBefore
+  if (acknowledged > 0n) {
+    const revision = await acknowledgeReceipt(tx, clientCode, target, requestId, acknowledged, now)
     uow.appendChange(clientCode, {
-      type: 'payment_reconciliation.resolved',
-      resourceType: 'payment_reconciliation',
-      resourceId: id,
+      type: 'receivable.updated',
+      resourceType: 'receivable',
+      resourceId: target,
       revision,
       occurredAt: now,
     })
-    return {
-      status: 200 as const,
-      body: async () => view(tx, clientCode, (await findReconciliation(tx, clientCode, id)) as ReconciliationRow),
-    }
+  }
+  if (held) {
+    await insertHolds(tx, clientCode, id, affected, now)
+    // Recovery stops on every affected Receivable and never resumes by itself: a new instruction revision is needed.
+    await suspendInstructionsOf(tx, clientCode, affected, now, 'reconciliation_held')
+    // One revision per Receivable per write: the one that already moved money carries its hold change.
+    await uow.recordHoldChanges(now)
+  }
+  uow.appendChange(clientCode, {
+    type: held ? 'payment_reconciliation.held' : 'payment_reconciliation.matched',
+    resourceType: 'payment_reconciliation',
+    resourceId: id,
+    revision: 1,
+    occurredAt: now,
+  })
+  return {
+    status: 201 as const,
+    body: async () => view(deps.payments, tx, clientCode, (await findReconciliation(tx, clientCode, id)) as ReconciliationRow),
+  }
+}
+/** The Source's resolution of a held reconciliation: its holds released, recovery left to a new instruction. */
+async function resolve(
+  { clock, payments }: Pick<ReconciliationServiceDeps, 'clock' | 'payments'>,
+  uow: UnitOfWork,
+  clientCode: string,
+  id: string,
+  resolution: ResolutionWrite,
+) {
+  const { tx } = uow
+  await lockIdentity(tx, clientCode, 'payment_reconciliation', id)
+  const row = await findReconciliation(tx, clientCode, id, { forUpdate: true })
+  if (!row) throw notFound(id)
+  if (row.status === 'matched') {
+    throw new Problem('reconciliation_not_held', `Payment reconciliation ${id} is matched: it holds no difference to resolve.`)
+  }
+  if (row.status === 'resolved') {
+    if (canonicalJson(row.resolution) === canonicalJson(resolution))
+      return { status: 200 as const, body: () => view(payments, tx, clientCode, row) }
+    throw new Problem(
+      'reconciliation_not_held',
+      `Payment reconciliation ${id} was already resolved with another resolution; it holds no difference now.`,
+    )
   }
 
+  const requestId = row.external_payment_request_id
+  await lockIdentity(tx, clientCode, 'payment_request', requestId)
+  const payment = (await findReconciledPayment(tx, clientCode, requestId, { forUpdate: true })) as ReconciledPaymentRow
+  const holding = await heldReceivables(tx, clientCode, id)
+  if (resolution.basis === 'matching_evidence') {
+    // Matched lines must account for the allocation net of allocated money refunds and reversals took back (read
+    // under the Payment row lock that take-back holds too): that money is no longer there to acknowledge. The
+    // Payment allocates to one Receivable; another Receivable a differing line named has no allocation from it,
+    // so nothing can be missing there. The figures are the view's: allocatedAmount what the Payment allocated,
+    // unmatchedAmount what of it is still held and unacknowledged.
+    const allocated = BigInt(payment.allocated_minor)
+    const takenBack = BigInt(payment.taken_back_allocated_minor)
+    const matched = await payments.matchedMinor(tx, clientCode, requestId)
+    const unmatched = unacknowledgedMinor({ allocatedMinor: allocated, takenBackAllocatedMinor: takenBack, matchedMinor: matched })
+    if (holding.includes(payment.external_receivable_id) && unmatched > 0n) {
+      const c = payment.currency
+      const since = takenBack > 0n ? ` (${describeMoney(takenBack, c)} of it since taken back)` : ''
+      throw new Problem(
+        'matching_evidence_incomplete',
+        `Matched receipt lines do not yet account for the full allocation: Receivable ${payment.external_receivable_id} has ${describeMoney(allocated, c)} allocated${since}, ${describeMoney(matched, c)} matched, ${describeMoney(unmatched, c)} unmatched.`,
+        {
+          extensions: {
+            unmatched: [
+              {
+                externalReceivableId: payment.external_receivable_id,
+                allocatedAmount: money(allocated, c),
+                matchedAmount: money(matched, c),
+                unmatchedAmount: money(unmatched, c),
+              },
+            ],
+          },
+        },
+      )
+    }
+  }
+  for (const receivableId of holding) await lockIdentity(tx, clientCode, 'receivable', receivableId)
+  const now = isoNow(clock)
+  await uow.watchHolds(clientCode, holding)
+  const revision = await resolveReconciliation(tx, clientCode, id, resolution, now)
+  // Releasing holds never resumes an instruction: recovery needs a new instruction revision.
+  await uow.recordHoldChanges(now)
+  uow.appendChange(clientCode, {
+    type: 'payment_reconciliation.resolved',
+    resourceType: 'payment_reconciliation',
+    resourceId: id,
+    revision,
+    occurredAt: now,
+  })
+  return {
+    status: 200 as const,
+    body: async () => view(payments, tx, clientCode, (await findReconciliation(tx, clientCode, id)) as ReconciliationRow),
+  }
+}
+export function createReconciliationService(deps: ReconciliationServiceDeps) {
+  const { store } = deps
   /** Source receipt lines acknowledging a Payment: a Source write. */
   const putOperation = defineOperation({
     kind: 'payment_reconciliation',
@@ -306,7 +320,7 @@ export function createReconciliationService(deps: ReconciliationServiceDeps) {
     body: ReconciliationWrite,
     response: ReconciliationResponse,
     source: true,
-    run: (uow: UnitOfWork, { clientCode, id }: OperationContext, body: ReconciliationWrite) => create(uow, clientCode, id, body),
+    run: (uow: UnitOfWork, { clientCode, id }: OperationContext, body: ReconciliationWrite) => create(deps, uow, clientCode, id, body),
   })
 
   /** The Source's resolution of a held reconciliation: a Source write. */
@@ -316,7 +330,7 @@ export function createReconciliationService(deps: ReconciliationServiceDeps) {
     body: ResolutionWrite,
     response: ReconciliationResponse,
     source: true,
-    run: (uow: UnitOfWork, { clientCode, id }: OperationContext, body: ResolutionWrite) => resolve(uow, clientCode, id, body),
+    run: (uow: UnitOfWork, { clientCode, id }: OperationContext, body: ResolutionWrite) => resolve(deps, uow, clientCode, id, body),
   })
 
   return {
@@ -325,7 +339,7 @@ export function createReconciliationService(deps: ReconciliationServiceDeps) {
     async get(clientCode: string, id: string) {
       const row = await findReconciliation(store, clientCode, id)
       if (!row) throw notFound(id)
-      return view(store, clientCode, row)
+      return view(deps.payments, store, clientCode, row)
     },
 
     /**
@@ -346,7 +360,7 @@ export function createReconciliationService(deps: ReconciliationServiceDeps) {
       const [payments, lines, matched] = [
         await reconciledPaymentsOf(store, clientCode, requestIds),
         await receiptLinesOf(store, clientCode, ids),
-        await matchedMinorOf(store, clientCode, requestIds),
+        await deps.payments.matchedMinorOf(store, clientCode, requestIds),
       ]
       const data = page.map((r) => {
         const payment = payments.get(r.external_payment_request_id)

@@ -3,7 +3,7 @@ import { HOLD_CATEGORIES } from '../../domain/holds.ts'
 import { ExternalId } from '../../domain/identifiers.ts'
 import { Timestamp } from '../../domain/time.ts'
 import { ClientParams, ListQuery, listResponse } from '../../http/common-schemas.ts'
-import { RECEIVABLE_EXAMPLE_ID } from '../receivables/schema.ts'
+import { RECEIVABLE_EXAMPLE_ID } from '../demo-examples.ts'
 
 export const MAX_REQUEST_REVISION = 2_147_483_647
 

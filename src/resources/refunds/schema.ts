@@ -3,6 +3,7 @@ import { ExternalId } from '../../domain/identifiers.ts'
 import { Money, MoneyOut, toMinor } from '../../domain/money.ts'
 import { Timestamp } from '../../domain/time.ts'
 import { ClientParams, listResponse } from '../../http/common-schemas.ts'
+import { PAYMENT_REQUEST_EXAMPLE_ID } from '../demo-examples.ts'
 
 /** The reasons an Integration may give; `unapplied_funds` is the service's own (money a confirmation could not allocate). */
 export const REFUND_REASONS = ['requested_by_customer', 'duplicate', 'fraudulent', 'other'] as const
@@ -10,8 +11,6 @@ export const REFUND_REASONS_OUT = [...REFUND_REASONS, 'unapplied_funds'] as cons
 export const REFUND_STATUSES = ['pending', 'succeeded', 'failed'] as const
 
 export const REFUND_EXAMPLE_ID = 'refund-demo-1'
-const PAYMENT_REQUEST_EXAMPLE_ID = 'payreq-demo-1'
-
 export const RefundListParams = ClientParams.extend({ externalPaymentRequestId: ExternalId })
 export const RefundParams = RefundListParams.extend({ externalRefundId: ExternalId })
 

@@ -2,8 +2,8 @@ import { z } from 'zod'
 import { ExternalId } from '../../domain/identifiers.ts'
 import { Money, MoneyOut } from '../../domain/money.ts'
 import { Timestamp } from '../../domain/time.ts'
-import { ClientParams } from '../../http/common-schemas.ts'
-import { BATCH_RECEIVABLE_EXAMPLE_ID, RECEIVABLE_EXAMPLE_ID, SafeInteger } from '../receivables/schema.ts'
+import { ClientParams, SafeInteger } from '../../http/common-schemas.ts'
+import { BATCH_RECEIVABLE_EXAMPLE_ID, RECEIVABLE_EXAMPLE_ID } from '../demo-examples.ts'
 
 export const MAX_SNAPSHOT_BALANCES = 100
 export const BALANCE_OUTCOMES = ['applied', 'stale', 'unknown_receivable'] as const

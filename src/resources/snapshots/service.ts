@@ -4,7 +4,7 @@ import { fieldProblem, Problem } from '../../domain/problems.ts'
 import { isoNow } from '../../domain/time.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
-import type { BookStore } from '../book/store.ts'
+import type { HoldStore } from '../holds/store.ts'
 import { defineOperation, grantOf, type OperationContext, type RouteDeps } from '../operations.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import { BalanceSnapshot, BalanceSnapshotWrite } from './schema.ts'
@@ -30,12 +30,12 @@ function view(row: SnapshotRow) {
 }
 
 export interface SnapshotServiceDeps extends RouteDeps {
-  book: Pick<BookStore, 'releaseOmissions'>
+  holds: Pick<HoldStore, 'releaseOmissions'>
 }
 
 export function createSnapshotService(deps: SnapshotServiceDeps) {
   const { store, clock } = deps
-  const { releaseOmissions } = deps.book
+  const { releaseOmissions } = deps.holds
   /**
    * Snapshots are immutable and ordered by sourcePosition. Each balance is applied when its
    * sourceRevision is newer than the Receivable's (setting sourceAmount and sourceRevision, a change

@@ -40,7 +40,10 @@ export function timelineRoutes(timeline: TimelineService): RouteDef[] {
       problems: ['receivable_not_found'],
       public: false,
       async handler({ params, query }) {
-        return { status: 200, body: await timeline.page(params.clientCode, params.externalReceivableId, query.cursor, query.limit, `admin/${TIMELINE}`) }
+        return {
+          status: 200,
+          body: await timeline.page(params.clientCode, params.externalReceivableId, query.cursor, query.limit, `admin/${TIMELINE}`),
+        }
       },
     }),
   ]

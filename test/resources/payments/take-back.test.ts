@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import fc from 'fast-check'
-import { takeBackSplit, unacknowledgedMinor, undeclaredShareMinor } from '../../../src/resources/payments/take-back.ts'
+import { unacknowledgedMinor } from '../../../src/domain/money-rules.ts'
+import { takeBackSplit, undeclaredShareMinor } from '../../../src/resources/payments/take-back.ts'
 
 /**
  * The pure rule of money taken back from a Payment (src/resources/payments/take-back.ts; docs/decisions.md, "Money
