@@ -245,11 +245,14 @@ function wireRoutes(
 ): RouteDef[] {
   const { store } = writes
   const { baseClock, keyRing, secretRewrap } = foundation
+  // The timeline and erasure serve integrations and operators alike: their operator routes are documented with the
+  // operator API (/admin/v1/openapi.json), the others with v1.
+  const both = [...timelineRoutes(createTimelineService({ store })), ...erasureRoutes(writes, services.erasure)]
+  const v1Routes = both.filter((r) => !r.path.startsWith('/admin/'))
   const routes: RouteDef[] = [
     ...customerRoutes(writes, services.customers),
     ...receivableRoutes(writes, services.receivables),
-    ...timelineRoutes(createTimelineService({ store })),
-    ...erasureRoutes(writes, services.erasure),
+    ...v1Routes,
     ...financialEventRoutes(writes, services.financialEvents),
     ...paymentObservationRoutes(writes, services.paymentObservations),
     ...paymentRequestRoutes(writes, services.paymentRequests),
@@ -265,6 +268,7 @@ function wireRoutes(
     ...webhookRoutes(writes, services.webhooks),
     ...receiptRoutes(writes, services.receipts),
     ...adminRoutes(services.admin, store, { serverUrl: config.publicBaseUrl, docsUrl: config.docsUrl }, [
+      ...both.filter((r) => r.path.startsWith('/admin/')),
       ...paymentSimulateRoutes(writes, services.paymentRequests, { sandbox: config.environment === 'sandbox' }),
       ...sandboxClockRoutes(services.sandboxClock),
       ...adminSandboxRoutes(services.admin, { sandbox: config.environment === 'sandbox' }),

@@ -210,7 +210,8 @@ describe(`inbound provider (${engineName})`, () => {
     for (const line of [
       '  provider set <clientCode> --secret-key-file F --webhook-secret-file F',
       "  provider show <clientCode>                 the client's payment provider (never its secrets)",
-      '  provider remove <clientCode>               delete it (sandbox: the sandbox provider again)',
+      '  provider remove <clientCode> [--force]     delete it (sandbox: the sandbox provider again); refused',
+      '  provider sync <clientCode>                 catch up with the provider now: its events after the last',
     ])
       assert.ok(help.stdout.includes(`${line}\n`), line)
   })

@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { Timestamp } from '../../domain/time.ts'
-import { listResponse } from '../../http/common-schemas.ts'
+import { listResponse, PageLimit } from '../../http/common-schemas.ts'
 
 /** What an entry of a Receivable's timeline records (docs/decisions.md, "A Receivable's timeline"). */
 export const TIMELINE_KINDS = [
@@ -68,7 +68,7 @@ export const TimelineQuery = z.strictObject({
     .regex(/^[A-Za-z0-9_-]{1,1200}$/, 'must be a cursor returned by a previous page')
     .optional()
     .describe("The previous page's nextCursor, to read the next page; omitted for the first page."),
-  limit: z.coerce.number().int().min(1).max(200).default(50).describe('Entries per page, 1 to 200.'),
+  limit: PageLimit,
 })
 
 export const TimelinePage = listResponse(TimelineEntry, 'ReceivableTimeline')
