@@ -295,8 +295,9 @@ function assertFieldProblem(res: Response, prefix: '/query' | '/path', what: str
 }
 
 test('random query strings to every route with query parameters: 200, or 422 with a field error under /query; nothing changes', async () => {
+  // The reads: a DELETE's query (the provider's `force`) acts on what exists, tested with its route.
   const routes = t.app.routes
-    .filter((r) => r.query)
+    .filter((r) => r.query && r.method === 'GET')
     .map((r) => ({ route: r, names: Object.keys((r.query as unknown as { shape: Record<string, unknown> }).shape) }))
   assert.ok(routes.length >= 10, `${routes.length} routes with query parameters`)
   const seen = new Set<string>()
