@@ -20,6 +20,7 @@ SELECT create_distributed_table('client_fact_heads', 'client_code', colocate_wit
 SELECT create_distributed_table('client_facts', 'client_code', colocate_with => 'clients');
 SELECT create_distributed_table('client_fanouts', 'client_code', colocate_with => 'clients');
 SELECT create_distributed_table('client_payment_providers', 'client_code', colocate_with => 'clients');
+SELECT create_distributed_table('customer_erasures', 'client_code', colocate_with => 'clients');
 SELECT create_distributed_table('customers', 'client_code', colocate_with => 'clients');
 SELECT create_distributed_table('feed_heads', 'client_code', colocate_with => 'clients');
 SELECT create_distributed_table('financial_events', 'client_code', colocate_with => 'clients');

@@ -334,6 +334,7 @@ describe('receipt delivery', () => {
       deliveryOwner: 'partner',
       capability,
       deliveryAttempts: [],
+      waitingFor: null,
       acknowledgement: ack('pending', '0.00', '60.00'),
     })
     const serviceOwned = await t.tenant(CLIENT, { integrationId: 'int-pr-service', grant: { receiptDeliveryOwner: 'service' } })

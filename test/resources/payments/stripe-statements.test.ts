@@ -40,8 +40,9 @@ test('Pay: one transaction (the request, its latest attempt, the pay-time check,
   // BEGIN, the request's lock, its latest attempt, (the Receivable's identity lock,) its catch-up, the Receivable
   // row-locked with holds and amounts, the attempt inserted, COMMIT.
   assert.equal(counting.inTransactions.length, expect(8, 7), counting.inTransactions.join('\n---\n'))
-  // The page's read by token, the client's provider configuration, the sandbox clock, the attempt opened.
-  assert.equal(counting.outside.length, 4, counting.outside.join('\n---\n'))
+  // The token's client (page_tokens), the page's read, the client's provider configuration, the sandbox clock, the
+  // attempt opened.
+  assert.equal(counting.outside.length, 5, counting.outside.join('\n---\n'))
 })
 
 test("Stripe's paid event: one transaction of the event's row and the one confirmation", async () => {

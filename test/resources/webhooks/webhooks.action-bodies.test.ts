@@ -47,6 +47,7 @@ describe(`action routes without a body (${engineName})`, () => {
     const doc = (await t.call('GET', '/v1/openapi.json')).json
     const bodyless = t.app.routes.filter((r) => r.public && r.method !== 'GET' && !r.body).map(routeKey)
     assert.deepEqual(bodyless.sort(), [
+      'POST /v1/clients/:clientCode/customers/:externalCustomerId/erasure',
       'POST /v1/clients/:clientCode/webhook-endpoint/deliveries/:deliveryId/retry',
       'POST /v1/clients/:clientCode/webhook-endpoint/disable',
       'POST /v1/clients/:clientCode/webhook-endpoint/rotate-secret',

@@ -5113,7 +5113,7 @@ export interface operations {
             query?: {
                 /** @description The previous page's nextCursor, to read the next page; omitted for the first page. */
                 cursor?: string;
-                /** @description Entries per page, 1 to 200. */
+                /** @description Items per page, 1 to 200, in decimal digits. */
                 limit?: number;
             };
             header?: never;
