@@ -28,7 +28,7 @@ const WORKLOAD = [
   'test/api/examples.test.ts',
   'test/sandbox/sandbox-clock.test.ts',
   'test/workers/client-fanout.test.ts',
-  'test/resources/receipts/receipts.test.ts',
+  'test/workers/receipt-dispatcher.test.ts',
 ]
 
 let db: TestDatabase
