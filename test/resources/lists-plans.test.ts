@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
-import type { Store } from '../../src/store/store.ts'
 import { type Response, startTestApp, type Tenant, type TestApp } from '../helpers/app.ts'
+import { capturingStore, type SentStatement } from '../helpers/capturing-store.ts'
 import { payableReceivable } from '../helpers/payments.ts'
 import { createTestDatabase, engineName } from '../helpers/store.ts'
 
@@ -21,33 +21,7 @@ let t: TestApp
 let k: Tenant
 let other: Tenant
 /** The list statements the app sent (the ones selecting `list_at`), with their parameters. */
-const sent: { sql: string; params: readonly unknown[] }[] = []
-
-function capturing(inner: Store): Store {
-  const record = (sql: string, params: readonly unknown[] | undefined) => {
-    if (sql.includes(' AS list_at')) sent.push({ sql, params: params ?? [] })
-  }
-  return {
-    kind: inner.kind,
-    query(sql, params, options) {
-      record(sql, params)
-      return inner.query(sql, params, options)
-    },
-    exec: (sql) => inner.exec(sql),
-    transaction: (fn) =>
-      inner.transaction((tx) =>
-        fn({
-          serialized: tx.serialized,
-          exec: (sql) => tx.exec(sql),
-          query(sql, params, options) {
-            record(sql, params)
-            return tx.query(sql, params, options)
-          },
-        }),
-      ),
-    close: () => inner.close(),
-  }
-}
+const sent: SentStatement[] = []
 
 const usd = (amount: string) => ({ amount, currency: 'USD' })
 async function must(res: Promise<Response>, status: number, what: string) {
@@ -174,7 +148,7 @@ async function seed(tenant: Tenant) {
 
 before(async () => {
   const db = await createTestDatabase()
-  t = await startTestApp({}, { db: { ...db, store: capturing(db.store) } })
+  t = await startTestApp({}, { db: { ...db, store: capturingStore(db.store, (sql) => sql.includes(' AS list_at'), sent) } })
   k = await t.tenant(C)
   other = await t.tenant(OTHER)
   await seed(k)

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
-import type { Store } from '../../../src/store/store.ts'
 import { type Response, startTestApp, type Tenant, type TestApp } from '../../helpers/app.ts'
+import { capturingStore, type SentStatement } from '../../helpers/capturing-store.ts'
 import { payableReceivable } from '../../helpers/payments.ts'
 import { createTestDatabase, engineName } from '../../helpers/store.ts'
 
@@ -23,33 +23,7 @@ const BIG = [
   'receivables',
 ]
 let t: TestApp
-const sent: { sql: string; params: readonly unknown[] }[] = []
-
-function capturing(inner: Store): Store {
-  const record = (sql: string, params: readonly unknown[] | undefined) => {
-    if (sql.includes("'revision:' ||")) sent.push({ sql, params: params ?? [] })
-  }
-  return {
-    kind: inner.kind,
-    query(sql, params, options) {
-      record(sql, params)
-      return inner.query(sql, params, options)
-    },
-    exec: (sql) => inner.exec(sql),
-    transaction: (fn) =>
-      inner.transaction((tx) =>
-        fn({
-          serialized: tx.serialized,
-          exec: (sql) => tx.exec(sql),
-          query(sql, params, options) {
-            record(sql, params)
-            return tx.query(sql, params, options)
-          },
-        }),
-      ),
-    close: () => inner.close(),
-  }
-}
+const sent: SentStatement[] = []
 
 const usd = (amount: string) => ({ amount, currency: 'USD' })
 async function must(res: Promise<Response>, status: number, what: string) {
@@ -125,7 +99,7 @@ async function seed(tenant: Tenant) {
 
 before(async () => {
   const db = await createTestDatabase()
-  t = await startTestApp({}, { db: { ...db, store: capturing(db.store) } })
+  t = await startTestApp({}, { db: { ...db, store: capturingStore(db.store, (sql) => sql.includes("'revision:' ||"), sent) } })
   await seed(await t.tenant(C))
   await seed(await t.tenant(OTHER))
   await t.store.query('ANALYZE')
