@@ -43,21 +43,22 @@ import { holdStore } from './resources/holds/store.ts'
 import type { RouteDeps } from './resources/operations.ts'
 import { paymentObservationRoutes } from './resources/payment-observations/routes.ts'
 import { createPaymentObservationService } from './resources/payment-observations/service.ts'
-import { createCheckout } from './resources/payment-requests/checkout.ts'
 import { NOT_FOUND_PAGE, PAGE_HEADERS, registerPaymentPage } from './resources/payment-requests/page.ts'
 import { paymentRules } from './resources/payment-requests/payment-rules.ts'
-import { createProviderEvents } from './resources/payment-requests/provider-events.ts'
-import { createProviderSync } from './resources/payment-requests/provider-sync.ts'
-import { registerProviderWebhooks } from './resources/payment-requests/provider-webhook-route.ts'
+import { providerRequests } from './resources/payment-requests/provider-side.ts'
 import { paymentRequestRoutes, paymentSimulateRoutes } from './resources/payment-requests/routes.ts'
 import { createPaymentRequestService } from './resources/payment-requests/service.ts'
-import { providerFor } from './resources/payments/provider.ts'
+import { createCheckout } from './resources/payments/checkout.ts'
 import { paymentProviderSecretColumns, providerConfigStore } from './resources/payments/provider-config-store.ts'
+import { createProviderEvents } from './resources/payments/provider-events.ts'
+import { createProviderSync } from './resources/payments/provider-sync.ts'
+import { registerProviderWebhooks } from './resources/payments/provider-webhook-route.ts'
 import { createProviderRegistry, refundsThroughProviders } from './resources/payments/registry.ts'
+import { createSandboxProvider } from './resources/payments/sandbox/provider.ts'
 import { paymentStore } from './resources/payments/store.ts'
-import { stripeCheckoutOrigins } from './resources/payments/stripe/gateway.ts'
+import { createStripeKind } from './resources/payments/stripe/adapter.ts'
 import { receiptRoutes } from './resources/receipts/routes.ts'
-import { createReceiptService } from './resources/receipts/service.ts'
+import { createReceiptService, receiptDeliveryState } from './resources/receipts/service.ts'
 import { receiptSecretColumns } from './resources/receipts/store.ts'
 import { receivableRoutes } from './resources/receivables/routes.ts'
 import { createReceivableService } from './resources/receivables/service.ts'
@@ -66,6 +67,7 @@ import { reconciliationRoutes } from './resources/reconciliations/routes.ts'
 import { createReconciliationService } from './resources/reconciliations/service.ts'
 import { recoveryRoutes } from './resources/recovery/routes.ts'
 import { createRecoveryService } from './resources/recovery/service.ts'
+import { providerRefunds } from './resources/refunds/provider-side.ts'
 import { refundRoutes } from './resources/refunds/routes.ts'
 import { createRefundService } from './resources/refunds/service.ts'
 import { refundStore } from './resources/refunds/store.ts'
@@ -133,16 +135,15 @@ function wireFoundation(store: Store, config: Config, baseClock: Clock) {
   const encryptedSecrets: EncryptedColumns[] = [webhookSecretColumns, receiptSecretColumns, ...paymentProviderSecretColumns]
   const secretRewrap = createSecretRewrap({ store, clock: baseClock, keyRing, tables: encryptedSecrets })
   const secretCheck = createSecretCheck({ db: store, keyRing, tables: encryptedSecrets, now: () => baseClock.now().getTime() })
-  // Who takes a client's payments (src/resources/payments/registry.ts): its Stripe configuration, else the sandbox
-  // provider in sandbox, else none. Stripe's time is the base clock's.
-  const sandboxProvider = providerFor(config.environment)
+  // Who takes a client's payments (src/resources/payments/registry.ts): the provider its configuration names, of the
+  // kinds listed here, else the sandbox provider in sandbox, else none. A provider's time is the base clock's.
+  const sandboxProvider = config.environment === 'sandbox' ? createSandboxProvider() : undefined
   const registry = createProviderRegistry({
     store: providerConfigStore,
     keyRing,
     environment: config.environment,
-    stripeApiBase: config.stripe.apiBase,
-    sandboxProvider,
-    now: () => baseClock.now(),
+    kinds: [createStripeKind({ apiBase: config.stripe.apiBase, now: () => baseClock.now() })],
+    ...(sandboxProvider ? { sandboxProvider } : {}),
   })
   return { sandbox, clock, baseClock, atClientTime, inClientTime, keyRing, secretRewrap, secretCheck, sandboxProvider, registry }
 }
@@ -186,7 +187,7 @@ function wireServices(wiring: ServiceWiring) {
     paymentObservations: createPaymentObservationService({ ...writes, customers: customerStore, receivables: receivableStore }),
     paymentRequests: createPaymentRequestService({
       ...writes,
-      provider: sandboxProvider,
+      ...(sandboxProvider ? { sandboxProvider } : {}),
       publicBaseUrl: config.publicBaseUrl,
       checkout: createCheckout({
         store,
@@ -194,7 +195,7 @@ function wireServices(wiring: ServiceWiring) {
         realClock: baseClock,
         registry,
         publicBaseUrl: config.publicBaseUrl,
-        paymentRules,
+        requests: providerRequests,
         atClientTime: inClientTime,
         onFeedAppended,
         log: { warn },
@@ -207,6 +208,7 @@ function wireServices(wiring: ServiceWiring) {
       checkoutMode: config.environment === 'sandbox' ? 'test' : 'live',
       payments: paymentStore,
       paymentRules,
+      receiptDeliveryState,
       onRefundQueued,
       ...(atClientTime ? { atClientTime } : {}),
       onFeedAppended,
@@ -360,7 +362,7 @@ function wireHttp({ options, foundation, routes, keyUsage, metrics, paymentReque
   // The page's flood guard per client address, in this process's memory, on the base clock (src/http/limits.ts).
   registerPaymentPage(app, paymentRequests, {
     limiter: createAddressLimiter({ perMinute: config.limits.payPerMinute, clock: baseClock }),
-    checkoutOrigins: stripeCheckoutOrigins(config.stripe.apiBase),
+    checkoutOrigins: registry.kinds.flatMap((k) => k.checkoutOrigins),
   })
   // Each client's provider events (docs/design/payment-providers.md): public, verified by signature, outside the route table.
   const providerEvents = createProviderEvents({
@@ -368,7 +370,8 @@ function wireHttp({ options, foundation, routes, keyUsage, metrics, paymentReque
     clock: writes.clock,
     realClock: baseClock,
     registry,
-    paymentRules,
+    requests: providerRequests,
+    refunds: providerRefunds,
     atClientTime: inClientTime,
     onFeedAppended: writes.onFeedAppended,
     onRefundQueued,
@@ -532,7 +535,7 @@ export function createApp(options: AppOptions) {
     onFact: () => clientFanout.wake(),
   })
   const onClientFact = () => clientFanout.wake()
-  // The catch-up with each client's provider (src/resources/payment-requests/provider-sync.ts), over the same event
+  // The catch-up with each client's provider (src/resources/payments/provider-sync.ts), over the same event
   // handling as the webhook route (`providerEvents`, made below with the route).
   const providerSync = createProviderSync({
     store,

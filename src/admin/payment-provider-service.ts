@@ -45,7 +45,7 @@ export interface PaymentProviderServiceDeps {
   environment: Environment
   keyRing: () => Promise<KeyRing>
   publicBaseUrl: string
-  /** The catch-up sweep of one client (payment-requests/provider-sync.ts): `POST .../payment-provider/sync`. */
+  /** The catch-up sweep of one client (payments/provider-sync.ts): `POST .../payment-provider/sync`. */
   sync?: (clientCode: string) => Promise<{ eventsRead: number; eventsApplied: number }>
 }
 

@@ -1,4 +1,4 @@
-import type { ProviderSync } from '../resources/payment-requests/provider-sync.ts'
+import type { ProviderSync } from '../resources/payments/provider-sync.ts'
 import { clientsWithProvider } from '../resources/payments/sync-store.ts'
 import type { Store } from '../store/store.ts'
 import { createWorker, type Worker } from './worker.ts'

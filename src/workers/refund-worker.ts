@@ -37,7 +37,7 @@ export interface RefundWorkerOptions {
   clock: Clock
   /** The clock decisions are recorded at (the sandbox's per-client clock); `clock` when absent. */
   clientClock?: Clock
-  provider: PaymentProvider
+  provider: Pick<PaymentProvider, 'refund'>
   intervalMs?: number
   leaseMs?: number
   batch?: number

@@ -6,9 +6,11 @@ import { STRIPE_WEBHOOK_EVENTS } from '../../src/admin/payment-provider-service.
 import { ConfigError, loadConfig } from '../../src/config.ts'
 import { createKeyRing, keyId } from '../../src/domain/key-ring.ts'
 import { LOG_REDACT_PATHS } from '../../src/http/server.ts'
-import { createSandboxProvider } from '../../src/resources/payments/provider.ts'
+import type { PaymentProvider, ProviderKind, ProviderSecrets } from '../../src/resources/payments/provider.ts'
 import { providerConfigStore, providerSecretAad } from '../../src/resources/payments/provider-config-store.ts'
-import { createProviderRegistry, type ProviderChoice, type StripeClientConfig } from '../../src/resources/payments/registry.ts'
+import { type ClientProviderConfig, createProviderRegistry, type ProviderChoice } from '../../src/resources/payments/registry.ts'
+import { createSandboxProvider } from '../../src/resources/payments/sandbox/provider.ts'
+import { createStripeKind } from '../../src/resources/payments/stripe/adapter.ts'
 import type { Store } from '../../src/store/store.ts'
 import { problemCode, type Response, startTestApp, type TestApp } from '../helpers/app.ts'
 import { createTestDatabase, engineName, type TestDatabase } from '../helpers/store.ts'
@@ -325,17 +327,18 @@ describe(`payment provider: the key ring (${engineName})`, () => {
     const moved = await app.admin('POST', '/admin/v1/secrets/rewrap', {})
     assert.deepEqual([moved.status, moved.json], [200, { rewrapped: 2, undecryptable: 0 }])
     assert.deepEqual(await keyIds('pp-rot'), [idOf(K2), idOf(K2)])
+    const kind = watchedStripeKind()
     const k2only = createProviderRegistry({
       store: providerConfigStore,
       keyRing: async () => ring(K2),
       environment: 'sandbox',
-      stripeApiBase: standIn.url,
+      kinds: [kind],
       sandboxProvider: createSandboxProvider(),
     })
     const choice = await k2only.forClient(db.store, 'pp-rot')
     assert.equal(choice.kind, 'configured')
-    const stripe = (choice as { config: StripeClientConfig }).config
-    assert.deepEqual([stripe.secretKey, stripe.webhookSecret], [s.secretKey, s.webhookSecret])
+    const stripe = kind.built.get((choice as { config: ClientProviderConfig }).config.provider)
+    assert.deepEqual([stripe?.secretKey, stripe?.webhookSecret], [s.secretKey, s.webhookSecret])
 
     // A provider whose secrets are under a key the ring does not hold: counted, left as they are, never a crash.
     assert.equal((await put(app, 'pp-lost', { provider: 'stripe', ...s })).status, 201)
@@ -365,34 +368,57 @@ describe(`payment provider: the key ring (${engineName})`, () => {
   })
 })
 
+/**
+ * Stripe's kind (STRIPE_API_BASE the stand-in, once it is started), remembering the secrets each provider it built
+ * was given.
+ */
+function watchedStripeKind(): ProviderKind & { built: Map<PaymentProvider, ProviderSecrets> } {
+  const real = () => createStripeKind({ apiBase: standIn.url })
+  const built = new Map<PaymentProvider, ProviderSecrets>()
+  return {
+    name: 'stripe',
+    checkoutOrigins: [],
+    sessionLifetime: { minSeconds: 0, maxSeconds: 0 },
+    built,
+    forClient(secrets) {
+      const provider = real().forClient(secrets)
+      built.set(provider, secrets)
+      return provider
+    },
+  }
+}
+
 describe(`the provider registry (${engineName})`, () => {
   const sandboxProvider = createSandboxProvider()
+  const kind = watchedStripeKind()
   const registry = (environment: 'sandbox' | 'production') =>
     createProviderRegistry({
       store: providerConfigStore,
       keyRing: async () => ring(K1),
       environment,
-      stripeApiBase: standIn.url,
+      kinds: [kind],
       sandboxProvider,
     })
-  const stripeOf = (c: ProviderChoice): StripeClientConfig => {
+  const stripeOf = (c: ProviderChoice): ClientProviderConfig & ProviderSecrets => {
     assert.equal(c.kind, 'configured', JSON.stringify(c))
-    return (c as { config: StripeClientConfig }).config
+    const config = (c as { config: ClientProviderConfig }).config
+    const secrets = kind.built.get(config.provider)
+    assert.ok(secrets, 'built by the Stripe kind')
+    return { ...config, ...secrets }
   }
-  const checkout = (config: StripeClientConfig) =>
-    config.gateway.createCheckoutSession(
-      {
-        amountMinor: 1250n,
-        currency: 'USD',
-        description: 'Invoice 7',
-        clientReferenceId: 'pr-7',
-        metadata: { clientCode: config.clientCode, paymentRequestId: 'pr-7' },
-        successUrl: 'http://irs.test/pay/x?back=1',
-        cancelUrl: 'http://irs.test/pay/x',
-        expiresAt: new Date(Date.now() + 2 * 60 * 60 * 1000),
-      },
-      `pr-7-${config.updatedAt}`,
-    )
+  const checkout = (config: ClientProviderConfig) =>
+    config.provider.startCheckout({
+      clientCode: config.clientCode,
+      externalPaymentRequestId: 'pr-7',
+      attempt: 1,
+      amountMinor: 1250n,
+      currency: 'USD',
+      description: 'Invoice 7',
+      returnUrl: (id) => `http://irs.test/pay/x?back=${id}`,
+      cancelUrl: 'http://irs.test/pay/x',
+      expiresAt: new Date(Date.now() + 2 * 60 * 60 * 1000),
+      idempotencyKey: `pr-7-${config.updatedAt}`,
+    })
 
   test('sandbox: the sandbox provider without a configuration; with one, Stripe through a cached gateway', async () => {
     const r = registry('sandbox')
@@ -404,33 +430,35 @@ describe(`the provider registry (${engineName})`, () => {
     const created = await put(sandbox, 'pp-reg', { provider: 'stripe', ...s })
     const first = stripeOf(await r.forClient(sandbox.store, 'pp-reg'))
     assert.deepEqual(
-      [first.clientCode, first.mode, first.secretKey, first.webhookSecret, first.updatedAt, first.gateway.mode],
-      ['pp-reg', 'test', s.secretKey, s.webhookSecret, created.json.updatedAt, 'test'],
+      [first.clientCode, first.mode, first.secretKey, first.webhookSecret, first.updatedAt, first.provider.name],
+      ['pp-reg', 'test', s.secretKey, s.webhookSecret, created.json.updatedAt, 'stripe'],
     )
-    // The hot path: the same configuration and gateway while the row is unchanged.
-    assert.equal(stripeOf(await r.forClient(sandbox.store, 'pp-reg')), first)
+    // The hot path: the same configuration and provider while the row is unchanged.
+    assert.equal(stripeOf(await r.forClient(sandbox.store, 'pp-reg')).provider, first.provider)
 
     // The gateway is built on the client's key and STRIPE_API_BASE: the stand-in sees the call under that key.
     const calls = standIn.calls.length
     const session = await checkout(first)
-    assert.equal(session.client_reference_id, 'pr-7')
+    assert.match(session.url, /^http/)
     assert.deepEqual(
       standIn.calls.slice(calls).map((c) => [c.method, c.path, c.status]),
       [['POST', '/v1/checkout/sessions', 200]],
     )
     // Its webhook secret verifies what Stripe signs with it, and nothing signed with another.
-    const event = standIn.completeSession(session.id, { outcome: 'paid' }).at(-1)
+    const event = standIn.completeSession(session.sessionId, { outcome: 'paid' }).at(-1)
     assert.ok(event, 'the paid session produced an event')
     const signed = standIn.sign(event, s.webhookSecret)
-    assert.equal(first.gateway.verifyEvent(signed.payload, signed.header, first.webhookSecret).id, event.id)
+    assert.equal(first.provider.readEvent(Buffer.from(signed.payload), { 'stripe-signature': signed.header }).id, event.id)
     const forged = standIn.sign(event, s.webhookSecret, { forged: true })
-    assert.throws(() => first.gateway.verifyEvent(forged.payload, forged.header, first.webhookSecret), { name: 'StripeSignatureError' })
+    assert.throws(() => first.provider.readEvent(Buffer.from(forged.payload), { 'stripe-signature': forged.header }), {
+      name: 'ProviderSignatureError',
+    })
 
     // A new configuration is picked up at once (a new row version), and a removed one falls back to the sandbox.
     const s2 = secrets({ secretKey: generateStripeKey('rk_test'), webhookSecret: webhookSecret() })
     assert.equal((await put(sandbox, 'pp-reg', { provider: 'stripe', ...s2 })).status, 200)
     const second = stripeOf(await r.forClient(sandbox.store, 'pp-reg'))
-    assert.notEqual(second, first)
+    assert.notEqual(second.provider, first.provider)
     assert.deepEqual([second.secretKey, second.webhookSecret], [s2.secretKey, s2.webhookSecret])
     assert.equal((await del(sandbox, 'pp-reg')).status, 204)
     assert.deepEqual(await r.forClient(sandbox.store, 'pp-reg'), { kind: 'sandbox', provider: sandboxProvider })
@@ -443,9 +471,13 @@ describe(`the provider registry (${engineName})`, () => {
     standIn.addKey(s.secretKey)
     assert.equal((await put(production, 'pp-reg', { provider: 'stripe', ...s })).status, 201)
     const live = stripeOf(await r.forClient(production.store, 'pp-reg'))
-    assert.deepEqual([live.mode, live.gateway.mode, live.secretKey], ['live', 'live', s.secretKey])
-    const session = await checkout(live)
-    assert.equal(session.livemode, true)
+    assert.deepEqual([live.mode, live.secretKey], ['live', s.secretKey])
+    const calls = standIn.calls.length
+    await checkout(live)
+    assert.deepEqual(
+      standIn.calls.slice(calls).map((c) => [c.method, c.path, c.status]),
+      [['POST', '/v1/checkout/sessions', 200]],
+    )
   })
 
   test('a configuration of the other mode (a database copied between environments) is unconfigured, never used', async () => {

@@ -13,7 +13,7 @@ import { listMigrations } from '../../src/store/migrate.ts'
  * file. What a citation is, there:
  * - a token ending in a file extension (`.md`, `.ts`, `.sql`, `.json`, `.yaml`, `.yml`, `.sh`): a file named by its
  *   path from the repository's root, from the citing file's folder or a folder above it, or by its tail
- *   (`payment-requests/provider-events.ts`, `worker.ts`);
+ *   (`payments/provider-events.ts`, `worker.ts`);
  * - a token starting with one of the repository's own folders (`src/`, `test/`, `docs/`, `packages/`, `scripts/`,
  *   `bench/`, `bin/`): a file or folder named by its path from the root (or from a folder above the citing file,
  *   as packages/sdk's own `src/`). A glob (`src/store/migrations/NNNN_*.sql`) names the folder it is in.

@@ -94,7 +94,7 @@ export async function stripePayable(
 
 /** The page's Pay: the form POST. */
 export function pressPay(s: StripeTest, p: Pick<StripePayable, 'path'>) {
-  return s.t.call('POST', p.path, { rawBody: 'outcome=confirmed', contentType: 'application/x-www-form-urlencoded' })
+  return s.t.call('POST', p.path, { rawBody: 'action=pay', contentType: 'application/x-www-form-urlencoded' })
 }
 
 /** Pay pressed, answered 303 to a stand-in session: its id. */

@@ -68,7 +68,7 @@ async function pay(url: string, path: string): Promise<string> {
   const res = await fetch(`${url}${path}`, {
     method: 'POST',
     headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: 'outcome=confirmed',
+    body: 'action=pay',
     redirect: 'manual',
   })
   assert.equal(res.status, 303)

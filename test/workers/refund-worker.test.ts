@@ -1,11 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
-import {
-  createSandboxProvider,
-  type PaymentProvider,
-  type ProviderRefund,
-  type RefundRequest,
-} from '../../src/resources/payments/provider.ts'
+import type { PaymentProvider, ProviderRefund, RefundRequest } from '../../src/resources/payments/provider.ts'
+import { createSandboxProvider } from '../../src/resources/payments/sandbox/provider.ts'
 import { recordRefundOutcome } from '../../src/resources/refunds/rules.ts'
 import { inUnitOfWork } from '../../src/resources/unit-of-work.ts'
 import { createRefundWorker, REFUND_LEASE_MS } from '../../src/workers/refund-worker.ts'

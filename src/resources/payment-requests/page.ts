@@ -4,8 +4,9 @@ import { isProblem } from '../../domain/problems.ts'
 import type { AddressLimiter } from '../../http/limits.ts'
 import { FAVICON, FAVICON_PATH } from './favicon.ts'
 import { contactLines, DEFAULT_PAGE_LOCALE, formatAmount } from './page-format.ts'
+import type { HostedPageView } from './page-service.ts'
 import { accentStyle, PAGE_STYLE } from './page-style.ts'
-import type { HostedPageView, PaymentRequestService } from './service.ts'
+import type { PaymentRequestService } from './service.ts'
 
 /**
  * The hosted payment page at `hostedUrl` (`/pay/<token>`): what a debtor opens to pay a Payment request.
@@ -23,7 +24,7 @@ export type { HostedPageView }
 export { formatAmount }
 
 /** What the page needs of the Payment request service, and nothing more. */
-export type HostedPageService = Pick<PaymentRequestService, 'pageView' | 'settleFromPage'>
+export type HostedPageService = Pick<PaymentRequestService, 'pageView' | 'settleFromPage' | 'pay'>
 
 /** A page token is 256 random bits in base64url without padding: exactly 43 characters. */
 export const PAGE_TOKEN = /^[A-Za-z0-9_-]{43}$/
@@ -192,7 +193,7 @@ ${summary([amountRow, ...descriptionRows])}`,
 }
 
 /**
- * A payable request of a client with a real provider (payment-requests/checkout.ts): one Pay button that takes the
+ * A payable request of a client with a real provider (payments/checkout.ts): one Pay button that takes the
  * debtor to the provider's page; or, while a payment is under way, "processing" (the page reloads itself every
  * PROCESSING_REFRESH_SECONDS through the Refresh header, with no script); or, close to its expiry, no button.
  */
@@ -223,7 +224,7 @@ ${notice('info', `This payment request expires too soon to pay online, and nothi
     heading: 'Payment request',
     body: `${failed}${details}
 <form method="post" action="/pay/${escapeHtml(token)}">
-<button type="submit" name="outcome" value="confirmed" class="pay">Pay ${amount}</button>
+<button type="submit" name="action" value="pay" class="pay">Pay ${amount}</button>
 </form>
 <p class="fine-print">You will pay on our payment provider's secure page, then come back here.</p>`,
   }
@@ -328,12 +329,26 @@ const tokenOf = (request: FastifyRequest) => (request.params as { token?: string
 /** A way back to the page, for a page answering a submission; only for a well-formed token. */
 const backTo = (token: string) => (PAGE_TOKEN.test(token) ? { href: `/pay/${token}`, text: 'Back to the payment page' } : undefined)
 
+/**
+ * What the form asks: `pay` (the Pay button of a client with a real provider, `action=pay`), or the sandbox form's
+ * outcome (`outcome=confirmed|failed`); one field, once, else undefined (not the page's form).
+ */
+function submissionOf(body: unknown): 'pay' | 'confirmed' | 'failed' | undefined {
+  const form = body instanceof URLSearchParams ? body : new URLSearchParams()
+  const actions = form.getAll('action')
+  const outcomes = form.getAll('outcome')
+  if (actions.length === 1 && outcomes.length === 0) return actions[0] === 'pay' ? 'pay' : undefined
+  const outcome = actions.length === 0 && outcomes.length === 1 ? outcomes[0] : undefined
+  return outcome === 'confirmed' || outcome === 'failed' ? outcome : undefined
+}
+
 /** A submission that is not the page's form (wrong media type, outcome or size). */
 const badForm = (back: ReturnType<typeof backTo>, heading = 'The form was not sent as expected') =>
   renderMessagePage(heading, 'Use the buttons of the payment page.', back)
 
 /**
- * Registers `GET /pay/:token`, `POST /pay/:token` (the sandbox form), `GET /pay/assets/page.css` and
+ * Registers `GET /pay/:token`, `POST /pay/:token` (the Pay button, `action=pay`: a checkout at the client's provider;
+ * or the sandbox form, `outcome=confirmed|failed`: two separate operations), `GET /pay/assets/page.css` and
  * `GET /pay/assets/accent/<rrggbb>.css`, in an encapsulated scope with its own body parser, error and not-found
  * handlers, so nothing under /pay answers problem+json and the API's JSON parsers never see the form; and
  * `GET /favicon.ico`, outside it.
@@ -458,14 +473,11 @@ export function registerPaymentPage(
         },
         async (request, reply) => {
           const token = tokenOf(request)
-          const outcomes = request.body instanceof URLSearchParams ? request.body.getAll('outcome') : []
-          const outcome = outcomes.length === 1 ? outcomes[0] : undefined
-          if (outcome !== 'confirmed' && outcome !== 'failed') {
-            return sendPage(reply, 400, badForm(backTo(token)))
-          }
+          const submitted = submissionOf(request.body)
+          if (!submitted) return sendPage(reply, 400, badForm(backTo(token)))
           let answer: Awaited<ReturnType<HostedPageService['settleFromPage']>>
           try {
-            answer = await service.settleFromPage(token, outcome)
+            answer = submitted === 'pay' ? await service.pay(token) : await service.settleFromPage(token, submitted)
           } catch (err) {
             if (!isProblem(err)) throw err
             if (err.code === 'payment_request_not_found') return sendPage(reply, 404, NOT_FOUND_PAGE)

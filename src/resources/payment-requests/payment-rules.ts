@@ -342,7 +342,7 @@ export async function recordReversal(
  */
 export function settleInSandbox(
   uow: UnitOfWork,
-  provider: PaymentProvider,
+  provider: { settle: NonNullable<PaymentProvider['settle']> },
   clientCode: string,
   requestId: string,
   outcome: 'confirmed' | 'failed',

@@ -305,6 +305,8 @@ export interface PageRow {
   provider_payment_id: string | null
   /** The mode of the client's real provider (client_payment_providers), null when it has none. */
   provider_mode: 'test' | 'live' | null
+  /** That provider's name (payments/<name>/), null when it has none. */
+  provider_name: string | null
   /** The request's latest checkout attempt at that provider (provider_checkouts), null when none. */
   checkout_status: string | null
   checkout_session_id: string | null
@@ -327,7 +329,7 @@ export async function findPageRow(db: Queryable, token: string): Promise<PageRow
       `SELECT p.client_code, p.external_payment_request_id, p.status, p.currency, p.amount_minor, p.description, p.expires_at,
               COALESCE(c.name, p.client_code) AS creditor_name, sc.frozen_at, pay.decided_at, p.cancel_reason,
               c.branding, pay.provider_payment_id, pay.refunded_minor,
-              cpp.mode AS provider_mode, ck.status AS checkout_status, ck.session_id AS checkout_session_id,
+              cpp.mode AS provider_mode, cpp.provider AS provider_name, ck.status AS checkout_status, ck.session_id AS checkout_session_id,
               ${holdColumns()}
          FROM payment_requests p
          JOIN clients c ON c.client_code = $1

@@ -2,8 +2,8 @@ import type { Queryable, Tx } from '../../store/store.ts'
 
 /**
  * SQL of a provider's side of paying (migration 0024): the checkout attempts of a Payment request, the provider
- * events handled, and the disputes reversed. The rules are in payment-requests/checkout.ts (paying) and
- * payment-requests/provider-events.ts (the provider's events).
+ * events handled, and the disputes reversed. The rules are in payments/checkout.ts (paying) and
+ * payments/provider-events.ts (the provider's events).
  */
 export type CheckoutStatus = 'creating' | 'open' | 'processing' | 'complete' | 'expired' | 'failed' | 'refunded'
 

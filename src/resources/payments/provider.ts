@@ -1,27 +1,25 @@
-import { createHash } from 'node:crypto'
-import type { Environment } from '../../config.ts'
-
 /**
- * The payment providers behind the hosted page: who decides whether the debtor paid. Everything else (the Payment
- * row, the allocation, refunds and reversals, the feed) is the service's and goes through the same rules whatever
- * the provider (payment-requests/payment-rules.ts recordOutcome and recordReversal, refunds/rules.ts
- * recordRefundOutcome).
+ * The payment-provider seam (docs/design/payment-provider-seam.md): one interface, `PaymentProvider`, that every
+ * provider implements, each in its own folder (payments/sandbox/, payments/stripe/). A provider knows nothing of the
+ * service's tables; the service knows nothing of a provider but this file. Everything else (the Payment row, the
+ * allocation, refunds and reversals, the feed) is the service's and goes through the same rules whatever the provider.
  *
- * Two shapes of provider:
- * - `PaymentProvider`: the sandbox's, which settles at once when asked (the page's test buttons, `simulate`),
- *   and the refunds of every Payment (the refund worker calls `refund`, whatever made the Payment: registry.ts
- *   `refundsThroughProviders` routes a Payment's refund to the provider named on it).
- * - `CheckoutProvider`: a real provider, per client, where the debtor pays on the provider's own page and the
- *   provider tells the outcome later, by a signed event. It does four things and knows nothing of the service's
- *   tables: `startCheckout` (a hosted payment session for one attempt, idempotent by the attempt's key), `refund`,
- *   `readEvent` (verify a delivery and say which event it is) and `factOf` (the object's current state, read from
- *   the provider, as a `ProviderFact`). payment-requests/checkout.ts starts attempts and payment-requests/provider-events.ts
- *   records facts; neither names Stripe.
+ * What a provider does, and who calls it:
+ * - `startCheckout` / `readCheckout` / `closeCheckout`: a hosted payment session for one attempt (checkout.ts), read
+ *   back by the page and the sweep (provider-sync.ts), ended when its request is canceled or expires;
+ * - `readEvent` / `factOf`: a delivery verified and named, then its object's current state as a `ProviderFact`
+ *   (provider-events.ts records facts; provider-webhook-route.ts is the route);
+ * - `eventPages`: the provider's events since a cursor (the catch-up sweep);
+ * - `refund`: a refund the service asks for (the refund worker, through registry.ts `refundsThroughProviders`,
+ *   which finds the provider named on the Payment);
+ * - `returnPayment`: money taken that a request cannot take, given back in full;
+ * - `sessionLifetime` and `checkoutOrigins`: the provider's own limits on a session and where its checkout pages are.
+ * - `settle`, only a provider with a test form (the sandbox's "Pay" and "Simulate a failed payment" buttons, the
+ *   operator's `simulate`): settles at once, for the full amount.
  *
- * Adding a provider (Adyen, a US ACH processor): a new file implementing `CheckoutProvider` (stripe/adapter.ts is
- * the model), its secrets in `client_payment_providers` (a new `provider` value), a branch in registry.ts that builds
- * it, and its webhook path registered beside Stripe's (payment-requests/provider-webhook-route.ts) onto the same
- * `receive` (payment-requests/provider-events.ts), which records facts under the provider's `name`.
+ * Adding a provider (GoCardless, Adyen): a folder under payments/ implementing `PaymentProvider` and a
+ * `ProviderKind` that builds it from a client's stored secrets, listed in src/app.ts (`providerKinds`). Its events
+ * arrive at `/providers/{provider}/webhooks/{clientCode}` and are recorded under its `name`.
  */
 export interface SettleRequest {
   clientCode: string
@@ -78,10 +76,11 @@ export interface CheckoutStart {
   currency: string
   /** What the debtor sees on the provider's page (the request's description, or the creditor's name). */
   description: string
-  /** Where the provider sends the debtor back, paid or not. */
-  returnUrl: string
+  /** Where the provider sends the debtor back once paid, naming the session (the provider may pass its placeholder). */
+  returnUrl: (sessionId: string) => string
+  /** Where the provider sends the debtor back unpaid. */
   cancelUrl: string
-  /** When the session must end (never after the request's own expiry: payment-requests/checkout.ts). */
+  /** When the session must end (never after the request's own expiry: payments/checkout.ts). */
   expiresAt: Date
   /** The same on every try of this attempt: a retried start gives the same session. */
   idempotencyKey: string
@@ -151,28 +150,63 @@ export interface ProviderEvent {
   ignored: string | null
 }
 
-export interface CheckoutProvider {
+/** How long a provider lets a checkout session live, in seconds. */
+export interface SessionLifetime {
+  minSeconds: number
+  maxSeconds: number
+}
+
+export interface PaymentProvider {
+  /** Its folder's name, stored on its Payments, attempts and events, and in its event route. */
   name: string
+  sessionLifetime: SessionLifetime
+  /** Where its checkout pages are served: the page's form may send the debtor there (CSP form-action). */
+  checkoutOrigins: readonly string[]
   startCheckout(start: CheckoutStart): Promise<CheckoutSession>
-  refund(request: RefundRequest): Promise<ProviderRefund>
+  /** A checkout session as it stands now (the page's read-back, the sweep's look at an attempt past its expiry). */
+  readCheckout(sessionId: string): Promise<ProviderFact>
+  /** Ends an open session so the debtor can no longer pay it; one no longer open is left as it is. */
+  closeCheckout(sessionId: string): Promise<void>
   /** Verifies a delivery (raw body and headers); throws ProviderSignatureError when it is not the provider's. */
   readEvent(rawBody: Buffer, headers: Record<string, string | string[] | undefined>): ProviderEvent
   /** The event's object as it stands now at the provider. */
   factOf(event: ProviderEvent): Promise<ProviderFact>
   /**
-   * Gives back, in full, money taken for a request that can no longer take it (expired, canceled, or paid through
-   * another session): idempotent per provider payment.
-   */
-  returnPayment(fact: Extract<ProviderFact, { kind: 'paid' }>, clientCode: string): Promise<void>
-  /** A checkout session as it stands now (the page's read-back, the sweep's look at an attempt past its expiry). */
-  readCheckout(sessionId: string): Promise<ProviderFact>
-  /** Ends an open session so the debtor can no longer pay it; one no longer open is left as it is. */
-  closeCheckout(sessionId: string): Promise<void>
-  /**
    * The provider's events after `cursor` (or, without one, since `since`), oldest first, a page at a time, only the
    * types the service acts on. Each page's `cursor` is its newest event: the sweep stores it once the page is handled.
    */
   eventPages(cursor: ProviderCursor | null, since: Date): AsyncIterable<{ events: ProviderEvent[]; cursor: ProviderCursor }>
+  /**
+   * Asks for a refund. Called by the refund worker outside any transaction (a network call holds no
+   * connection); a throw is a transient failure, retried later under the same idempotency key.
+   */
+  refund(request: RefundRequest): Promise<ProviderRefund>
+  /**
+   * Gives back, in full, money taken for a request that can no longer take it (expired, canceled, paid through
+   * another session, or in another amount or currency): idempotent per provider payment.
+   */
+  returnPayment(fact: Extract<ProviderFact, { kind: 'paid' }>, clientCode: string): Promise<void>
+  /** A provider with a test form only (the sandbox): settles at once with the outcome asked for, for the full amount. */
+  settle?(request: SettleRequest, outcome: 'confirmed' | 'failed'): ProviderOutcome
+}
+
+/** A client's stored provider configuration, its secrets decrypted (registry.ts). */
+export interface ProviderSecrets {
+  clientCode: string
+  mode: 'test' | 'live'
+  secretKey: string
+  webhookSecret: string
+}
+
+/**
+ * A provider a client can be configured with (`client_payment_providers.provider`): builds the client's provider from
+ * its secrets. `checkoutOrigins` and `sessionLifetime` are the same for every client of the deployment.
+ */
+export interface ProviderKind {
+  name: string
+  checkoutOrigins: readonly string[]
+  sessionLifetime: SessionLifetime
+  forClient(secrets: ProviderSecrets): PaymentProvider
 }
 
 /** Where the catch-up sweep stopped: the last event it handled, and when the provider created it (Unix seconds). */
@@ -184,65 +218,4 @@ export interface ProviderCursor {
 /** A delivery whose signature is missing, wrong or too old: 400, nothing recorded. */
 export class ProviderSignatureError extends Error {
   override readonly name = 'ProviderSignatureError'
-}
-
-export interface PaymentProvider {
-  name: string
-  /** May the hosted page offer a form that settles the request directly (the sandbox's "Pay" buttons)? */
-  offersSandboxForm: boolean
-  settle(request: SettleRequest, outcome: 'confirmed' | 'failed'): ProviderOutcome
-  /**
-   * Asks for a refund. Called by the refund worker outside any transaction (a network call holds no
-   * connection); a throw is a transient failure, retried later under the same idempotency key.
-   */
-  refund(request: RefundRequest): Promise<ProviderRefund>
-}
-
-/** The sandbox's test trigger (as card test numbers are): a refund whose amount ends in .13 fails. */
-export const SANDBOX_FAILING_REFUND_CENTS = 13n
-
-/**
- * The sandbox provider: settles at once with the outcome asked for, for the full amount. Its payment id is
- * derived from the request, so a second confirmation of one request names the same Payment.
- */
-export function createSandboxProvider(): PaymentProvider {
-  return {
-    name: 'sandbox',
-    offersSandboxForm: true,
-    settle(request, outcome) {
-      const digest = createHash('sha256').update(`${request.clientCode}/${request.externalPaymentRequestId}`).digest('hex')
-      return {
-        provider: 'sandbox',
-        providerPaymentId: `sbx_${digest.slice(0, 32)}`,
-        outcome,
-        amountMinor: request.amountMinor,
-        currency: request.currency,
-      }
-    },
-    async refund(request) {
-      const digest = createHash('sha256').update(request.idempotencyKey).digest('hex')
-      const providerRefundId = `sbx_re_${digest.slice(0, 29)}`
-      // Amounts are in minor units of two-decimal currencies here, as every sandbox amount is.
-      if (request.amountMinor % 100n === SANDBOX_FAILING_REFUND_CENTS) {
-        return { providerRefundId, status: 'failed', failureReason: 'sandbox_declined: a refund amount ending in .13 fails' }
-      }
-      return { providerRefundId, status: 'succeeded' }
-    },
-  }
-}
-
-/** Production has no provider configured yet: the page says so, and nothing can be settled. */
-export const unconfiguredProvider: PaymentProvider = {
-  name: 'none',
-  offersSandboxForm: false,
-  settle() {
-    throw new Error('no payment provider is configured for this deployment')
-  },
-  refund() {
-    return Promise.reject(new Error('no payment provider is configured for this deployment'))
-  },
-}
-
-export function providerFor(environment: Environment): PaymentProvider {
-  return environment === 'sandbox' ? createSandboxProvider() : unconfiguredProvider
 }

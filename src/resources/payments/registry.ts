@@ -1,16 +1,15 @@
 import type { Environment } from '../../config.ts'
 import { type KeyRing, UnreadableSecretError } from '../../domain/key-ring.ts'
 import type { Queryable } from '../../store/store.ts'
-import type { CheckoutProvider, PaymentProvider } from './provider.ts'
+import type { PaymentProvider, ProviderKind, RefundRequest } from './provider.ts'
 import { type ProviderConfigStore, providerSecretAad } from './provider-config-store.ts'
-import { createStripeProvider } from './stripe/adapter.ts'
-import { createStripeGateway, type StripeGateway, type StripeKeyMode } from './stripe/gateway.ts'
 
 /**
  * The provider registry (issue 22): what a payment of one client goes through.
  *
- * - The client has a Stripe configuration (`PUT /admin/v1/clients/{clientCode}/payment-provider`): its decrypted
- *   secret key and webhook secret, its mode, and a gateway built on them (src/resources/payments/stripe/gateway.ts).
+ * - The client has a configuration (`PUT /admin/v1/clients/{clientCode}/payment-provider`): its decrypted secret
+ *   key and webhook secret, its mode, and the provider its kind builds on them (`ProviderKind`, payments/provider.ts;
+ *   the kinds are listed in src/app.ts).
  * - None, in sandbox: the sandbox provider. None, in production: `unconfigured` (the page says no payment provider
  *   is configured, as before).
  * - A configuration that cannot be used is `unconfigured` too, with the reason, and never falls back to the sandbox
@@ -25,20 +24,17 @@ import { createStripeGateway, type StripeGateway, type StripeKeyMode } from './s
  * found, and its entry dropped.
  */
 
-export interface StripeClientConfig {
+export interface ClientProviderConfig {
   clientCode: string
-  mode: StripeKeyMode
-  secretKey: string
-  webhookSecret: string
-  gateway: StripeGateway
-  /** The client's checkout provider over that gateway (stripe/adapter.ts). */
-  provider: CheckoutProvider
+  mode: 'test' | 'live'
+  /** The client's provider, built by its kind on the decrypted secrets. */
+  provider: PaymentProvider
   /** The configuration's `updated_at`, the cache's version. */
   updatedAt: string
 }
 
 export type ProviderChoice =
-  | { kind: 'configured'; config: StripeClientConfig }
+  | { kind: 'configured'; config: ClientProviderConfig }
   | { kind: 'sandbox'; provider: PaymentProvider }
   | { kind: 'unconfigured'; reason: 'none' | 'secret_unreadable' | 'mode_mismatch' }
 
@@ -47,22 +43,27 @@ export interface ProviderRegistryDeps {
   /** The key ring the secrets were encrypted under (src/store/secret-keys.ts, keyRingLoader). */
   keyRing: () => Promise<KeyRing>
   environment: Environment
-  /** STRIPE_API_BASE. */
-  stripeApiBase: string
-  /** The provider of a sandbox client without a configuration. */
-  sandboxProvider: PaymentProvider
-  /** The gateway's clock (checkout expiry, webhook signature age); the system clock by default. */
-  now?: () => Date
+  /** The kinds of provider a client can be configured with (src/app.ts). */
+  kinds: readonly ProviderKind[]
+  /** The provider of a sandbox client without a configuration (payments/sandbox/); only in sandbox. */
+  sandboxProvider?: PaymentProvider
 }
 
-const MODE_OF: Record<Environment, StripeKeyMode> = { sandbox: 'test', production: 'live' }
+const MODE_OF: Record<Environment, 'test' | 'live'> = { sandbox: 'test', production: 'live' }
 
-export function createProviderRegistry({ store, keyRing, environment, stripeApiBase, sandboxProvider, now }: ProviderRegistryDeps) {
-  const cache = new Map<string, { version: string; config: StripeClientConfig }>()
+export function createProviderRegistry({ store, keyRing, environment, kinds, sandboxProvider }: ProviderRegistryDeps) {
+  const cache = new Map<string, { version: string; config: ClientProviderConfig }>()
+  const kindOf = new Map(kinds.map((k) => [k.name, k]))
   const none: ProviderChoice =
-    environment === 'sandbox' ? { kind: 'sandbox', provider: sandboxProvider } : { kind: 'unconfigured', reason: 'none' }
+    environment === 'sandbox' && sandboxProvider ? { kind: 'sandbox', provider: sandboxProvider } : { kind: 'unconfigured', reason: 'none' }
 
   return {
+    /** The deployment's providers: the kinds a client can have, and the sandbox's (in sandbox). */
+    kinds: [...kinds, ...(environment === 'sandbox' && sandboxProvider ? [sandboxProvider] : [])] as readonly Pick<
+      PaymentProvider,
+      'name' | 'checkoutOrigins' | 'sessionLifetime'
+    >[],
+
     /**
      * `forEvents`: the provider's events (and the sweep, and refunds of its Payments) still go through a configuration
      * retired by a forced removal; new payments do not (`none`, as if removed).
@@ -75,6 +76,9 @@ export function createProviderRegistry({ store, keyRing, environment, stripeApiB
       }
       if (row.retired_at !== null && opts.forEvents !== true) return none
       if (row.mode !== MODE_OF[environment]) return { kind: 'unconfigured', reason: 'mode_mismatch' }
+      const kind = kindOf.get(row.provider)
+      // A provider this deployment does not know (a database from a newer version): not usable here.
+      if (!kind) return { kind: 'unconfigured', reason: 'none' }
       const version = `${row.updated_at}|${row.secret_key_ciphertext}|${row.webhook_secret_ciphertext}`
       const cached = cache.get(clientCode)
       if (cached?.version === version) return { kind: 'configured', config: cached.config }
@@ -89,14 +93,10 @@ export function createProviderRegistry({ store, keyRing, environment, stripeApiB
         cache.delete(clientCode)
         return { kind: 'unconfigured', reason: 'secret_unreadable' }
       }
-      const gateway = createStripeGateway({ secretKey, apiBase: stripeApiBase, ...(now ? { now } : {}) })
-      const config: StripeClientConfig = {
+      const config: ClientProviderConfig = {
         clientCode,
         mode: row.mode,
-        secretKey,
-        webhookSecret,
-        gateway,
-        provider: createStripeProvider({ clientCode, gateway, webhookSecret }),
+        provider: kind.forClient({ clientCode, mode: row.mode, secretKey, webhookSecret }),
         updatedAt: row.updated_at,
       }
       cache.set(clientCode, { version, config })
@@ -108,28 +108,28 @@ export function createProviderRegistry({ store, keyRing, environment, stripeApiB
 export type ProviderRegistry = ReturnType<typeof createProviderRegistry>
 
 /**
- * The refund worker's provider: a Payment's refund goes to the provider named on the Payment. A Stripe Payment's
- * refund goes through its client's Stripe configuration (a configuration removed or unreadable since is a transient
- * failure, asked again later, never a refund through another provider); every other Payment's through `fallback`
- * (the sandbox provider in sandbox).
+ * The refund worker's provider: a Payment's refund goes through the provider named on the Payment, through the one
+ * interface, whichever it is: the deployment's sandbox provider for a sandbox Payment, else the client's configured
+ * provider of that name. A configuration removed, unreadable, or now of another provider is a transient failure,
+ * asked again later, never a refund through another provider.
  */
-export function refundsThroughProviders(registry: ProviderRegistry, db: Queryable, fallback: PaymentProvider): PaymentProvider {
+export function refundsThroughProviders(
+  registry: Pick<ProviderRegistry, 'forClient'>,
+  db: Queryable,
+  sandboxProvider: PaymentProvider | undefined,
+): Pick<PaymentProvider, 'refund'> {
   return {
-    ...fallback,
-    async refund(request) {
-      if (request.provider === fallback.name) return fallback.refund(request)
+    async refund(request: RefundRequest) {
+      if (sandboxProvider && request.provider === sandboxProvider.name) return sandboxProvider.refund(request)
       const choice = await registry.forClient(db, request.clientCode, { forEvents: true })
-      if (choice.kind !== 'configured') {
-        throw new Error(
-          `client ${request.clientCode} has no usable Stripe configuration (${choice.kind === 'unconfigured' ? choice.reason : 'none'})`,
-        )
+      const provider = choice.kind === 'configured' ? choice.config.provider : null
+      if (provider?.name !== request.provider) {
+        const has = provider
+          ? `its provider is ${provider.name}`
+          : `it has none usable (${choice.kind === 'unconfigured' ? choice.reason : 'none'})`
+        throw new Error(`client ${request.clientCode}'s Payment was made by ${request.provider}, and ${has}`)
       }
-      if (choice.config.provider.name !== request.provider) {
-        throw new Error(
-          `client ${request.clientCode}'s provider is ${choice.config.provider.name}, not ${request.provider} that made the Payment`,
-        )
-      }
-      return choice.config.provider.refund(request)
+      return provider.refund(request)
     },
   }
 }

@@ -527,6 +527,9 @@ describe('an unexpected failure', () => {
       settleFromPage: async () => {
         throw failure
       },
+      pay: async () => {
+        throw failure
+      },
     })
     try {
       for (const [method, what] of [

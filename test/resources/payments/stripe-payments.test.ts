@@ -43,7 +43,8 @@ describe('the page pays through Stripe Checkout', () => {
     const first = await page(p)
     assert.equal(first.status, 200)
     assert.equal(h1(first.body), 'Payment request')
-    assert.ok(first.body.includes('<button type="submit" name="outcome" value="confirmed" class="pay">Pay $30.00</button>'))
+    // Pay is its own operation (action=pay), not the sandbox form's outcome.
+    assert.ok(first.body.includes('<button type="submit" name="action" value="pay" class="pay">Pay $30.00</button>'))
     assert.ok(!first.body.includes('Simulate a failed payment'), 'no sandbox buttons for a client with Stripe')
     // The form's 303 leads to Stripe's checkout: form-action allows its origins (browsers apply it to redirects).
     assert.equal(
@@ -73,6 +74,24 @@ describe('the page pays through Stripe Checkout', () => {
     }
     assert.equal(sessionCreates().length, before + 1)
     // Nothing is recorded as paid yet: the request is open, with no Payment.
+    assert.equal((await readRequest(s, p)).status, 'open')
+    assert.equal(await payments(p), 0)
+  })
+
+  test("the sandbox form's outcome posted to a Stripe client's page settles nothing and starts no checkout", async () => {
+    const p = await stripePayable(s, 'st-not-sandbox')
+    const before = s.stripe.calls.length
+    for (const outcome of ['confirmed', 'failed']) {
+      const res = await s.t.call('POST', p.path, { rawBody: `outcome=${outcome}`, contentType: 'application/x-www-form-urlencoded' })
+      assert.deepEqual([res.status, res.headers.location], [303, p.path])
+    }
+    // Neither a Pay and an outcome together, nor an action other than pay, is the page's form.
+    for (const body of ['action=pay&outcome=confirmed', 'action=settle', 'action=pay&action=pay']) {
+      const res = await s.t.call('POST', p.path, { rawBody: body, contentType: 'application/x-www-form-urlencoded' })
+      assert.equal(res.status, 400, body)
+    }
+    assert.equal(s.stripe.calls.length, before, 'Stripe was not asked for anything')
+    assert.equal(await countRows(s, 'SELECT count(*) AS n FROM provider_checkouts WHERE client_code = $1', [p.client]), 0)
     assert.equal((await readRequest(s, p)).status, 'open')
     assert.equal(await payments(p), 0)
   })

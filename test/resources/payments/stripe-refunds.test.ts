@@ -148,7 +148,7 @@ describe('refunds through Stripe', () => {
       `SELECT last_error FROM refunds WHERE client_code = $1 AND external_refund_id = 'rf-w'`,
       [p.client],
     )
-    assert.equal(rows[0]?.last_error, `client ${p.client} has no usable Stripe configuration (none)`)
+    assert.equal(rows[0]?.last_error, `client ${p.client}'s Payment was made by stripe, and it has none usable (none)`)
     await configureStripe(s, p.client)
     s.clock.advance(10_000)
     assert.equal(await runWorker(), true)

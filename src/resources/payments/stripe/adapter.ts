@@ -1,18 +1,28 @@
 import type Stripe from 'stripe'
 import {
-  type CheckoutProvider,
+  type PaymentProvider,
   type ProviderEvent,
   type ProviderFact,
+  type ProviderKind,
   type ProviderRefund,
   ProviderSignatureError,
   type RefundRequest,
 } from '../provider.ts'
-import { type StripeGateway, StripeRejectedError, StripeSignatureError, StripeUnparsableEventError } from './gateway.ts'
+import {
+  CHECKOUT_MAX_LIFETIME_SECONDS,
+  CHECKOUT_MIN_LIFETIME_SECONDS,
+  createStripeGateway,
+  type StripeGateway,
+  StripeRejectedError,
+  StripeSignatureError,
+  StripeUnparsableEventError,
+  stripeCheckoutOrigins,
+} from './gateway.ts'
 
 /**
- * The Stripe provider (issue 22, docs/design/payment-providers.md): `CheckoutProvider` over the typed gateway (gateway.ts), for
- * one client's keys. It maps Stripe's objects to the service's facts and nothing more; what a fact does is
- * payment-requests/provider-events.ts's.
+ * The Stripe provider (issue 22, docs/design/payment-providers.md): `PaymentProvider` (payments/provider.ts) over the
+ * typed gateway (gateway.ts), for one client's keys. It maps Stripe's objects to the service's facts and nothing more;
+ * what a fact does is payments/provider-events.ts's.
  *
  * - Paying: a Checkout Session in `payment` mode, one line (amount, currency, description), `client_reference_id`
  *   the request id, metadata `{clientCode, paymentRequestId}` on the session and its PaymentIntent (refunds and
@@ -192,7 +202,32 @@ export function eventOf(parsed: unknown): ProviderEvent {
   return { id: event.id, type: event.type, objectId, ignored: null }
 }
 
-export function createStripeProvider(opts: { clientCode: string; gateway: StripeGateway; webhookSecret: string }): CheckoutProvider {
+/** Stripe's limits on a Checkout Session's `expires_at`, less a minute of clock margin each (gateway.ts). */
+const SESSION_LIFETIME = { minSeconds: CHECKOUT_MIN_LIFETIME_SECONDS, maxSeconds: CHECKOUT_MAX_LIFETIME_SECONDS }
+
+/**
+ * Stripe as a kind of provider a client can be configured with: each client's provider over a gateway on its own
+ * secret key, at `apiBase` (STRIPE_API_BASE), on the clock `now` (the base clock: Stripe's time).
+ */
+export function createStripeKind(opts: { apiBase: string; now?: () => Date }): ProviderKind {
+  const checkoutOrigins = stripeCheckoutOrigins(opts.apiBase)
+  return {
+    name: STRIPE_PROVIDER,
+    checkoutOrigins,
+    sessionLifetime: SESSION_LIFETIME,
+    forClient({ clientCode, secretKey, webhookSecret }) {
+      const gateway = createStripeGateway({ secretKey, apiBase: opts.apiBase, ...(opts.now ? { now: opts.now } : {}) })
+      return createStripeProvider({ clientCode, gateway, webhookSecret, checkoutOrigins })
+    },
+  }
+}
+
+export function createStripeProvider(opts: {
+  clientCode: string
+  gateway: StripeGateway
+  webhookSecret: string
+  checkoutOrigins?: readonly string[]
+}): PaymentProvider {
   const { clientCode, gateway, webhookSecret } = opts
 
   /** The event's object as it is now at Stripe, as a fact. */
@@ -207,6 +242,8 @@ export function createStripeProvider(opts: { clientCode: string; gateway: Stripe
 
   return {
     name: STRIPE_PROVIDER,
+    sessionLifetime: SESSION_LIFETIME,
+    checkoutOrigins: opts.checkoutOrigins ?? [],
 
     async startCheckout(start) {
       const metadata = { [META.client]: start.clientCode, [META.request]: start.externalPaymentRequestId }
@@ -217,7 +254,8 @@ export function createStripeProvider(opts: { clientCode: string; gateway: Stripe
           description: start.description,
           clientReferenceId: start.externalPaymentRequestId,
           metadata,
-          successUrl: start.returnUrl,
+          // Stripe fills {CHECKOUT_SESSION_ID} in.
+          successUrl: start.returnUrl('{CHECKOUT_SESSION_ID}'),
           cancelUrl: start.cancelUrl,
           expiresAt: start.expiresAt,
         },

@@ -1,7 +1,7 @@
 import { EXTERNAL_ID_PATTERN } from '../../domain/identifiers.ts'
-import { isProblem } from '../../domain/problems.ts'
 import { type Clock, isoNow } from '../../domain/time.ts'
 import type { Store } from '../../store/store.ts'
+import { inUnitOfWork, type UnitOfWork } from '../unit-of-work.ts'
 import {
   findRequestOfProviderPayment,
   lockCheckoutBySession,
@@ -9,14 +9,10 @@ import {
   recordProviderEvent,
   recordProviderReversal,
   setCheckoutStatus,
-} from '../payments/checkout-store.ts'
-import { type CheckoutProvider, type ProviderEvent, type ProviderFact, ProviderSignatureError } from '../payments/provider.ts'
-import type { ProviderRegistry } from '../payments/registry.ts'
-import { createRefund, recordRefundOutcome, remainingMinor } from '../refunds/rules.ts'
-import { findRefund, lockRefundedPayment } from '../refunds/store.ts'
-import { inUnitOfWork, type UnitOfWork } from '../unit-of-work.ts'
-import { AmountMismatchError, type PaymentRules } from './payment-rules.ts'
-import { lockPaymentRequest } from './store.ts'
+} from './checkout-store.ts'
+import type { ProviderRefunds, ProviderRequests } from './ports.ts'
+import { type PaymentProvider, type ProviderEvent, type ProviderFact, ProviderSignatureError } from './provider.ts'
+import type { ProviderRegistry } from './registry.ts'
 
 /**
  * A real provider's events (docs/design/payment-providers.md; docs/decisions.md, "Money the provider moved"), at
@@ -35,10 +31,10 @@ import { lockPaymentRequest } from './store.ts'
  *    what the event's copy says is never acted on. A provider that does not answer: 503, and the provider retries.
  * 6. One transaction: the event id recorded (provider_events, unique per client and event: a second delivery, the
  *    sweep and the route at once, or two instances, wait for the first's commit and then do nothing), and its effect:
- *    - paid: the Payment confirmed through the one confirmation rule (payment-rules.ts recordOutcome); the attempt
- *      complete;
+ *    - paid: the Payment confirmed through the one confirmation rule (payment-requests/payment-rules.ts
+ *      recordOutcome, through `ProviderRequests.recordPaid`); the attempt complete;
  *    - processing / failed / expired: the attempt's status; the request stays open (failed, expired: for another try);
- *    - refund: the service's refund decided (refunds/rules.ts recordRefundOutcome), once;
+ *    - refund: the service's refund decided (refunds/rules.ts recordRefundOutcome, through `ProviderRefunds`), once;
  *    - provider_refund: a refund made at the provider (its Dashboard) recorded as a refund with origin `provider`,
  *      `refund.created`, then decided succeeded (money taken back, receipt, `refund.succeeded`), once per refund id;
  *    - reversal (a dispute lost or its funds withdrawn): recorded once per dispute, then taken back.
@@ -53,7 +49,9 @@ export interface ProviderEventsDeps {
   /** The base clock: when an event was received. */
   realClock: Clock
   registry: Pick<ProviderRegistry, 'forClient'>
-  paymentRules: Pick<PaymentRules, 'recordOutcome' | 'recordReversal'>
+  /** The request's side of a fact (payment-requests/provider-side.ts) and the refunds' (refunds/provider-side.ts). */
+  requests: Pick<ProviderRequests, 'lock' | 'recordPaid' | 'recordReversal'>
+  refunds: ProviderRefunds
   atClientTime: <T>(clientCode: string, fn: () => Promise<T>) => Promise<T>
   onFeedAppended?: () => void
   /** A confirmation queued the refund of unapplied money: the refund worker asks soon. */
@@ -90,155 +88,121 @@ class ReturnMoney extends Error {}
 /** Seconds a sender waits before sending again when this instance cannot open the client's configuration. */
 export const PROVIDER_UNAVAILABLE_RETRY_SECONDS = 30
 
+/** Money taken that the request cannot take: recorded as nothing, given back (giveBack), then the event recorded. */
+async function paid(
+  deps: ProviderEventsDeps,
+  uow: UnitOfWork,
+  name: string,
+  clientCode: string,
+  fact: Extract<ProviderFact, { kind: 'paid' }>,
+  after: (() => void)[],
+) {
+  const now = isoNow(deps.clock)
+  const recorded = await deps.requests.recordPaid(uow, name, clientCode, fact, now)
+  if (!recorded.taken) throw new ReturnMoney()
+  // After the request's lock (recordPaid took it): the order every writer of an attempt keeps.
+  const checkout = await lockCheckoutBySession(uow.tx, clientCode, name, fact.sessionId)
+  if (checkout)
+    await setCheckoutStatus(uow.tx, clientCode, { requestId: fact.requestId, attempt: checkout.attempt, status: 'complete', now })
+  if (recorded.created && recorded.unappliedMinor > 0n && deps.onRefundQueued) after.push(deps.onRefundQueued)
+  return recorded.created ? 'confirmed' : 'already_confirmed'
+}
+
+/** A refund made at the provider: recorded as a refund of its Payment (origin provider), succeeded, once. */
+async function providerRefund(
+  deps: ProviderEventsDeps,
+  uow: UnitOfWork,
+  name: string,
+  clientCode: string,
+  fact: Extract<ProviderFact, { kind: 'provider_refund' }>,
+) {
+  const requestId = await findRequestOfProviderPayment(uow.tx, clientCode, name, fact.providerPaymentId)
+  if (!requestId) return 'not_found'
+  return deps.refunds.recordProviderRefund(uow, clientCode, requestId, fact, isoNow(deps.clock))
+}
+
+async function reversal(
+  deps: ProviderEventsDeps,
+  uow: UnitOfWork,
+  name: string,
+  clientCode: string,
+  fact: Extract<ProviderFact, { kind: 'reversal' }>,
+) {
+  const { tx } = uow
+  const now = isoNow(deps.clock)
+  const requestId = await findRequestOfProviderPayment(tx, clientCode, name, fact.providerPaymentId)
+  if (!requestId) return 'not_found'
+  const payment = await deps.refunds.lockRemaining(uow, clientCode, requestId)
+  if (!payment) return 'not_found'
+  // Never more than remains of the Payment after its refunds and reversals (bigint: no Math.min).
+  let amountMinor = payment.remainingMinor
+  if (fact.amountMinor < amountMinor) amountMinor = fact.amountMinor
+  const first = await recordProviderReversal(tx, clientCode, { provider: name, reversalId: fact.reversalId, requestId, amountMinor, now })
+  if (!first) return 'reversal_already_recorded'
+  if (amountMinor <= 0n) return 'nothing_to_reverse'
+  await deps.requests.recordReversal(uow, clientCode, requestId, { amountMinor, currency: fact.currency }, now)
+  return 'reversed'
+}
+
+/** The event recorded once, and its fact's effect: the answer's `effect`. */
+async function apply(
+  deps: ProviderEventsDeps,
+  uow: UnitOfWork,
+  name: string,
+  clientCode: string,
+  event: ProviderEvent,
+  fact: ProviderFact,
+  after: (() => void)[],
+) {
+  const { tx } = uow
+  const now = isoNow(deps.clock)
+  const recorded = await recordProviderEvent(tx, clientCode, {
+    provider: name,
+    eventId: event.id,
+    type: event.type,
+    effect: fact.kind,
+    now: deps.realClock.now().toISOString(),
+  })
+  if (!recorded) return 'duplicate'
+  switch (fact.kind) {
+    case 'paid':
+      return paid(deps, uow, name, clientCode, fact, after)
+    case 'processing':
+    case 'failed':
+    case 'expired': {
+      if (!(await deps.requests.lock(uow, clientCode, fact.requestId))) return 'not_found'
+      const checkout = await lockCheckoutBySession(tx, clientCode, name, fact.sessionId)
+      if (!checkout || checkout.status === 'complete' || checkout.status === 'refunded') return 'unchanged'
+      await setCheckoutStatus(tx, clientCode, { requestId: fact.requestId, attempt: checkout.attempt, status: fact.kind, now })
+      return fact.kind
+    }
+    case 'refund': {
+      const decided = await deps.refunds.recordDecision(
+        uow,
+        { clientCode, requestId: fact.requestId, refundId: fact.refundId },
+        {
+          providerRefundId: fact.providerRefundId,
+          status: fact.status,
+          ...(fact.failureReason ? { failureReason: fact.failureReason } : {}),
+        },
+        now,
+      )
+      return decided ? `refund_${fact.status}` : 'refund_already_decided'
+    }
+    case 'provider_refund':
+      return providerRefund(deps, uow, name, clientCode, fact)
+    case 'reversal':
+      return reversal(deps, uow, name, clientCode, fact)
+    case 'none':
+      return `ignored: ${fact.why}`
+  }
+}
+
 export function createProviderEvents(deps: ProviderEventsDeps) {
   const { store, clock, realClock } = deps
-  const rules = deps.paymentRules
-
-  async function paid(
-    uow: UnitOfWork,
-    name: string,
-    clientCode: string,
-    fact: Extract<ProviderFact, { kind: 'paid' }>,
-    after: (() => void)[],
-  ) {
-    const { tx } = uow
-    const now = isoNow(clock)
-    let outcome: Awaited<ReturnType<PaymentRules['recordOutcome']>>
-    try {
-      outcome = await rules.recordOutcome(
-        uow,
-        clientCode,
-        fact.requestId,
-        'confirmed',
-        () => ({
-          provider: name,
-          providerPaymentId: fact.providerPaymentId,
-          outcome: 'confirmed',
-          amountMinor: fact.amountMinor,
-          currency: fact.currency,
-        }),
-        now,
-        // Money already taken is recorded whatever the holds: the pay-time check ran before the debtor paid.
-        { refuseWhileHeld: false },
-      )
-    } catch (err) {
-      if (err instanceof AmountMismatchError) throw new ReturnMoney()
-      if (isProblem(err) && (err.code === 'payment_request_state_conflict' || err.code === 'payment_request_not_found')) {
-        throw new ReturnMoney()
-      }
-      throw err
-    }
-    if (outcome.canceled || outcome.payment.provider_payment_id !== fact.providerPaymentId) throw new ReturnMoney()
-    // After the request's lock (recordOutcome took it): the order every writer of an attempt keeps.
-    const checkout = await lockCheckoutBySession(tx, clientCode, name, fact.sessionId)
-    if (checkout) await setCheckoutStatus(tx, clientCode, { requestId: fact.requestId, attempt: checkout.attempt, status: 'complete', now })
-    if (outcome.created && BigInt(outcome.payment.unapplied_minor) > 0n && deps.onRefundQueued) after.push(deps.onRefundQueued)
-    return outcome.created ? 'confirmed' : 'already_confirmed'
-  }
-
-  /** A refund made at the provider: recorded as a refund of its Payment (origin provider), succeeded, once. */
-  async function providerRefund(
-    uow: UnitOfWork,
-    name: string,
-    clientCode: string,
-    fact: Extract<ProviderFact, { kind: 'provider_refund' }>,
-  ) {
-    const { tx } = uow
-    const now = isoNow(clock)
-    const requestId = await findRequestOfProviderPayment(tx, clientCode, name, fact.providerPaymentId)
-    if (!requestId) return 'not_found'
-    const payment = await lockRefundedPayment(tx, clientCode, requestId)
-    if (payment?.payment_status !== 'confirmed' || payment.currency !== fact.currency) return 'not_found'
-    // refund.created and refund.updated both name it: the first records it, the second finds it.
-    if (await findRefund(tx, clientCode, requestId, fact.providerRefundId)) return 'refund_already_recorded'
-    // Never more than remains of the Payment after its refunds and reversals (a dispute may have taken some first).
-    let amountMinor = remainingMinor(payment)
-    if (fact.amountMinor < amountMinor) amountMinor = fact.amountMinor
-    if (amountMinor <= 0n) return 'nothing_to_refund'
-    const body = { amount: { amount: fact.amountMinor.toString(), currency: fact.currency }, reason: fact.reason }
-    await createRefund(uow, clientCode, {
-      requestId,
-      refundId: fact.providerRefundId,
-      currency: fact.currency,
-      amountMinor,
-      reason: fact.reason,
-      body,
-      now,
-      origin: 'provider',
-    })
-    await recordRefundOutcome(
-      uow,
-      { clientCode, requestId, refundId: fact.providerRefundId, token: null },
-      { providerRefundId: fact.providerRefundId, status: 'succeeded' },
-      now,
-    )
-    return 'provider_refund_recorded'
-  }
-
-  async function reversal(uow: UnitOfWork, name: string, clientCode: string, fact: Extract<ProviderFact, { kind: 'reversal' }>) {
-    const { tx } = uow
-    const now = isoNow(clock)
-    const requestId = await findRequestOfProviderPayment(tx, clientCode, name, fact.providerPaymentId)
-    if (!requestId) return 'not_found'
-    const payment = await lockRefundedPayment(tx, clientCode, requestId)
-    if (payment?.payment_status !== 'confirmed') return 'not_found'
-    // Never more than remains of the Payment after its refunds and reversals (bigint: no Math.min).
-    let amountMinor = remainingMinor(payment)
-    if (fact.amountMinor < amountMinor) amountMinor = fact.amountMinor
-    const first = await recordProviderReversal(tx, clientCode, { provider: name, reversalId: fact.reversalId, requestId, amountMinor, now })
-    if (!first) return 'reversal_already_recorded'
-    if (amountMinor <= 0n) return 'nothing_to_reverse'
-    await rules.recordReversal(uow, clientCode, requestId, { amountMinor, currency: fact.currency }, now)
-    return 'reversed'
-  }
-
-  async function apply(uow: UnitOfWork, name: string, clientCode: string, event: ProviderEvent, fact: ProviderFact, after: (() => void)[]) {
-    const { tx } = uow
-    const now = isoNow(clock)
-    const recorded = await recordProviderEvent(tx, clientCode, {
-      provider: name,
-      eventId: event.id,
-      type: event.type,
-      effect: fact.kind,
-      now: realClock.now().toISOString(),
-    })
-    if (!recorded) return 'duplicate'
-    switch (fact.kind) {
-      case 'paid':
-        return paid(uow, name, clientCode, fact, after)
-      case 'processing':
-      case 'failed':
-      case 'expired': {
-        if (!(await lockPaymentRequest(tx, clientCode, fact.requestId))) return 'not_found'
-        const checkout = await lockCheckoutBySession(tx, clientCode, name, fact.sessionId)
-        if (!checkout || checkout.status === 'complete' || checkout.status === 'refunded') return 'unchanged'
-        await setCheckoutStatus(tx, clientCode, { requestId: fact.requestId, attempt: checkout.attempt, status: fact.kind, now })
-        return fact.kind
-      }
-      case 'refund': {
-        const decided = await recordRefundOutcome(
-          uow,
-          { clientCode, requestId: fact.requestId, refundId: fact.refundId, token: null },
-          {
-            providerRefundId: fact.providerRefundId,
-            status: fact.status,
-            ...(fact.failureReason ? { failureReason: fact.failureReason } : {}),
-          },
-          now,
-        )
-        return decided ? `refund_${fact.status}` : 'refund_already_decided'
-      }
-      case 'provider_refund':
-        return providerRefund(uow, name, clientCode, fact)
-      case 'reversal':
-        return reversal(uow, name, clientCode, fact)
-      case 'none':
-        return `ignored: ${fact.why}`
-    }
-  }
 
   async function giveBack(
-    provider: CheckoutProvider,
+    provider: PaymentProvider,
     clientCode: string,
     event: ProviderEvent,
     fact: Extract<ProviderFact, { kind: 'paid' }>,
@@ -273,18 +237,13 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
    * One verified event of the client's provider, whether the route received it or the sweep read it: its object read
    * from the provider, then recorded once with its effect. Throws only when the provider or the store failed.
    */
-  async function handle(provider: CheckoutProvider, clientCode: string, event: ProviderEvent): Promise<HandledEvent> {
+  async function handle(provider: PaymentProvider, clientCode: string, event: ProviderEvent): Promise<HandledEvent> {
     if (event.ignored !== null) return { ignored: event.ignored }
     if (await providerEventHandled(store, clientCode, provider.name, event.id)) return { effect: 'duplicate', applied: false }
     return applyFact(provider, clientCode, event, await provider.factOf(event))
   }
 
-  async function applyFact(
-    provider: CheckoutProvider,
-    clientCode: string,
-    event: ProviderEvent,
-    fact: ProviderFact,
-  ): Promise<HandledEvent> {
+  async function applyFact(provider: PaymentProvider, clientCode: string, event: ProviderEvent, fact: ProviderFact): Promise<HandledEvent> {
     const after: (() => void)[] = []
     let effect: string
     try {
@@ -294,7 +253,7 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
           (uow) => {
             // The provider's word (the timeline's actor, migration 0038).
             uow.actor = { type: 'provider', ref: provider.name }
-            return apply(uow, provider.name, clientCode, event, fact, after)
+            return apply(deps, uow, provider.name, clientCode, event, fact, after)
           },
           deps.onFeedAppended,
         ),
@@ -313,7 +272,7 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
    * its event would have. Recorded once per session and state (`read-back/<session>/<state>`); the event, when it
    * comes, finds the Payment already recorded. A session still open records nothing.
    */
-  async function readBack(provider: CheckoutProvider, clientCode: string, sessionId: string): Promise<HandledEvent> {
+  async function readBack(provider: PaymentProvider, clientCode: string, sessionId: string): Promise<HandledEvent> {
     const fact = await provider.readCheckout(sessionId)
     if (fact.kind === 'none') return { ignored: fact.why }
     const event: ProviderEvent = { id: `read-back/${sessionId}/${fact.kind}`, type: 'read_back', objectId: sessionId, ignored: null }

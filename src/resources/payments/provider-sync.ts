@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto'
 import type { Clock } from '../../domain/time.ts'
 import type { Store } from '../../store/store.ts'
-import { checkoutsToSettle, claimReadBack, markCheckoutClosed } from '../payments/checkout-store.ts'
-import type { CheckoutProvider } from '../payments/provider.ts'
-import type { ProviderRegistry } from '../payments/registry.ts'
-import { advanceSync, claimSync, releaseSync } from '../payments/sync-store.ts'
+import { checkoutsToSettle, claimReadBack, markCheckoutClosed } from './checkout-store.ts'
+import type { PaymentProvider } from './provider.ts'
 import type { ProviderEvents } from './provider-events.ts'
+import type { ProviderRegistry } from './registry.ts'
+import { advanceSync, claimSync, releaseSync } from './sync-store.ts'
 
 /**
  * Catching up with the provider (docs/decisions.md, "Money the provider moved"): what the provider did is recorded
@@ -45,14 +45,14 @@ export interface SyncResult {
 export function createProviderSync(deps: ProviderSyncDeps) {
   const { store, realClock, registry } = deps
 
-  async function providerOf(clientCode: string): Promise<{ provider: CheckoutProvider; since: Date } | null> {
+  async function providerOf(clientCode: string): Promise<{ provider: PaymentProvider; since: Date } | null> {
     const choice = await registry.forClient(store, clientCode, { forEvents: true })
     if (choice.kind !== 'configured') return null
     // A first sweep reads from an hour before the configuration was last set (clock differences, a slow PUT).
     return { provider: choice.config.provider, since: new Date(Date.parse(choice.config.updatedAt) - 3_600_000) }
   }
 
-  async function settleCheckouts(clientCode: string, provider: CheckoutProvider): Promise<number> {
+  async function settleCheckouts(clientCode: string, provider: PaymentProvider): Promise<number> {
     const now = realClock.now().toISOString()
     const due = await checkoutsToSettle(store, clientCode, { now, limit: SETTLE_BATCH })
     let applied = 0

@@ -1,25 +1,24 @@
-import { holdsFromRow } from '../../domain/holds.ts'
 import { Problem } from '../../domain/problems.ts'
 import type { Clock } from '../../domain/time.ts'
 import type { Store } from '../../store/store.ts'
-import { type CheckoutRow, insertCheckout, lockLatestCheckout, openCheckout, setCheckoutStatus } from '../payments/checkout-store.ts'
-import type { ProviderRegistry } from '../payments/registry.ts'
-import { CHECKOUT_MAX_LIFETIME_SECONDS, CHECKOUT_MIN_LIFETIME_SECONDS } from '../payments/stripe/gateway.ts'
 import { inUnitOfWork, type UnitOfWork } from '../unit-of-work.ts'
-import type { PaymentRules } from './payment-rules.ts'
-import { lockPaymentRequest, type PageRow } from './store.ts'
+import { type CheckoutRow, insertCheckout, lockLatestCheckout, openCheckout, setCheckoutStatus } from './checkout-store.ts'
+import type { ProviderRequests } from './ports.ts'
+import type { PaymentProvider, SessionLifetime } from './provider.ts'
+import type { ProviderRegistry } from './registry.ts'
 
 /**
  * Paying through a client's real provider from the hosted page (issue 22 item 2; docs/design/payment-providers.md): the page's
  * POST runs the pay-time check, then starts (or resumes) a checkout attempt and sends the debtor to the provider's
- * page (303). The provider's event records the outcome later (payment-requests/provider-events.ts).
+ * page (303). The provider's event records the outcome later (provider-events.ts). Whatever the provider: its
+ * session lifetimes are its own (`sessionLifetime`), and the request's side is asked through `ProviderRequests`.
  *
  * One transaction, under the request's row lock (so two clicks run one after the other):
  * 1. the request as it is now (an expiry due is recorded first); a request no longer open answers as the page does
  *    (decided: back to the page; expired, canceled: refused);
  * 2. the request's latest attempt: `processing` or `complete` (money under way or taken) sends the debtor back to the
  *    page, which says so, and starts nothing;
- * 3. the pay-time check, as every confirmation runs it (payment-rules.ts): a hold refuses (409 recovery_held), an
+ * 3. the pay-time check, as every confirmation runs it (payment-requests/payment-rules.ts): a hold refuses (409 recovery_held), an
  *    amount that no longer fits the working amount less the open requests made before it cancels the request
  *    (`balance_changed`), which commits, and nothing is charged;
  * 4. the attempt: the latest one still `open` with time left sends the debtor to the same session; one `creating`
@@ -31,18 +30,30 @@ import { lockPaymentRequest, type PageRow } from './store.ts'
  * and the attempt becomes `open` with its url. Two clicks never make two sessions for one attempt: the second waits
  * for the first's commit, then finds the attempt `creating` (same key) or `open` (same url).
  *
- * The session's expiry: the request's own, at most Stripe's 24 hours, measured on the base clock (the provider's
- * time) from the time the request has left on its client's clock. Stripe wants at least 30 minutes; an attempt is
- * not started when the request has less than MIN_TIME_LEFT_MS left (30 minutes, a minute of clock margin, and the
- * CREATING_REUSE_MS during which the attempt's parameters must stay identical): the page says it expires too soon to
- * pay online (docs/decisions.md, "Taking real payments"). So a session always ends before its request.
+ * The session's expiry: the request's own, at most the provider's longest session, measured on the base clock (the
+ * provider's time) from the time the request has left on its client's clock. An attempt is not started when the
+ * request has less than `minTimeLeftMs` left (the provider's shortest session, and the CREATING_REUSE_MS during
+ * which the attempt's parameters must stay identical): the page says it expires too soon to pay online
+ * (docs/decisions.md, "Taking real payments"). So a session always ends before its request.
  */
 export const CREATING_REUSE_MS = 5 * 60_000
-export const MIN_TIME_LEFT_MS = CHECKOUT_MIN_LIFETIME_SECONDS * 1000 + CREATING_REUSE_MS
+
+/** Less time left than this on a request, no attempt is started at a provider with these session lifetimes. */
+export const minTimeLeftMs = (lifetime: SessionLifetime) => lifetime.minSeconds * 1000 + CREATING_REUSE_MS
 /** An open session this close to its expiry is not offered again: a new attempt starts. */
 const OPEN_SESSION_MARGIN_MS = 60_000
 
 export type CheckoutAnswer = { redirect: string } | { refusal: string }
+
+/** What paying needs of the page's row (payment-requests/store.ts PageRow). */
+export interface RequestOnPage {
+  client_code: string
+  external_payment_request_id: string
+  amount_minor: string
+  currency: string
+  description: string | null
+  creditor_name: string
+}
 
 export interface CheckoutDeps {
   store: Store
@@ -50,19 +61,9 @@ export interface CheckoutDeps {
   clock: Clock
   /** The base clock: the provider's time (session expiry, attempt age). */
   realClock: Clock
-  registry: Pick<ProviderRegistry, 'forClient'>
+  registry: Pick<ProviderRegistry, 'forClient' | 'kinds'>
   publicBaseUrl: string
-  paymentRules: Pick<
-    PaymentRules,
-    | 'amountFits'
-    | 'cancelAtPayTime'
-    | 'confirmationOf'
-    | 'lockReceivableToPay'
-    | 'payability'
-    | 'paymentRequestNotFound'
-    | 'recordExpiryIfDue'
-    | 'recoveryHeld'
-  >
+  requests: Pick<ProviderRequests, 'lockToPay'>
   atClientTime: <T>(clientCode: string, fn: () => Promise<T>) => Promise<T>
   onFeedAppended?: () => void
   /** One line when this instance cannot open the client's provider secrets. */
@@ -75,32 +76,20 @@ export const EXPIRES_TOO_SOON =
   'Your payment was not started: this payment request expires too soon to pay online. Nothing has been charged.'
 
 export function createCheckout(deps: CheckoutDeps) {
-  const { store, clock, realClock, registry, publicBaseUrl, paymentRules: rules } = deps
+  const { store, clock, realClock, registry, publicBaseUrl } = deps
 
-  async function plan(uow: UnitOfWork, row: PageRow, providerName: string): Promise<Planned> {
+  async function plan(uow: UnitOfWork, row: RequestOnPage, provider: PaymentProvider): Promise<Planned> {
     const { tx } = uow
     const clientCode = row.client_code
     const id = row.external_payment_request_id
     const nowMs = clock.now().getTime()
-    const now = new Date(nowMs).toISOString()
-    const locked = await lockPaymentRequest(tx, clientCode, id)
-    if (!locked) throw rules.paymentRequestNotFound(id)
-    const request = await rules.recordExpiryIfDue(uow, clientCode, locked, now)
     // Confirmed: back to the page, which shows it; expired, canceled or failed: refused, as the page's form is.
-    if (request.status !== 'open') {
-      rules.confirmationOf(rules.payability(request, [], nowMs), 'confirmed')
-      return { kind: 'page' }
-    }
+    const request = await deps.requests.lockToPay(uow, clientCode, id, new Date(nowMs).toISOString(), nowMs)
+    if (!request) return { kind: 'page' }
     const latest = await lockLatestCheckout(tx, clientCode, id)
     if (latest?.status === 'processing' || latest?.status === 'complete') return { kind: 'page' }
-    // The pay-time check, as every confirmation makes it (payment-rules.ts).
-    const receivable = await rules.lockReceivableToPay(uow, clientCode, request, now, true)
-    const holds = holdsFromRow(receivable)
-    if (holds.length > 0) throw rules.recoveryHeld(holds)
-    if (!rules.amountFits(receivable, BigInt(request.amount_minor)).fits) {
-      await rules.cancelAtPayTime(uow, clientCode, id, now)
-      return { kind: 'page' }
-    }
+    // The pay-time check, as every confirmation makes it: false when it canceled the request.
+    if (!(await request.payTimeCheck())) return { kind: 'page' }
     const realNowMs = realClock.now().getTime()
     const reusable = reuse(latest, realNowMs)
     if (reusable) return reusable
@@ -112,14 +101,14 @@ export function createCheckout(deps: CheckoutDeps) {
         now: new Date(realNowMs).toISOString(),
       })
     }
-    const leftMs = Date.parse(request.expires_at) - nowMs
-    if (leftMs < MIN_TIME_LEFT_MS) throw new TooLate()
-    const expiresAt = new Date(realNowMs + Math.min(leftMs, CHECKOUT_MAX_LIFETIME_SECONDS * 1000)).toISOString()
+    const leftMs = Date.parse(request.expiresAt) - nowMs
+    if (leftMs < minTimeLeftMs(provider.sessionLifetime)) throw new TooLate()
+    const expiresAt = new Date(realNowMs + Math.min(leftMs, provider.sessionLifetime.maxSeconds * 1000)).toISOString()
     const attempt = (latest?.attempt ?? 0) + 1
     await insertCheckout(tx, clientCode, {
       requestId: id,
       attempt,
-      provider: providerName,
+      provider: provider.name,
       expiresAt,
       now: new Date(realNowMs).toISOString(),
     })
@@ -136,12 +125,19 @@ export function createCheckout(deps: CheckoutDeps) {
     return null
   }
 
+  const leastTimeLeft = new Map(registry.kinds.map((k) => [k.name, minTimeLeftMs(k.sessionLifetime)]))
+
   return {
+    /** Less time left than this on a request paid through the provider named so, the page offers no payment. */
+    minTimeLeftMs(providerName: string): number {
+      return leastTimeLeft.get(providerName) ?? 0
+    },
+
     /**
      * The page's Pay for a client with a real provider. Throws the page's refusals (recovery_held,
      * payment_request_state_conflict, route_not_found when the client's configuration cannot be used).
      */
-    async pay(token: string, row: PageRow): Promise<CheckoutAnswer> {
+    async pay(token: string, row: RequestOnPage): Promise<CheckoutAnswer> {
       const clientCode = row.client_code
       const page = `${publicBaseUrl}/pay/${token}`
       const choice = await registry.forClient(store, clientCode)
@@ -163,9 +159,7 @@ export function createCheckout(deps: CheckoutDeps) {
       const provider = choice.config.provider
       let planned: Planned
       try {
-        planned = await deps.atClientTime(clientCode, () =>
-          inUnitOfWork(store, (uow) => plan(uow, row, provider.name), deps.onFeedAppended),
-        )
+        planned = await deps.atClientTime(clientCode, () => inUnitOfWork(store, (uow) => plan(uow, row, provider), deps.onFeedAppended))
       } catch (err) {
         if (err instanceof TooLate) return { refusal: EXPIRES_TOO_SOON }
         throw err
@@ -181,8 +175,8 @@ export function createCheckout(deps: CheckoutDeps) {
         amountMinor: BigInt(row.amount_minor),
         currency: row.currency,
         description: row.description ?? `Payment to ${row.creditor_name}`,
-        // Stripe fills {CHECKOUT_SESSION_ID}: the page knows the debtor is back from this session (processing).
-        returnUrl: `${page}?checkout={CHECKOUT_SESSION_ID}`,
+        // The page knows the debtor is back from this session (processing).
+        returnUrl: (sessionId) => `${page}?checkout=${sessionId}`,
         cancelUrl: page,
         expiresAt: new Date(planned.expiresAt),
         idempotencyKey: `checkout/${clientCode}/${id}/${planned.attempt}`,
