@@ -88,7 +88,10 @@ class ReturnMoney extends Error {}
 /** Seconds a sender waits before sending again when this instance cannot open the client's configuration. */
 export const PROVIDER_UNAVAILABLE_RETRY_SECONDS = 30
 
-/** Money taken that the request cannot take: recorded as nothing, given back (giveBack), then the event recorded. */
+/**
+ * Money the provider took, recorded as the request's Payment; money the request cannot take throws ReturnMoney (the
+ * transaction rolls back, giveBack returns it, then the event is recorded).
+ */
 async function paid(
   deps: ProviderEventsDeps,
   uow: UnitOfWork,
