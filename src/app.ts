@@ -54,6 +54,7 @@ import { createPaymentRequestService } from './resources/payment-requests/servic
 import { providerFor } from './resources/payments/provider.ts'
 import { paymentProviderSecretColumns, providerConfigStore } from './resources/payments/provider-config-store.ts'
 import { createProviderRegistry, refundsThroughProviders } from './resources/payments/registry.ts'
+import { reinstateFromProvider } from './resources/payments/reinstatement.ts'
 import { paymentStore } from './resources/payments/store.ts'
 import { stripeCheckoutOrigins } from './resources/payments/stripe/gateway.ts'
 import { receiptRoutes } from './resources/receipts/routes.ts'
@@ -369,6 +370,7 @@ function wireHttp({ options, foundation, routes, keyUsage, metrics, paymentReque
     realClock: baseClock,
     registry,
     paymentRules,
+    reinstate: reinstateFromProvider,
     atClientTime: inClientTime,
     onFeedAppended: writes.onFeedAppended,
     onRefundQueued,

@@ -69,7 +69,9 @@ async function requestOf(p: StripePayable) {
   return [request.status, request.payment?.provider, request.payment?.amount.amount]
 }
 
-test('by card: page, Pay, Stripe Checkout, back to "Payment received" read back from Stripe; the late event changes nothing', { skip }, async () => {
+test('by card: page, Pay, Stripe Checkout, back to "Payment received" read back from Stripe; the late event changes nothing', {
+  skip,
+}, async () => {
   const p = await stripePayable(s, 'bs-card')
   const { page, violations } = await openAndPay(p, 'Pay')
   // No event was delivered: the page's read-back settled the session.

@@ -1,4 +1,5 @@
 import { EXTERNAL_ID_PATTERN } from '../../domain/identifiers.ts'
+import { money } from '../../domain/money.ts'
 import { isProblem } from '../../domain/problems.ts'
 import { type Clock, isoNow } from '../../domain/time.ts'
 import type { Store } from '../../store/store.ts'
@@ -12,6 +13,7 @@ import {
 } from '../payments/checkout-store.ts'
 import { type CheckoutProvider, type ProviderEvent, type ProviderFact, ProviderSignatureError } from '../payments/provider.ts'
 import type { ProviderRegistry } from '../payments/registry.ts'
+import type { reinstateFromProvider } from '../payments/reinstatement.ts'
 import { createRefund, recordRefundOutcome, remainingMinor } from '../refunds/rules.ts'
 import { findRefund, lockRefundedPayment } from '../refunds/store.ts'
 import { inUnitOfWork, type UnitOfWork } from '../unit-of-work.ts'
@@ -54,6 +56,8 @@ export interface ProviderEventsDeps {
   realClock: Clock
   registry: Pick<ProviderRegistry, 'forClient'>
   paymentRules: Pick<PaymentRules, 'recordOutcome' | 'recordReversal'>
+  /** A dispute won after its funds were withdrawn (payments/reinstatement.ts). */
+  reinstate: typeof reinstateFromProvider
   atClientTime: <T>(clientCode: string, fn: () => Promise<T>) => Promise<T>
   onFeedAppended?: () => void
   /** A confirmation queued the refund of unapplied money: the refund worker asks soon. */
@@ -82,6 +86,8 @@ const UNCHANGED: ReadonlySet<string> = new Set([
   'reversal_already_recorded',
   'nothing_to_refund',
   'nothing_to_reverse',
+  'reinstatement_already_recorded',
+  'nothing_to_reinstate',
 ])
 
 /** Money the request cannot take: the transaction is rolled back, the money given back, then the event recorded. */
@@ -232,6 +238,16 @@ export function createProviderEvents(deps: ProviderEventsDeps) {
         return providerRefund(uow, name, clientCode, fact)
       case 'reversal':
         return reversal(uow, name, clientCode, fact)
+      case 'reinstatement':
+        // Money given back that the Payment cannot hold is refunded at once, as a confirmation's unapplied money is.
+        return deps.reinstate(uow, name, clientCode, fact, now, async (u, client, r) => {
+          await createRefund(u, client, {
+            ...r,
+            reason: 'unapplied_funds',
+            body: { amount: money(r.amountMinor, r.currency), reason: 'unapplied_funds' },
+          })
+          if (deps.onRefundQueued) after.push(deps.onRefundQueued)
+        })
       case 'none':
         return `ignored: ${fact.why}`
     }
