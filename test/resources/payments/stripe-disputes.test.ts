@@ -85,6 +85,8 @@ describe('a won dispute reinstates', () => {
     assert.equal((await deliver(s, p.client, withdrawn)).json.effect, 'reversed')
     assert.deepEqual(await money(p), { reversed: '30.00', refunded: '0.00', working: '100.00', confirmed: '0.00' })
 
+    // Won a minute later (the timeline below is in time order).
+    s.clock.advance(60_000)
     const won = s.stripe.closeDispute(dispute.id, 'won')
     assert.deepEqual(
       won.balance_transactions.map((t) => [t.amount, t.reporting_category]),
@@ -127,6 +129,18 @@ describe('a won dispute reinstates', () => {
     assert.equal(feed.status, 200, feed.body)
     const event = feed.json.data.find((e: { type: string }) => e.type === 'payment.reinstated')
     assert.deepEqual([event?.resource, event?.revision], [{ type: 'payment', id: p.requestId }, 3])
+    // The Receivable's timeline tells the reversal and the reinstatement, both the provider's.
+    const timeline = await s.t.call('GET', `/v1/clients/${p.client}/receivables/${p.receivableId}/timeline?limit=100`, { key: p.apiKey })
+    assert.equal(timeline.status, 200, timeline.body)
+    assert.deepEqual(
+      timeline.json.data
+        .filter((e: { kind: string }) => e.kind === 'reversal' || e.kind === 'reinstatement')
+        .map((e: { kind: string; actor: { type: string }; summary: string }) => [e.kind, e.actor.type, e.summary]),
+      [
+        ['reversal', 'provider', `Payment ${p.requestId} reversed: 30.00 USD`],
+        ['reinstatement', 'provider', `Payment ${p.requestId} reinstated (a dispute won): 30.00 USD`],
+      ],
+    )
   })
 
   test('every event read after the win (late withdrawal events, out of order): nothing reversed, nothing to undo, and no reversal after', async () => {
