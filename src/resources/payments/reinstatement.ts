@@ -15,10 +15,11 @@ import { undeclaredShareMinor } from './take-back.ts'
 import { insertTakeBack } from './take-back-store.ts'
 
 /**
- * A dispute won after its funds were withdrawn (issue 32 item 4; design.md 6.1; docs/decisions.md, "A won dispute
- * reinstates"): the provider gave the money back, so the reversal its withdrawal recorded is undone, once per dispute,
- * whichever of its events (closed won, funds reinstated, or a late withdrawal event read after the win) comes first,
- * however often, and whether the route or the sweep brings it (migration 0044: provider_reversals.reinstated_at).
+ * A dispute won after its funds were withdrawn (issue 32 item 4; docs/design/payment-providers.md; docs/decisions.md,
+ * "A won dispute reinstates"): the provider gave the money back, so the reversal its withdrawal recorded is undone, once
+ * per dispute, whichever of its events (closed won, funds reinstated, or a late withdrawal event read after the win)
+ * comes first, however often, and whether the route or the sweep brings it (migration 0044:
+ * provider_reversals.reinstated_at).
  *
  * The money goes back as the take-back rule took it, in reverse (payments/take-back.ts took unapplied money first):
  * - to the allocation first (at most what was taken back from it), then to unapplied money;

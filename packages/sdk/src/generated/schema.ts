@@ -3600,7 +3600,7 @@ export interface components {
         TimelineEntry: {
             at: components["schemas"]["Timestamp"];
             /** @enum {string} */
-            kind: "revision" | "adjustment" | "credit_note" | "write_off" | "payment_observation" | "hold_placed" | "hold_released" | "recovery_instruction" | "payment_request" | "payment_request_expired" | "payment_request_canceled" | "payment" | "refund" | "refund_succeeded" | "refund_failed" | "reversal" | "reconciliation" | "reconciliation_resolved" | "receipt" | "receipt_delivered" | "receipt_abandoned";
+            kind: "revision" | "adjustment" | "credit_note" | "write_off" | "payment_observation" | "hold_placed" | "hold_released" | "recovery_instruction" | "payment_request" | "payment_request_expired" | "payment_request_canceled" | "payment" | "refund" | "refund_succeeded" | "refund_failed" | "reversal" | "reinstatement" | "reconciliation" | "reconciliation_resolved" | "receipt" | "receipt_delivered" | "receipt_abandoned";
             actor: components["schemas"]["TimelineActor"];
             summary: string;
             /** @description The resource the entry is about, to read it (a Payment request, a refund, an instruction...). */
