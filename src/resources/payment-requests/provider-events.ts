@@ -43,7 +43,8 @@ import { lockPaymentRequest } from './store.ts'
  *    - refund: the service's refund decided (refunds/rules.ts recordRefundOutcome), once;
  *    - provider_refund: a refund made at the provider (its Dashboard) recorded as a refund with origin `provider`,
  *      `refund.created`, then decided succeeded (money taken back, receipt, `refund.succeeded`), once per refund id;
- *    - reversal (a dispute lost or its funds withdrawn): recorded once per dispute, then taken back.
+ *    - reversal (a dispute lost or its funds withdrawn): recorded once per dispute, then taken back;
+ *    - reinstatement (a dispute won after its funds were withdrawn): its reversal undone once (payments/reinstatement.ts).
  * 7. Money taken that the request cannot take (expired or canceled meanwhile, paid through another session, or paid
  *    in another amount or currency than the request's): given back in full through the provider (idempotent per
  *    payment), then the event recorded as `returned`. No Payment is recorded for it; answered 200.
