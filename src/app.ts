@@ -54,6 +54,7 @@ import { createProviderEvents } from './resources/payments/provider-events.ts'
 import { createProviderSync } from './resources/payments/provider-sync.ts'
 import { registerProviderWebhooks } from './resources/payments/provider-webhook-route.ts'
 import { createProviderRegistry, refundsThroughProviders } from './resources/payments/registry.ts'
+import { reinstateFromProvider } from './resources/payments/reinstatement.ts'
 import { createSandboxProvider } from './resources/payments/sandbox/provider.ts'
 import { paymentStore } from './resources/payments/store.ts'
 import { createStripeKind } from './resources/payments/stripe/adapter.ts'
@@ -372,6 +373,7 @@ function wireHttp({ options, foundation, routes, keyUsage, metrics, paymentReque
     registry,
     requests: providerRequests,
     refunds: providerRefunds,
+    reinstate: reinstateFromProvider,
     atClientTime: inClientTime,
     onFeedAppended: writes.onFeedAppended,
     onRefundQueued,

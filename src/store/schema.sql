@@ -408,7 +408,7 @@ CREATE TABLE payment_take_backs (
   CONSTRAINT payment_take_backs_amount_minor_check CHECK ((amount_minor > 0)),
   CONSTRAINT payment_take_backs_check CHECK (((unapplied_minor + allocated_minor) = amount_minor)),
   CONSTRAINT payment_take_backs_client_code_external_payment_request_id_fkey FOREIGN KEY (client_code, external_payment_request_id) REFERENCES payments(client_code, external_payment_request_id),
-  CONSTRAINT payment_take_backs_kind_check CHECK ((kind = ANY (ARRAY['refund'::text, 'reversal'::text]))),
+  CONSTRAINT payment_take_backs_kind_check CHECK ((kind = ANY (ARRAY['refund'::text, 'reversal'::text, 'reinstatement'::text]))),
   CONSTRAINT payment_take_backs_pkey PRIMARY KEY (client_code, external_payment_request_id, take_back_key),
   CONSTRAINT payment_take_backs_unapplied_minor_check CHECK ((unapplied_minor >= 0))
 );
@@ -494,10 +494,15 @@ CREATE TABLE provider_reversals (
   external_payment_request_id text NOT NULL,
   amount_minor bigint NOT NULL,
   recorded_at timestamp with time zone NOT NULL,
+  reinstated_minor bigint,
+  reinstated_at timestamp with time zone,
   CONSTRAINT provider_reversals_amount_minor_check CHECK ((amount_minor >= 0)),
   CONSTRAINT provider_reversals_client_code_external_payment_request_id_fkey FOREIGN KEY (client_code, external_payment_request_id) REFERENCES payments(client_code, external_payment_request_id),
   CONSTRAINT provider_reversals_pkey PRIMARY KEY (client_code, provider, provider_reversal_id),
-  CONSTRAINT provider_reversals_provider_check CHECK ((provider = 'stripe'::text))
+  CONSTRAINT provider_reversals_provider_check CHECK ((provider = 'stripe'::text)),
+  CONSTRAINT provider_reversals_reinstated_minor_check CHECK ((reinstated_minor >= 0)),
+  CONSTRAINT provider_reversals_reinstated_whole CHECK (((reinstated_at IS NULL) = (reinstated_minor IS NULL))),
+  CONSTRAINT provider_reversals_reinstated_within CHECK (((reinstated_minor IS NULL) OR (reinstated_minor <= amount_minor)))
 );
 
 CREATE TABLE provider_sync_cursors (
@@ -540,7 +545,7 @@ CREATE TABLE receipt_deliveries (
   CONSTRAINT receipt_deliveries_check CHECK (((kind = 'test'::text) = (external_payment_request_id IS NULL))),
   CONSTRAINT receipt_deliveries_client_code_fkey FOREIGN KEY (client_code) REFERENCES clients(client_code),
   CONSTRAINT receipt_deliveries_client_code_kind_source_key_key UNIQUE (client_code, kind, source_key),
-  CONSTRAINT receipt_deliveries_kind_check CHECK ((kind = ANY (ARRAY['test'::text, 'payment'::text, 'refund'::text, 'reversal'::text]))),
+  CONSTRAINT receipt_deliveries_kind_check CHECK ((kind = ANY (ARRAY['test'::text, 'payment'::text, 'refund'::text, 'reversal'::text, 'reinstatement'::text]))),
   CONSTRAINT receipt_deliveries_pkey PRIMARY KEY (client_code, receipt_id),
   CONSTRAINT receipt_deliveries_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'delivered'::text, 'abandoned'::text])))
 );

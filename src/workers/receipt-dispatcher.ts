@@ -73,7 +73,14 @@ export interface ReceiptDispatcherOptions {
 }
 
 /** The feed events that can give a receipt: a commit that appends none of them does not wake this channel. */
-export const RECEIPT_EVENT_TYPES: readonly string[] = ['payment.confirmed', 'refund.succeeded', 'payment.reversed']
+export const RECEIPT_EVENT_TYPES: readonly string[] = ['payment.confirmed', 'refund.succeeded', 'payment.reversed', 'payment.reinstated']
+
+/** The receipt kind of each event that reports one take-back record (a reinstatement: money given back to the Payment). */
+const TAKE_BACK_KINDS: Readonly<Record<string, NewReceipt['kind']>> = {
+  'refund.succeeded': 'refund',
+  'payment.reversed': 'reversal',
+  'payment.reinstated': 'reinstatement',
+}
 
 type Item = ReceiptRow & { id: string; roundAttempts: number }
 interface ClaimedRoute extends Claimed<Item> {
@@ -135,10 +142,10 @@ export function createReceiptDispatcher(opts: ReceiptDispatcherOptions): Deliver
         amountMinor = BigInt(e.amount_minor as string)
         unappliedMinor = BigInt(e.unapplied_minor as string)
         occurredAt = new Date(e.decided_at as string).toISOString()
-      } else if (e.take_back_key !== null && (e.type === 'refund.succeeded' || e.type === 'payment.reversed')) {
-        kind = e.type === 'refund.succeeded' ? 'refund' : 'reversal'
+      } else if (e.take_back_key !== null && TAKE_BACK_KINDS[e.type] !== undefined) {
+        kind = TAKE_BACK_KINDS[e.type] as NewReceipt['kind']
         // The same source keys as before the take-back record existed: a receipt's id never changes.
-        sourceKey = kind === 'refund' ? `${requestId}/${e.take_back_key.slice('refund/'.length)}` : `${requestId}/reversal/${e.revision}`
+        sourceKey = kind === 'refund' ? `${requestId}/${e.take_back_key.slice('refund/'.length)}` : `${requestId}/${kind}/${e.revision}`
         amountMinor = BigInt(e.take_back_minor as string)
         unappliedMinor = BigInt(e.take_back_unapplied_minor as string)
         occurredAt = new Date(e.take_back_occurred_at as string).toISOString()

@@ -97,6 +97,7 @@ describe(`payment provider: set, show, remove (${engineName})`, () => {
         'charge.dispute.created',
         'charge.dispute.funds_withdrawn',
         'charge.dispute.closed',
+        'charge.dispute.funds_reinstated',
       ],
     })
     assert.equal(createdAt, updatedAt)

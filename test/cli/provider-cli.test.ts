@@ -71,7 +71,7 @@ const file = (name: string, content: string) => {
 }
 
 const EVENTS =
-  'checkout.session.completed, checkout.session.async_payment_succeeded, checkout.session.async_payment_failed, checkout.session.expired, refund.created, refund.updated, refund.failed, charge.dispute.created, charge.dispute.funds_withdrawn, charge.dispute.closed'
+  'checkout.session.completed, checkout.session.async_payment_succeeded, checkout.session.async_payment_failed, checkout.session.expired, refund.created, refund.updated, refund.failed, charge.dispute.created, charge.dispute.funds_withdrawn, charge.dispute.closed, charge.dispute.funds_reinstated'
 
 before(async () => {
   dir = mkdtempSync(join(os.tmpdir(), 'irs-provider-cli-'))

@@ -23,6 +23,9 @@ import Stripe from 'stripe'
  *   once a request began executing.
  * - Events: only the ones that carry the four object types (no `charge.*` other than disputes, whose payload is a
  *   Dispute). Each event's `data.object` is a snapshot at the time, so a late event shows a stale object.
+ * - Disputes as Stripe runs them: opened (`charge.dispute.created`), funds withdrawn (`charge.dispute.funds_withdrawn`,
+ *   a negative balance transaction), closed (`charge.dispute.closed`, `won` or `lost`); won after a withdrawal, the
+ *   funds come back (`charge.dispute.funds_reinstated`, a positive balance transaction). `GET /v1/disputes/{id}`.
  * - One account: every key it knows sees every object; `livemode` follows the key that created the object.
  */
 
@@ -549,7 +552,31 @@ export async function startStripeStandIn(options: StandInOptions = {}) {
     return { refund, after: outcome === 'failed' ? () => moveRefund(refund, 'failed') : null }
   }
 
+  /**
+   * A dispute's balance transaction: the withdrawal (negative, with Stripe's dispute fee) or, once won, the
+   * reinstatement (positive, `dispute_reversal`, the fee given back).
+   */
   function balanceTransaction(amount: number, currency: string, sourceId: string): Stripe.BalanceTransaction {
+    if (amount > 0) {
+      return {
+        id: randomId('txn_'),
+        object: 'balance_transaction',
+        amount,
+        available_on: nowSeconds(),
+        balance_type: 'payments',
+        created: nowSeconds(),
+        currency,
+        description: 'Chargeback reversal',
+        exchange_rate: null,
+        fee: -1500,
+        fee_details: [{ amount: -1500, application: null, currency, description: 'Dispute fee refund', type: 'stripe_fee' }],
+        net: amount + 1500,
+        reporting_category: 'dispute_reversal',
+        source: sourceId,
+        status: 'available',
+        type: 'adjustment',
+      }
+    }
     return {
       id: randomId('txn_'),
       object: 'balance_transaction',
@@ -570,8 +597,11 @@ export async function startStripeStandIn(options: StandInOptions = {}) {
     }
   }
 
-  /** A chargeback the merchant loses: created, funds withdrawn, closed as lost. Returns the dispute as it ends. */
-  function loseDispute(paymentIntentId: string, amountMinor: number): Stripe.Dispute {
+  /**
+   * A dispute as Stripe opens one (`charge.dispute.created`, status `needs_response`), nothing withdrawn yet
+   * (`withdrawDisputeFunds`), then closed (`closeDispute`). Returns the dispute as it is (a copy).
+   */
+  function openDispute(paymentIntentId: string, amountMinor: number): Stripe.Dispute {
     const intent = intents.get(paymentIntentId)
     if (intent?.status !== 'succeeded') throw new Error(`stand-in: no succeeded PaymentIntent ${paymentIntentId}`)
     if (!Number.isInteger(amountMinor) || amountMinor < 1 || amountMinor > intent.amount_received) {
@@ -634,11 +664,54 @@ export async function startStripeStandIn(options: StandInOptions = {}) {
     }
     disputes.set(dispute.id, dispute)
     emit('charge.dispute.created', dispute, intent.livemode)
-    dispute.balance_transactions.push(balanceTransaction(-amountMinor, intent.currency, dispute.id))
-    emit('charge.dispute.funds_withdrawn', dispute, intent.livemode)
-    dispute.status = 'lost'
-    emit('charge.dispute.closed', dispute, intent.livemode)
     return snapshot(dispute)
+  }
+
+  function openOf(id: string): Stripe.Dispute {
+    const dispute = disputes.get(id)
+    if (!dispute) throw new Error(`stand-in: no dispute ${id}`)
+    if (dispute.status === 'won' || dispute.status === 'lost') throw new Error(`stand-in: dispute ${id} is closed (${dispute.status})`)
+    return dispute
+  }
+
+  /** The disputed amount taken from the balance (a negative balance transaction): `charge.dispute.funds_withdrawn`. */
+  function withdrawDisputeFunds(id: string): Stripe.Dispute {
+    const dispute = openOf(id)
+    if (dispute.balance_transactions.length > 0) throw new Error(`stand-in: dispute ${id} already withdrew its funds`)
+    dispute.balance_transactions.push(balanceTransaction(-dispute.amount, dispute.currency, dispute.id))
+    dispute.is_charge_refundable = false
+    emit('charge.dispute.funds_withdrawn', dispute, dispute.livemode)
+    return snapshot(dispute)
+  }
+
+  /**
+   * Closes the dispute (`charge.dispute.closed`). Won after a withdrawal, Stripe gives the funds back: a positive balance
+   * transaction and `charge.dispute.funds_reinstated`. Lost: the withdrawal stands.
+   */
+  function closeDispute(id: string, outcome: 'won' | 'lost'): Stripe.Dispute {
+    const dispute = openOf(id)
+    dispute.status = outcome
+    emit('charge.dispute.closed', dispute, dispute.livemode)
+    const withdrawn = dispute.balance_transactions.reduce((sum, t) => (t.amount < 0 ? sum - t.amount : sum), 0)
+    if (outcome === 'won' && withdrawn > 0) {
+      dispute.balance_transactions.push(balanceTransaction(withdrawn, dispute.currency, dispute.id))
+      emit('charge.dispute.funds_reinstated', dispute, dispute.livemode)
+    }
+    return snapshot(dispute)
+  }
+
+  /** A chargeback the merchant loses: created, funds withdrawn, closed as lost. Returns the dispute as it ends. */
+  function loseDispute(paymentIntentId: string, amountMinor: number): Stripe.Dispute {
+    const { id } = openDispute(paymentIntentId, amountMinor)
+    withdrawDisputeFunds(id)
+    return closeDispute(id, 'lost')
+  }
+
+  /** A chargeback the merchant wins after its funds were withdrawn: created, withdrawn, closed won, funds reinstated. */
+  function winDispute(paymentIntentId: string, amountMinor: number): Stripe.Dispute {
+    const { id } = openDispute(paymentIntentId, amountMinor)
+    withdrawDisputeFunds(id)
+    return closeDispute(id, 'won')
   }
 
   /**
@@ -1011,7 +1084,11 @@ export async function startStripeStandIn(options: StandInOptions = {}) {
       if (refund?.status !== 'pending') throw new Error(`stand-in: refund ${id} is not pending`)
       moveRefund(refund, outcome)
     },
+    openDispute,
+    withdrawDisputeFunds,
+    closeDispute,
     loseDispute,
+    winDispute,
     dashboardRefund,
     editSession,
     /** Every event it produced, oldest first (copies: later changes do not reach them). */

@@ -26,6 +26,7 @@ export const CHANGE_TYPES = [
   'payment.confirmed',
   'payment.failed',
   'payment.reversed',
+  'payment.reinstated',
   'refund.created',
   'refund.succeeded',
   'refund.failed',

@@ -68,6 +68,15 @@ export interface ProviderRefunds {
     fact: Extract<ProviderFact, { kind: 'provider_refund' }>,
     now: string,
   ): Promise<string>
+  /**
+   * Money a reinstatement gave back that its Payment cannot hold (payments/reinstatement.ts): a refund of unapplied
+   * funds queued at once, as a confirmation's unapplied money is.
+   */
+  queueUnappliedRefund(
+    uow: UnitOfWork,
+    clientCode: string,
+    r: { requestId: string; refundId: string; currency: string; amountMinor: bigint; now: string },
+  ): Promise<void>
   /** What remains of the request's confirmed Payment after its refunds and reversals, row-locked; null without one. */
   lockRemaining(uow: UnitOfWork, clientCode: string, requestId: string): Promise<{ remainingMinor: bigint } | null>
 }

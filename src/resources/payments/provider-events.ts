@@ -13,6 +13,7 @@ import {
 import type { ProviderRefunds, ProviderRequests } from './ports.ts'
 import { type PaymentProvider, type ProviderEvent, type ProviderFact, ProviderSignatureError } from './provider.ts'
 import type { ProviderRegistry } from './registry.ts'
+import type { reinstateFromProvider } from './reinstatement.ts'
 
 /**
  * A real provider's events (docs/design/payment-providers.md; docs/decisions.md, "Money the provider moved"), at
@@ -37,7 +38,8 @@ import type { ProviderRegistry } from './registry.ts'
  *    - refund: the service's refund decided (refunds/rules.ts recordRefundOutcome, through `ProviderRefunds`), once;
  *    - provider_refund: a refund made at the provider (its Dashboard) recorded as a refund with origin `provider`,
  *      `refund.created`, then decided succeeded (money taken back, receipt, `refund.succeeded`), once per refund id;
- *    - reversal (a dispute lost or its funds withdrawn): recorded once per dispute, then taken back.
+ *    - reversal (a dispute lost or its funds withdrawn): recorded once per dispute, then taken back;
+ *    - reinstatement (a dispute won after its funds were withdrawn): its reversal undone once (payments/reinstatement.ts).
  * 7. Money taken that the request cannot take (expired or canceled meanwhile, paid through another session, or paid
  *    in another amount or currency than the request's): given back in full through the provider (idempotent per
  *    payment), then the event recorded as `returned`. No Payment is recorded for it; answered 200.
@@ -52,6 +54,8 @@ export interface ProviderEventsDeps {
   /** The request's side of a fact (payment-requests/provider-side.ts) and the refunds' (refunds/provider-side.ts). */
   requests: Pick<ProviderRequests, 'lock' | 'recordPaid' | 'recordReversal'>
   refunds: ProviderRefunds
+  /** A dispute won after its funds were withdrawn (payments/reinstatement.ts). */
+  reinstate: typeof reinstateFromProvider
   atClientTime: <T>(clientCode: string, fn: () => Promise<T>) => Promise<T>
   onFeedAppended?: () => void
   /** A confirmation queued the refund of unapplied money: the refund worker asks soon. */
@@ -80,6 +84,8 @@ const UNCHANGED: ReadonlySet<string> = new Set([
   'reversal_already_recorded',
   'nothing_to_refund',
   'nothing_to_reverse',
+  'reinstatement_already_recorded',
+  'nothing_to_reinstate',
 ])
 
 /** Money the request cannot take: the transaction is rolled back, the money given back, then the event recorded. */
@@ -196,6 +202,12 @@ async function apply(
       return providerRefund(deps, uow, name, clientCode, fact)
     case 'reversal':
       return reversal(deps, uow, name, clientCode, fact)
+    case 'reinstatement':
+      // Money given back that the Payment cannot hold is refunded at once, as a confirmation's unapplied money is.
+      return deps.reinstate(uow, name, clientCode, fact, now, async (u, client, r) => {
+        await deps.refunds.queueUnappliedRefund(u, client, r)
+        if (deps.onRefundQueued) after.push(deps.onRefundQueued)
+      })
     case 'none':
       return `ignored: ${fact.why}`
   }

@@ -134,6 +134,11 @@ export type ProviderFact =
     }
   /** Money the provider took back (a dispute lost, funds withdrawn): once per `reversalId`. */
   | { kind: 'reversal'; reversalId: string; providerPaymentId: string; amountMinor: bigint; currency: string }
+  /**
+   * A dispute won after its funds were withdrawn: the provider gave them back, so its reversal (`reversalId`) is
+   * undone, once per dispute (payments/reinstatement.ts). A dispute won with nothing withdrawn is `none`.
+   */
+  | { kind: 'reinstatement'; reversalId: string; providerPaymentId: string; amountMinor: bigint; currency: string }
   /** Nothing to record: not ours, not decided yet, or a state the service does not act on. */
   | { kind: 'none'; why: string }
 

@@ -27,7 +27,7 @@ export interface PaymentRow {
   undeclared_as_of: string
 }
 
-const COLUMNS = `external_payment_request_id, provider, provider_payment_id, status, revision, currency, amount_minor, allocated_minor,
+export const COLUMNS = `external_payment_request_id, provider, provider_payment_id, status, revision, currency, amount_minor, allocated_minor,
   unapplied_minor, external_receivable_id, decided_at, refunded_minor, reversed_minor, taken_back_unapplied_minor,
   taken_back_allocated_minor, acknowledged_undeclared_minor, undeclared_as_of`
 

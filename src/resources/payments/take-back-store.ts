@@ -10,7 +10,8 @@ export async function insertTakeBack(
     clientCode: string
     requestId: string
     key: string
-    kind: 'refund' | 'reversal'
+    /** `reinstatement`: money given back to the Payment (payments/reinstatement.ts), recorded beside its take-backs. */
+    kind: 'refund' | 'reversal' | 'reinstatement'
     unappliedMinor: bigint
     allocatedMinor: bigint
     occurredAt: string

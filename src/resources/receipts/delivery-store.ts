@@ -47,8 +47,9 @@ export async function lockRouteToDerive(tx: Tx, clientCode: string): Promise<Ver
 
 /**
  * A feed event after the route's scanned sequence, with the facts of the receipt it may give: `payment.confirmed`
- * (the confirmed Payment), `refund.succeeded` and `payment.reversed` (the Payment, and the one take-back the event
- * reports: payments/take-back-store.ts, keyed `refund/<refund id>` or `reversal/<the revision the event carries>`).
+ * (the confirmed Payment), `refund.succeeded`, `payment.reversed` and `payment.reinstated` (the Payment, and the one
+ * take-back the event reports: payments/take-back-store.ts, keyed `refund/<refund id>`, `reversal/<the revision the
+ * event carries>` or `reinstatement/<the revision the event carries>`).
  * `external_payment_request_id` is null for every other event.
  */
 export interface ScannedEvent {
@@ -85,11 +86,13 @@ export async function scanFeed(db: Queryable, clientCode: string, afterSeq: stri
        LEFT JOIN refunds f ON b.type = 'refund.succeeded' AND f.client_code = $1 AND f.status = 'succeeded'
                           AND f.external_payment_request_id || '/' || f.external_refund_id = b.resource_id
        LEFT JOIN payments p ON p.client_code = $1 AND p.status = 'confirmed'
-                           AND ((b.type IN ('payment.confirmed', 'payment.reversed') AND p.external_payment_request_id = b.resource_id)
+                           AND ((b.type IN ('payment.confirmed', 'payment.reversed', 'payment.reinstated')
+                                 AND p.external_payment_request_id = b.resource_id)
                                 OR (b.type = 'refund.succeeded' AND p.external_payment_request_id = f.external_payment_request_id))
        LEFT JOIN payment_take_backs t ON t.client_code = $1 AND t.external_payment_request_id = p.external_payment_request_id
                                      AND t.take_back_key = CASE b.type WHEN 'refund.succeeded' THEN 'refund/' || f.external_refund_id
-                                                                       WHEN 'payment.reversed' THEN 'reversal/' || b.revision END
+                                                                       WHEN 'payment.reversed' THEN 'reversal/' || b.revision
+                                                                       WHEN 'payment.reinstated' THEN 'reinstatement/' || b.revision END
       ORDER BY b.seq`,
     [clientCode, afterSeq, limit],
   )
@@ -97,7 +100,7 @@ export async function scanFeed(db: Queryable, clientCode: string, afterSeq: stri
 
 export interface NewReceipt {
   receiptId: string
-  kind: 'payment' | 'refund' | 'reversal'
+  kind: 'payment' | 'refund' | 'reversal' | 'reinstatement'
   sourceKey: string
   requestId: string
   payload: unknown
@@ -151,7 +154,7 @@ export async function dueClients(db: Queryable, now: string, leaseNow: string, l
 
 export interface ReceiptRow {
   receipt_id: string
-  kind: 'test' | 'payment' | 'refund' | 'reversal'
+  kind: 'test' | 'payment' | 'refund' | 'reversal' | 'reinstatement'
   source_key: string
   external_payment_request_id: string | null
   payload: Record<string, unknown>

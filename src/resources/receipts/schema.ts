@@ -75,7 +75,9 @@ export const ReceiptDeliveryAttempt = z
     attemptedAt: Timestamp,
     nextAttemptAt: Timestamp.optional().describe('When a failed attempt is retried (the webhook retry schedule); absent once given up.'),
     receiptId: z.string().describe('The receipt: the same on every retry.'),
-    kind: z.enum(['payment', 'refund', 'reversal']),
+    kind: z
+      .enum(['payment', 'refund', 'reversal', 'reinstatement'])
+      .describe('reinstatement: money a won dispute gave back to the Payment after its reversal.'),
   })
   .meta({
     id: 'ReceiptDeliveryAttempt',
@@ -146,7 +148,7 @@ export const AdminReceiptRoute = z
       .array(
         z.object({
           receiptId: z.string(),
-          kind: z.enum(['test', 'payment', 'refund', 'reversal']),
+          kind: z.enum(['test', 'payment', 'refund', 'reversal', 'reinstatement']),
           externalPaymentRequestId: z.string().nullable(),
           attempt: z.number().int().min(1),
           outcome: z.enum(['delivered', 'failed']),

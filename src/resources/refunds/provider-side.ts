@@ -1,3 +1,4 @@
+import { money } from '../../domain/money.ts'
 import type { ProviderRefunds } from '../payments/ports.ts'
 import { createRefund, recordRefundOutcome, remainingMinor } from './rules.ts'
 import { findRefund, lockRefundedPayment } from './store.ts'
@@ -39,6 +40,14 @@ export const providerRefunds: ProviderRefunds = {
       now,
     )
     return 'provider_refund_recorded'
+  },
+
+  async queueUnappliedRefund(uow, clientCode, r) {
+    await createRefund(uow, clientCode, {
+      ...r,
+      reason: 'unapplied_funds',
+      body: { amount: money(r.amountMinor, r.currency), reason: 'unapplied_funds' },
+    })
   },
 
   async lockRemaining(uow, clientCode, requestId) {

@@ -20,6 +20,7 @@ export const TIMELINE_KINDS = [
   'refund_succeeded',
   'refund_failed',
   'reversal',
+  'reinstatement',
   'reconciliation',
   'reconciliation_resolved',
   'receipt',

@@ -66,6 +66,8 @@ function describe(receivableId: string, row: TimelineRow): Pick<TimelineEntry, '
       }
     case 'reversal':
       return { summary: `Payment ${pr} reversed: ${amount(d)}`, ref: { type: 'payment', id: pr } }
+    case 'reinstatement':
+      return { summary: `Payment ${pr} reinstated (a dispute won): ${amount(d)}`, ref: { type: 'payment', id: pr } }
     case 'reconciliation':
       return { summary: `Reconciliation ${id} of payment ${pr}: ${str(d.status)}`, ref: { type: 'payment_reconciliation', id } }
     case 'reconciliation_resolved':

@@ -99,11 +99,11 @@ const BRANCHES = [
                              'reason', f.failure_reason)
      FROM (${REQUESTS}) q JOIN refunds f ON f.client_code = $1 AND f.external_payment_request_id = q.id
     WHERE f.decided_at IS NOT NULL`,
-  `SELECT t.occurred_at, 'reversal:' || t.external_payment_request_id || ':' || t.take_back_key, 'reversal', 'provider', NULL,
+  `SELECT t.occurred_at, t.kind || ':' || t.external_payment_request_id || ':' || t.take_back_key, t.kind, 'provider', NULL,
           jsonb_build_object('id', t.take_back_key, 'paymentRequestId', t.external_payment_request_id,
                              'amountMinor', t.amount_minor::text, 'currency', y.currency)
      FROM (${REQUESTS}) q
-     JOIN payment_take_backs t ON t.client_code = $1 AND t.external_payment_request_id = q.id AND t.kind = 'reversal'
+     JOIN payment_take_backs t ON t.client_code = $1 AND t.external_payment_request_id = q.id AND t.kind IN ('reversal', 'reinstatement')
      JOIN payments y ON y.client_code = $1 AND y.external_payment_request_id = q.id`,
   `SELECT c.accepted_at, 'reconciliation:' || c.external_reconciliation_id, 'reconciliation', 'integration', NULL,
           jsonb_build_object('id', c.external_reconciliation_id, 'paymentRequestId', c.external_payment_request_id,

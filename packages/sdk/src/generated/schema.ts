@@ -1739,7 +1739,7 @@ export interface components {
             /** Format: uuid */
             eventId: string;
             /** @enum {string} */
-            type: "customer.created" | "customer.updated" | "receivable.created" | "receivable.updated" | "payment_observation.created" | "payment_request.created" | "payment_request.confirmed" | "payment_request.failed" | "payment_request.expired" | "payment_request.canceled" | "payment.confirmed" | "payment.failed" | "payment.reversed" | "refund.created" | "refund.succeeded" | "refund.failed" | "payment_reconciliation.matched" | "payment_reconciliation.held" | "payment_reconciliation.resolved";
+            type: "customer.created" | "customer.updated" | "receivable.created" | "receivable.updated" | "payment_observation.created" | "payment_request.created" | "payment_request.confirmed" | "payment_request.failed" | "payment_request.expired" | "payment_request.canceled" | "payment.confirmed" | "payment.failed" | "payment.reversed" | "payment.reinstated" | "refund.created" | "refund.succeeded" | "refund.failed" | "payment_reconciliation.matched" | "payment_reconciliation.held" | "payment_reconciliation.resolved";
             resource: {
                 /** @enum {string} */
                 type: "customer" | "receivable" | "payment_observation" | "payment_request" | "payment" | "payment_reconciliation" | "refund";
@@ -2903,8 +2903,11 @@ export interface components {
             nextAttemptAt?: components["schemas"]["Timestamp"];
             /** @description The receipt: the same on every retry. */
             receiptId: string;
-            /** @enum {string} */
-            kind: "payment" | "refund" | "reversal";
+            /**
+             * @description reinstatement: money a won dispute gave back to the Payment after its reversal.
+             * @enum {string}
+             */
+            kind: "payment" | "refund" | "reversal" | "reinstatement";
         };
         ReceiptLine: {
             externalReceiptLineId: string;
@@ -3597,7 +3600,7 @@ export interface components {
         TimelineEntry: {
             at: components["schemas"]["Timestamp"];
             /** @enum {string} */
-            kind: "revision" | "adjustment" | "credit_note" | "write_off" | "payment_observation" | "hold_placed" | "hold_released" | "recovery_instruction" | "payment_request" | "payment_request_expired" | "payment_request_canceled" | "payment" | "refund" | "refund_succeeded" | "refund_failed" | "reversal" | "reconciliation" | "reconciliation_resolved" | "receipt" | "receipt_delivered" | "receipt_abandoned";
+            kind: "revision" | "adjustment" | "credit_note" | "write_off" | "payment_observation" | "hold_placed" | "hold_released" | "recovery_instruction" | "payment_request" | "payment_request_expired" | "payment_request_canceled" | "payment" | "refund" | "refund_succeeded" | "refund_failed" | "reversal" | "reinstatement" | "reconciliation" | "reconciliation_resolved" | "receipt" | "receipt_delivered" | "receipt_abandoned";
             actor: components["schemas"]["TimelineActor"];
             summary: string;
             /** @description The resource the entry is about, to read it (a Payment request, a refund, an instruction...). */
@@ -3670,7 +3673,7 @@ export interface components {
              * @description The change-feed event type; `ping` for a test notification (POST .../test).
              * @enum {string}
              */
-            type: "customer.created" | "customer.updated" | "receivable.created" | "receivable.updated" | "payment_observation.created" | "payment_request.created" | "payment_request.confirmed" | "payment_request.failed" | "payment_request.expired" | "payment_request.canceled" | "payment.confirmed" | "payment.failed" | "payment.reversed" | "refund.created" | "refund.succeeded" | "refund.failed" | "payment_reconciliation.matched" | "payment_reconciliation.held" | "payment_reconciliation.resolved" | "ping";
+            type: "customer.created" | "customer.updated" | "receivable.created" | "receivable.updated" | "payment_observation.created" | "payment_request.created" | "payment_request.confirmed" | "payment_request.failed" | "payment_request.expired" | "payment_request.canceled" | "payment.confirmed" | "payment.failed" | "payment.reversed" | "payment.reinstated" | "refund.created" | "refund.succeeded" | "refund.failed" | "payment_reconciliation.matched" | "payment_reconciliation.held" | "payment_reconciliation.resolved" | "ping";
             /** @description A ping names the endpoint: type `webhook_endpoint`, id the client code. */
             resource: {
                 /** @enum {string} */

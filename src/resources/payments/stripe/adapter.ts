@@ -47,6 +47,7 @@ export const STRIPE_WEBHOOK_EVENTS = [
   'charge.dispute.created',
   'charge.dispute.funds_withdrawn',
   'charge.dispute.closed',
+  'charge.dispute.funds_reinstated',
 ] as const
 
 /** The events the service acts on: those, and the older name of a refund's update, should an endpoint send it. */
@@ -151,22 +152,24 @@ export function refundFact(refund: Stripe.Refund, clientCode: string): ProviderF
 }
 
 /**
- * A dispute is a reversal once it is lost, or once its funds were withdrawn and not given back (the balance
- * transactions sum below zero): `charge.dispute.funds_withdrawn` and `charge.dispute.closed` (lost) name the same
- * dispute, and its reversal is recorded once (provider_reversals).
+ * A dispute's money, from its balance transactions (Stripe: zero, one or two, "funds withdrawn and reinstated"):
+ * - won after its funds were withdrawn (`charge.dispute.closed` won, `charge.dispute.funds_reinstated`): a
+ *   reinstatement, undoing the dispute's reversal once (payments/reinstatement.ts);
+ * - lost, or its funds withdrawn and not given back (the transactions sum below zero): a reversal.
+ *   `charge.dispute.funds_withdrawn` and `charge.dispute.closed` (lost) name the same dispute, and its reversal is
+ *   recorded once (provider_reversals);
+ * - anything else (open, won with nothing withdrawn, an inquiry closed): nothing.
+ * Each event reads the dispute as it is now, so a late withdrawal event of a dispute since won is a reinstatement too.
  */
 export function disputeFact(dispute: Stripe.Dispute): ProviderFact {
   const providerPaymentId = idOf(dispute.payment_intent)
   if (providerPaymentId === null) return { kind: 'none', why: 'dispute without a PaymentIntent' }
-  const withdrawn = dispute.balance_transactions.reduce((sum, t) => sum + t.amount, 0) < 0
-  if (dispute.status !== 'lost' && !withdrawn) return { kind: 'none', why: `dispute ${dispute.status}` }
-  return {
-    kind: 'reversal',
-    reversalId: dispute.id,
-    providerPaymentId,
-    amountMinor: BigInt(dispute.amount),
-    currency: upper(dispute.currency),
-  }
+  const withdrawnMinor = dispute.balance_transactions.reduce((sum, t) => (t.amount < 0 ? sum - t.amount : sum), 0)
+  const netMinor = dispute.balance_transactions.reduce((sum, t) => sum + t.amount, 0)
+  const money = { reversalId: dispute.id, providerPaymentId, amountMinor: BigInt(dispute.amount), currency: upper(dispute.currency) }
+  if (dispute.status === 'won' && withdrawnMinor > 0) return { kind: 'reinstatement', ...money }
+  if (dispute.status !== 'lost' && netMinor >= 0) return { kind: 'none', why: `dispute ${dispute.status}` }
+  return { kind: 'reversal', ...money }
 }
 
 export function stripeRefundStatus(refund: Stripe.Refund): { status: ProviderRefund['status']; failureReason?: string } {
