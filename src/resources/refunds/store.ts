@@ -169,7 +169,7 @@ export async function claimRefunds(
   if (holder === 'not_held') return []
   const clients = await db.query<{ client_code: string }>(
     `SELECT f.client_code FROM refunds f WHERE ${refundDue('f')}
-      GROUP BY f.client_code ORDER BY min(f.next_attempt_at) NULLS FIRST, min(f.created_at), f.client_code LIMIT $1`,
+      GROUP BY f.client_code ORDER BY bool_or(f.next_attempt_at IS NULL) DESC, min(f.next_attempt_at), min(f.created_at), f.client_code LIMIT $1`,
     [c.limit, c.now],
   )
   const claimed: ClaimedRefund[] = []
