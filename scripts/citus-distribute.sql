@@ -57,4 +57,8 @@ SELECT create_distributed_table('reconciliation_holds', 'client_code', colocate_
 -- Lookup tables, by the value that arrives without a client.
 SELECT create_distributed_table('page_tokens', 'page_token', colocate_with => 'none');
 
--- Local to the coordinator: schema_migrations, schema_definitions, rate_limit_windows, inflight_requests.
+-- The request gate's counters and slots, by bucket (an API key, or in sandbox a client): one node per bucket.
+SELECT create_distributed_table('rate_limit_windows', 'bucket', colocate_with => 'none');
+SELECT create_distributed_table('inflight_requests', 'bucket', colocate_with => 'rate_limit_windows');
+
+-- Local to the coordinator: schema_migrations, schema_definitions.

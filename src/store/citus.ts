@@ -12,11 +12,15 @@ import type { Queryable } from './store.ts'
  *   without one.
  * - Tables of no client that every node's statements join (integrations, API keys) are reference tables (a copy
  *   on every node); so are settings and the operator's audit.
- * - The rest stay local to the coordinator: the migration bookkeeping, and the request gate's UNLOGGED counters and
- *   slots (rate_limit_windows, inflight_requests), written by `request_gate` on the node the service connects to.
+ * - The request gate's counters and slots (GATE_TABLES: rate_limit_windows, inflight_requests), written by every
+ *   request, are distributed by their `bucket` (an API key, or in sandbox a client), colocated with each other: a
+ *   key may reach several clients and its limits are the key's (the specification), so its rows cannot live with
+ *   one client; every statement on them names one bucket, so each is routed to one node.
+ * - The rest stay local to the coordinator: the migration bookkeeping.
  */
 export const REFERENCE_TABLES: readonly string[] = ['integrations', 'api_keys', 'settings', 'operator_audit_events']
-export const LOCAL_TABLES: readonly string[] = ['schema_migrations', 'schema_definitions', 'rate_limit_windows', 'inflight_requests']
+export const GATE_TABLES: readonly string[] = ['rate_limit_windows', 'inflight_requests']
+export const LOCAL_TABLES: readonly string[] = ['schema_migrations', 'schema_definitions']
 /** Each lookup table's distribution column: its primary key. */
 const LOOKUP_KEYS: Readonly<Record<string, string>> = { page_tokens: 'page_token' }
 
@@ -28,7 +32,7 @@ export async function citusScript(db: Pick<Queryable, 'query'>): Promise<string>
         WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND NOT c.relispartition ORDER BY c.relname COLLATE "C"`,
     )
   ).map((r) => r.name)
-  const placed = new Set([...keyed, ...LOOKUP_TABLES, ...REFERENCE_TABLES, ...LOCAL_TABLES])
+  const placed = new Set([...keyed, ...LOOKUP_TABLES, ...REFERENCE_TABLES, ...GATE_TABLES, ...LOCAL_TABLES])
   const unplaced = all.filter((t) => !placed.has(t))
   if (unplaced.length > 0) throw new Error(`tables with no place on Citus (src/store/citus.ts): ${unplaced.join(', ')}`)
   const edges = await db.query<{ child: string; parent: string }>(
@@ -71,6 +75,13 @@ export async function citusScript(db: Pick<Queryable, 'query'>): Promise<string>
       if (!key) throw new Error(`lookup table ${t} has no distribution column (src/store/citus.ts)`)
       return `SELECT create_distributed_table('${t}', '${key}', colocate_with => 'none');`
     }),
+    '',
+    "-- The request gate's counters and slots, by bucket (an API key, or in sandbox a client): one node per bucket.",
+    ...GATE_TABLES.map((t, i) =>
+      i === 0
+        ? `SELECT create_distributed_table('${t}', 'bucket', colocate_with => 'none');`
+        : `SELECT create_distributed_table('${t}', 'bucket', colocate_with => '${GATE_TABLES[0]}');`,
+    ),
     '',
     `-- Local to the coordinator: ${LOCAL_TABLES.join(', ')}.`,
   ]

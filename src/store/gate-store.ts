@@ -151,7 +151,7 @@ export function splitGatedRows<G, T>(rows: Record<string, unknown>[]): { gate: G
 }
 
 /**
- * One statement frees a holder's slots, on its own or inside the request's write transaction. `buckets` null: a
+ * One statement per bucket frees a holder's slots, on its own or inside the request's write transaction. `buckets` null: a
  * gate statement whose answer was lost (the connection dropped after it committed), so its buckets are unknown;
  * the holder alone finds its rows.
  */
@@ -162,7 +162,11 @@ export async function releaseSlots(
   options?: QueryOptions,
 ): Promise<void> {
   if (buckets === null) await db.query('DELETE FROM inflight_requests WHERE holder = $1', [holder])
-  else await db.query('DELETE FROM inflight_requests WHERE bucket = ANY($1::text[]) AND holder = $2', [buckets, holder], options)
+  // One statement per bucket (one in production, the key's; two in sandbox): on Citus the table is distributed by
+  // bucket, so each is routed to one node (docs/scaling.md, "The request gate").
+  else
+    for (const bucket of buckets)
+      await db.query('DELETE FROM inflight_requests WHERE bucket = $1 AND holder = $2', [bucket, holder], options)
 }
 
 /** A release on its own (after the response, not in a transaction): prepared, it runs on every request. */

@@ -907,6 +907,7 @@ DECLARE
   k record;
   buckets text[];
   b text;
+  d text;
   n integer;
   worst integer := 0;
   slotted boolean := true;
@@ -964,7 +965,10 @@ BEGIN
   IF NOT p_transient THEN
     FOREACH b IN ARRAY buckets LOOP
       IF request_slot(b, p_concurrency, p_now, p_reclaim, p_holder, expires, false) IS NULL THEN
-        DELETE FROM inflight_requests WHERE bucket = ANY (buckets) AND holder = p_holder;
+        -- One bucket per statement (on Citus each bucket's rows are on the node of its hash: docs/scaling.md).
+        FOREACH d IN ARRAY buckets LOOP
+          DELETE FROM inflight_requests WHERE bucket = d AND holder = p_holder;
+        END LOOP;
         slotted := false;
         EXIT;
       END IF;

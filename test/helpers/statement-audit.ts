@@ -182,13 +182,14 @@ async function judge(db: Store, s: RecordedStatement, keyed: Set<string>, parent
       if (keyed.has(table)) touched.add(table)
     }
     if (node['Node Type'] === 'Append' || node['Node Type'] === 'Merge Append') {
-      const perParent = new Map<string, number>()
+      // Distinct partitions per table: a UNION's Append over two scans of one partition is still one client.
+      const perParent = new Map<string, Set<string>>()
       for (const child of node.Plans ?? []) {
         const r = scanned(child)
         const parent = r && parents.get(r)
-        if (parent && keyed.has(parent)) perParent.set(parent, (perParent.get(parent) ?? 0) + 1)
+        if (parent && keyed.has(parent)) perParent.set(parent, (perParent.get(parent) ?? new Set()).add(r))
       }
-      for (const [parent, n] of perParent) if (n > 1) unrouted.set(parent, Math.max(unrouted.get(parent) ?? 0, n))
+      for (const [parent, parts] of perParent) if (parts.size > 1) unrouted.set(parent, Math.max(unrouted.get(parent) ?? 0, parts.size))
     }
     for (const child of node.Plans ?? []) walk(child)
   }

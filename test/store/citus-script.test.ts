@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { after, before, test } from 'node:test'
-import { citusScript, LOCAL_TABLES, REFERENCE_TABLES } from '../../src/store/citus.ts'
+import { citusScript, GATE_TABLES, LOCAL_TABLES, REFERENCE_TABLES } from '../../src/store/citus.ts'
 import { clientKeyedTables, LOOKUP_TABLES } from '../../src/store/layout.ts'
 import { createTestDatabase, engineName, type TestDatabase } from '../helpers/store.ts'
 
@@ -32,14 +32,18 @@ test('every table is placed exactly once; client-keyed ones colocated with clien
   const reference = [...committed.matchAll(/create_reference_table\('(\w+)'\)/g)].map((m) => m[1])
   assert.deepEqual([...reference].sort(), [...REFERENCE_TABLES].sort())
   const lookup = [...committed.matchAll(/create_distributed_table\('(\w+)', '(\w+)', colocate_with => 'none'\)/g)].map((m) => m[1])
-  assert.deepEqual(lookup, [...LOOKUP_TABLES])
+  assert.deepEqual(lookup, [...LOOKUP_TABLES, 'rate_limit_windows'])
+  // The request gate's tables by bucket, together (docs/scaling.md, "The request gate").
+  const gate = [...committed.matchAll(/create_distributed_table\('(\w+)', 'bucket'/g)].map((m) => m[1])
+  assert.deepEqual(gate, [...GATE_TABLES])
+  assert.ok(committed.includes("create_distributed_table('inflight_requests', 'bucket', colocate_with => 'rate_limit_windows');"))
   const all = (
     await db.store.query<{ name: string }>(
       `SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
         WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND NOT c.relispartition`,
     )
   ).map((r) => r.name)
-  assert.deepEqual([...distributed, ...reference, ...lookup, ...LOCAL_TABLES].sort(), [...all].sort())
+  assert.deepEqual([...distributed, ...reference, ...LOOKUP_TABLES, ...GATE_TABLES, ...LOCAL_TABLES].sort(), [...all].sort())
   // Each table after every table its foreign keys reference.
   const order = [...reference, ...distributed]
   const edges = await db.store.query<{ child: string; parent: string }>(

@@ -61,48 +61,38 @@ export const EXCEPTIONS: readonly Exception[] = [
     sqlIncludes: 'FROM audit_events a WHERE ($1::bigint IS NULL OR a.seq > $1)',
     reason: "GET /admin/v1/audit-events without a client: every client's events, read only, by the operator",
   },
-  // Workers' claims and polls across clients, rewritten to claim per client by other work in progress (issue 37).
+  // The workers' searches for the clients with work: each client found is then claimed on its own, every statement
+  // naming it (FOR UPDATE SKIP LOCKED within one client).
   {
-    name: 'batches: the claim',
+    name: 'batches: clients with a batch to run',
     source: 'src/resources/batches/store.ts',
-    sqlIncludes: "UPDATE batches b SET status = 'running'",
-    reason: 'the batch claim (FOR UPDATE SKIP LOCKED over every client): being rewritten to claim per client',
+    sqlIncludes: 'SELECT b.client_code FROM batches b WHERE',
+    reason: "the batch runner's search, read only, by each client's oldest claimable batch; the claim then names the client",
   },
   {
-    name: 'webhooks: endpoint scan',
-    source: 'src/resources/webhooks/delivery-store.ts',
-    sqlIncludes: 'FROM webhook_endpoints e',
-    reason: "the dispatcher's scan of endpoints and due deliveries over every client: being rewritten to claim per client",
-  },
-  {
-    name: 'webhooks: attempt recording',
-    source: 'src/resources/webhooks/delivery-store.ts',
-    sqlIncludes: 'UPDATE webhook_deliveries d SET status = CASE',
-    reason: "correlated subqueries name the client through the outer row: being rewritten with the dispatcher's claims",
-  },
-  {
-    name: 'webhooks: due deliveries of an endpoint',
-    source: 'src/resources/webhooks/delivery-store.ts',
-    sqlIncludes: 'WITH cand AS (',
-    reason: "a UNION of two claims of one endpoint, planned apart: being rewritten with the dispatcher's claims",
-  },
-  {
-    name: 'receipts: route scan',
-    source: 'src/resources/receipts/delivery-store.ts',
-    sqlIncludes: 'FROM receipt_routes r',
-    reason: "the receipt dispatcher's scan of routes and due receipts over every client: being rewritten to claim per client",
-  },
-  {
-    name: 'refunds: the claim',
+    name: 'refunds: clients with a refund due',
     source: 'src/resources/refunds/store.ts',
-    sqlIncludes: 'FROM refunds WHERE status = ',
-    reason: "the refund worker's claim over every client: being rewritten to claim per client",
+    sqlIncludes: 'SELECT f.client_code FROM refunds f WHERE',
+    reason: "the refund worker's search, read only; each client's due refunds are then claimed with its client code",
   },
   {
-    name: 'payment requests: the expiry sweep',
+    name: 'payment requests: clients with an expired request',
     source: 'src/resources/payment-requests/store.ts',
-    sqlIncludes: "UPDATE payment_requests p SET status = 'expired'",
+    sqlIncludes: 'SELECT r.client_code FROM payment_requests r',
+    reason: "the expiry sweeper's search, read only; each client's requests are then expired with its client code",
+  },
+  {
+    name: 'webhooks: endpoints with work',
+    source: 'src/resources/webhooks/delivery-store.ts',
+    sqlIncludes: 'SELECT e.client_code, e.integration_id FROM webhook_endpoints e',
     reason:
-      "the expiry sweeper's claim over every client (and a client's pass whose outer UPDATE joins through the claim): being rewritten to claim per client",
+      "the webhook dispatcher's searches (endpoints to derive, endpoints with a delivery due), read only; each endpoint is then locked and claimed with its client code",
+  },
+  {
+    name: 'receipts: routes with work',
+    source: 'src/resources/receipts/delivery-store.ts',
+    sqlIncludes: 'SELECT r.client_code FROM receipt_routes r',
+    reason:
+      "the receipt dispatcher's searches (routes to derive, clients with a receipt due), read only; each route is then locked and claimed with its client code",
   },
 ]

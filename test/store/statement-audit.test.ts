@@ -116,6 +116,13 @@ describe(`the statement audit (${engineName})`, () => {
         source: 'src/example/store.ts:60',
       },
       { sql: 'SELECT api_key_id FROM api_keys WHERE digest = $1', params: ['d'], source: 'src/example/store.ts:70' },
+      // Two scans of one client's partition under a UNION's Append: one partition, routed.
+      {
+        sql: `(SELECT delivery_id FROM webhook_deliveries WHERE client_code = $1 AND status = 'pending' LIMIT 5)
+              UNION (SELECT delivery_id FROM webhook_deliveries WHERE client_code = $1 AND type = 'ping' LIMIT 5)`,
+        params: ['c1'],
+        source: 'src/example/store.ts:75',
+      },
       { sql: 'SELECT pg_advisory_xact_lock(1)', params: [], source: 'src/example/store.ts:80' },
     ]
     const judged = await judgeStatements(db.store, statements)
@@ -136,12 +143,13 @@ describe(`the statement audit (${engineName})`, () => {
         ],
         ['60', 'routed', []],
         ['70', 'no client table', []],
+        ['75', 'routed', []],
         ['80', 'no client table', []],
       ],
     )
     const named = [{ name: 'example', source: 'src/example/store.ts', sqlIncludes: 'UPDATE webhook_deliveries', reason: 'an example' }]
     const s = summarize(judged, named)
-    assert.deepEqual([s.routed, s.notRouted, s.named, s.noClientTable, s.notJudged], [3, 3, 1, 2, 0])
+    assert.deepEqual([s.routed, s.notRouted, s.named, s.noClientTable, s.notJudged], [4, 3, 1, 2, 0])
     assert.equal(exceptionFor(statements[2] as RecordedStatement, named)?.name, 'example')
     assert.deepEqual(s.unnamed.map(describeStatement), [
       'src/example/store.ts:12: receivables (8 partitions)\n    SELECT * FROM receivables WHERE status = $1',

@@ -164,13 +164,25 @@ export interface ClaimedBatch {
   integration_id: string
 }
 
+/** A batch is claimable: queued, or running with its lease free, and past its backoff (`b`: the alias). */
+function claimable(b: string): string {
+  return `(${b}.status = 'queued' OR (${b}.status = 'running' AND (${b}.lease_expires_at < clock_timestamp() OR ${leaseHolderGone(`${b}.lease_holder`)})))
+      AND (${b}.next_attempt_at IS NULL OR ${b}.next_attempt_at <= clock_timestamp())`
+}
+
+/** How many clients one claim looks at, oldest claimable batch first (each is then claimed on its own). */
+const CLAIM_CLIENTS = 8
+
 /**
  * Claims the oldest queued batch, or a running one whose lease is free: expired (its worker gave it back after
  * a failed chunk or on stop, or stopped renewing it), or held by a holder whose lock is gone (a killed process, a
  * lost lock connection: src/store/lease-holder.ts), once its `next_attempt_at` (the backoff after a failed chunk)
  * has passed. The lease is written with `holder`, this instance's key (null: no holder, the lease only expires).
- * SKIP LOCKED: a batch whose chunk transaction is open elsewhere is invisible here, so no two workers run
- * one batch.
+ *
+ * Per client (docs/scaling.md): one read-only statement finds the clients with a claimable batch, by their oldest
+ * one; then each is claimed with its client code, FOR UPDATE SKIP LOCKED within that client (a batch whose chunk
+ * transaction is open elsewhere, or that another worker is claiming, is invisible here), so no two workers run
+ * one batch; a client whose claimable batches were all taken meanwhile gives way to the next.
  */
 export async function claimBatch(
   db: Queryable,
@@ -180,19 +192,26 @@ export async function claimBatch(
   now: string,
   holder: number | null = null,
 ): Promise<ClaimedBatch | undefined> {
-  return (
-    await db.query<ClaimedBatch>(
-      `UPDATE batches b SET status = 'running', lease_token = $1, lease_expires_at = clock_timestamp() + make_interval(secs => $2),
-              lease_holder = $5, started_at = COALESCE(b.started_at, $4), attempts = b.attempts + 1, runner_id = $3
-        WHERE (b.client_code, b.external_batch_id) = (
-          SELECT client_code, external_batch_id FROM batches
-           WHERE (status = 'queued' OR (status = 'running' AND (lease_expires_at < clock_timestamp() OR ${leaseHolderGone('lease_holder')})))
-             AND (next_attempt_at IS NULL OR next_attempt_at <= clock_timestamp())
-           ORDER BY submitted_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-        RETURNING b.client_code, b.external_batch_id, b.integration_id`,
-      [token, leaseSeconds, runnerId, now, holder],
-    )
-  )[0]
+  const clients = await db.query<{ client_code: string }>(
+    `SELECT b.client_code FROM batches b WHERE ${claimable('b')}
+      GROUP BY b.client_code ORDER BY min(b.submitted_at), b.client_code LIMIT $1`,
+    [CLAIM_CLIENTS],
+  )
+  for (const { client_code } of clients) {
+    const claimed = (
+      await db.query<ClaimedBatch>(
+        `UPDATE batches b SET status = 'running', lease_token = $1, lease_expires_at = clock_timestamp() + make_interval(secs => $2),
+                lease_holder = $5, started_at = COALESCE(b.started_at, $4), attempts = b.attempts + 1, runner_id = $3
+          WHERE b.client_code = $6 AND b.external_batch_id = (
+            SELECT c.external_batch_id FROM batches c WHERE c.client_code = $6 AND ${claimable('c')}
+             ORDER BY c.submitted_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+          RETURNING b.client_code, b.external_batch_id, b.integration_id`,
+        [token, leaseSeconds, runnerId, now, holder, client_code],
+      )
+    )[0]
+    if (claimed) return claimed
+  }
+  return undefined
 }
 
 /**

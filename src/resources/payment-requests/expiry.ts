@@ -2,7 +2,7 @@ import type { Clock } from '../../domain/time.ts'
 import type { Store } from '../../store/store.ts'
 import type { ClientClocks } from '../client-clocks.ts'
 import { inUnitOfWork } from '../unit-of-work.ts'
-import { expireDue } from './store.ts'
+import { clientsWithExpiredRequests, expireDue } from './store.ts'
 
 /**
  * The expiry rule's sweep: flips open Payment requests past `expiresAt` to `expired`, each with revision + 1 and
@@ -13,9 +13,10 @@ import { expireDue } from './store.ts'
  * recordExpiryIfDue): the sweep only makes sure the feed hears of requests nobody looks at. Its schedule is the
  * payment expiry worker's (src/workers/payment-expiry.ts).
  *
- * Per-client clocks (the sandbox): with `sandbox`, the clients on real time are swept first, then each client whose
- * clock is stopped, at its own time. With `clientCode`, only that client is swept, at `clock`'s time (the caller
- * entered the client's scope).
+ * Per client (docs/scaling.md): a read-only search finds the clients with requests past their expiry, then each
+ * client is swept on its own, every statement naming it. Per-client clocks (the sandbox): with `sandbox`, the
+ * clients on real time are swept first, then each client whose clock is stopped, at its own time. With
+ * `clientCode`, only that client is swept, at `clock`'s time (the caller entered the client's scope).
  */
 export const PAYMENT_EXPIRY_CHUNK = 500
 
@@ -28,33 +29,46 @@ export interface ExpirySweepOptions {
   onFeedAppended?: () => void
 }
 
-/** Sweeps until no due request is left (or `maxChunks` chunks ran per pass); returns how many it expired. */
+/** Sweeps until no due request is left (or `maxChunks` chunks ran per client); returns how many it expired. */
 export async function sweepExpiredPaymentRequests(store: Store, clock: Clock, opts: ExpirySweepOptions = {}): Promise<number> {
   const { sandbox } = opts
-  if (!sandbox || opts.clientCode !== undefined) return sweepPass(store, clock, opts, { clientCode: opts.clientCode })
-  let total = await sweepPass(store, clock, opts, { realTimeOnly: true })
+  if (opts.clientCode !== undefined) return sweepClient(store, clock, opts, opts.clientCode)
+  let total = await sweepClients(store, clock, opts, sandbox !== undefined)
+  if (!sandbox) return total
   for (const [clientCode, at] of await sandbox.clocks(store)) {
-    total += await sandbox.atInstant(at, () => sweepPass(store, sandbox.clock, opts, { clientCode }))
+    total += await sandbox.atInstant(at, () => sweepClient(store, sandbox.clock, opts, clientCode))
   }
   return total
 }
 
-async function sweepPass(
-  store: Store,
-  clock: Clock,
-  opts: ExpirySweepOptions,
-  only: { clientCode?: string | undefined; realTimeOnly?: boolean },
-): Promise<number> {
+/** How many clients one search finds (docs/scaling.md: the search across clients, then a pass per client). */
+const CLIENTS_PER_SEARCH = 100
+
+/**
+ * The clients with requests past their expiry (on real time only, with `realTimeOnly`), each swept on its own;
+ * searched again while a search came back full, since the clients found first are swept by then.
+ */
+async function sweepClients(store: Store, clock: Clock, opts: ExpirySweepOptions, realTimeOnly: boolean): Promise<number> {
+  let total = 0
+  for (let round = 0; round < (opts.maxChunks ?? 100); round++) {
+    const clients = await clientsWithExpiredRequests(store, clock.now().toISOString(), CLIENTS_PER_SEARCH, realTimeOnly)
+    for (const clientCode of clients) total += await sweepClient(store, clock, opts, clientCode)
+    if (clients.length < CLIENTS_PER_SEARCH) break
+  }
+  return total
+}
+
+/** One client's requests past their expiry, in chunks of one transaction each. */
+async function sweepClient(store: Store, clock: Clock, opts: ExpirySweepOptions, clientCode: string): Promise<number> {
   const chunk = opts.chunk ?? PAYMENT_EXPIRY_CHUNK
   const maxChunks = opts.maxChunks ?? 100
-  const filter = only.clientCode !== undefined ? { clientCode: only.clientCode } : only.realTimeOnly ? { realTimeOnly: true } : {}
   let total = 0
   for (let i = 0; i < maxChunks; i++) {
     const expired = await inUnitOfWork(
       store,
       async (uow) => {
         const now = clock.now().toISOString()
-        const rows = await expireDue(uow.tx, now, chunk, filter)
+        const rows = await expireDue(uow.tx, clientCode, now, chunk)
         for (const r of rows) {
           uow.appendChange(r.client_code, {
             type: 'payment_request.expired',

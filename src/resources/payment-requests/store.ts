@@ -177,30 +177,40 @@ export async function cancelPaymentRequest(
 }
 
 /**
- * The expiry sweeper's claim: up to `limit` open requests past their expiry, of any client, row-locked.
+ * The expiry sweeper's search (read only, across clients: docs/scaling.md): the clients with an open request past
+ * its expiry at `now`, the longest overdue first; `realTimeOnly` leaves out the clients whose sandbox clock is
+ * stopped (their own pass expires them at their time). Each is then swept on its own (expireDue).
+ */
+export async function clientsWithExpiredRequests(db: Queryable, now: string, limit: number, realTimeOnly: boolean): Promise<string[]> {
+  const rows = await db.query<{ client_code: string }>(
+    `SELECT r.client_code FROM payment_requests r
+      WHERE r.status = 'open' AND payment_request_expired(r.expires_at, $1) ${realTimeOnly ? `AND ${onRealTime('r')}` : ''}
+      GROUP BY r.client_code ORDER BY min(r.expires_at), r.client_code LIMIT $2`,
+    [now, limit],
+  )
+  return rows.map((r) => r.client_code)
+}
+
+/**
+ * The expiry sweeper's claim: up to `limit` open requests of one client past their expiry at `now`, row-locked.
  * SKIP LOCKED leaves rows another sweeper (or a confirmation) holds to it, so instances never wait on
  * each other and never expire a request twice. The partial index payment_requests_open_expiry serves it (the rule,
  * payment_request_expired, is an SQL function the planner inlines into `expires_at <= $1`).
  */
 export async function expireDue(
   tx: Tx,
+  clientCode: string,
   now: string,
   limit: number,
-  /**
-   * Sandbox clocks (src/sandbox): `clientCode` expires only that client's requests (at its time,
-   * `now`); `realTimeOnly` leaves out the clients whose clock is stopped (their own pass expires them).
-   */
-  only: { clientCode?: string; realTimeOnly?: boolean } = {},
 ): Promise<{ client_code: string; id: string; revision: number }[]> {
-  const filter = only.clientCode !== undefined ? 'AND r.client_code = $3' : only.realTimeOnly ? `AND ${onRealTime('r')}` : ''
   const rows = await tx.query<{ client_code: string; external_payment_request_id: string; revision: string }>(
     `UPDATE payment_requests p SET status = 'expired', revision = p.revision + 1, updated_at = $1
-       FROM (SELECT client_code, external_payment_request_id FROM payment_requests r
-              WHERE status = 'open' AND payment_request_expired(expires_at, $1) ${filter}
+       FROM (SELECT external_payment_request_id FROM payment_requests r
+              WHERE r.client_code = $3 AND status = 'open' AND payment_request_expired(expires_at, $1)
               ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) due
-      WHERE p.client_code = due.client_code AND p.external_payment_request_id = due.external_payment_request_id
+      WHERE p.client_code = $3 AND p.external_payment_request_id = due.external_payment_request_id
       RETURNING p.client_code, p.external_payment_request_id, p.revision`,
-    only.clientCode !== undefined ? [now, limit, only.clientCode] : [now, limit],
+    [now, limit, clientCode],
   )
   return rows.map((r) => ({ client_code: r.client_code, id: r.external_payment_request_id, revision: Number(r.revision) }))
 }

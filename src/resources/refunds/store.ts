@@ -147,11 +147,19 @@ export interface ClaimedRefund {
   provider_payment_id: string
 }
 
+/** A refund is due to be asked for (`f`: the alias; `$2`: now): pending, not yet accepted, due, not leased. */
+function refundDue(f: string): string {
+  return `${f}.status = 'pending' AND ${f}.provider_refund_id IS NULL AND (${f}.next_attempt_at IS NULL OR ${f}.next_attempt_at <= $2)
+          AND (${f}.lease_expires_at IS NULL OR ${f}.lease_expires_at <= $2 OR ${leaseHolderGone(`${f}.lease_holder`)})`
+}
+
 /**
- * Claims up to `limit` refunds to ask the provider for, as a lease: one UPDATE over rows picked with FOR UPDATE
- * SKIP LOCKED, so two instances never claim the same refund. A refund is due when pending, not yet accepted by the
- * provider (no provider_refund_id), its next attempt due, and not leased (or its lease expired at `now`, or its
- * holder's lock is gone: a killed process's claim is taken again). `now` is the base clock's time, as for every lease.
+ * Claims up to `limit` refunds to ask the provider for, as a lease. A refund is due when pending, not yet accepted
+ * by the provider (no provider_refund_id), its next attempt due, and not leased (or its lease expired at `now`, or
+ * its holder's lock is gone: a killed process's claim is taken again). `now` is the base clock's time, as for every
+ * lease. Per client (docs/scaling.md): one read-only statement finds the clients with a due refund (the most
+ * overdue first), then each client's are claimed by one UPDATE over rows picked with FOR UPDATE SKIP LOCKED within
+ * that client, so two instances never claim the same refund.
  */
 export async function claimRefunds(
   db: Queryable,
@@ -159,23 +167,33 @@ export async function claimRefunds(
 ): Promise<ClaimedRefund[]> {
   const holder = claimKey(c.holder)
   if (holder === 'not_held') return []
-  return db.query<ClaimedRefund>(
-    `WITH picked AS (
-       SELECT client_code, external_payment_request_id, external_refund_id FROM refunds
-        WHERE status = 'pending' AND provider_refund_id IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= $2)
-          AND (lease_expires_at IS NULL OR lease_expires_at <= $2 OR ${leaseHolderGone('lease_holder')})
-        ORDER BY next_attempt_at NULLS FIRST, created_at
-        LIMIT $4
-        FOR UPDATE SKIP LOCKED)
-     UPDATE refunds r SET lease_token = $1, lease_expires_at = $3, lease_holder = $5, attempts = r.attempts + 1
-       FROM picked, payments p
-      WHERE r.client_code = picked.client_code AND r.external_payment_request_id = picked.external_payment_request_id
-        AND r.external_refund_id = picked.external_refund_id
-        AND p.client_code = r.client_code AND p.external_payment_request_id = r.external_payment_request_id
-     RETURNING r.client_code, r.external_payment_request_id, r.external_refund_id, r.currency, r.amount_minor, r.reason, r.attempts,
-               p.provider, p.provider_payment_id`,
-    [c.token, c.now, c.leaseUntil, c.limit, holder],
+  const clients = await db.query<{ client_code: string }>(
+    `SELECT f.client_code FROM refunds f WHERE ${refundDue('f')}
+      GROUP BY f.client_code ORDER BY bool_or(f.next_attempt_at IS NULL) DESC, min(f.next_attempt_at), min(f.created_at), f.client_code LIMIT $1`,
+    [c.limit, c.now],
   )
+  const claimed: ClaimedRefund[] = []
+  for (const { client_code } of clients) {
+    if (claimed.length >= c.limit) break
+    const rows = await db.query<ClaimedRefund>(
+      `WITH picked AS (
+         SELECT f.external_payment_request_id, f.external_refund_id FROM refunds f
+          WHERE f.client_code = $6 AND ${refundDue('f')}
+          ORDER BY f.next_attempt_at NULLS FIRST, f.created_at
+          LIMIT $4
+          FOR UPDATE SKIP LOCKED)
+       UPDATE refunds r SET lease_token = $1, lease_expires_at = $3, lease_holder = $5, attempts = r.attempts + 1
+         FROM picked, payments p
+        WHERE r.client_code = $6 AND r.external_payment_request_id = picked.external_payment_request_id
+          AND r.external_refund_id = picked.external_refund_id
+          AND p.client_code = $6 AND p.external_payment_request_id = r.external_payment_request_id
+       RETURNING r.client_code, r.external_payment_request_id, r.external_refund_id, r.currency, r.amount_minor, r.reason, r.attempts,
+                 p.provider, p.provider_payment_id`,
+      [c.token, c.now, c.leaseUntil, c.limit - claimed.length, holder, client_code],
+    )
+    claimed.push(...rows)
+  }
+  return claimed
 }
 
 /** Identifies a refund; `token`: the claim's (the worker), null for a decision no claim makes (a provider's event). */

@@ -328,8 +328,10 @@ export interface AttemptOutcome {
 /**
  * A delivery of the same resource as `d` (the row being updated) of a later feed event, pending or delivered
  * already: it supersedes `d` (a retry of `d` would tell the receiver nothing newer than what it has or will have).
+ * The client and the endpoint are the statement's own ($1, $2), not the outer row's, so that the subquery names its
+ * client (docs/scaling.md).
  */
-const NEWER_PENDING_WHERE = `n.client_code = d.client_code AND n.integration_id = d.integration_id AND n.status IN ('pending', 'delivered')
+const NEWER_PENDING_WHERE = `n.client_code = $1 AND n.integration_id = $2 AND n.status IN ('pending', 'delivered')
   AND n.type <> 'ping' AND d.type <> 'ping' AND n.resource_type = d.resource_type AND n.resource_id = d.resource_id AND n.seq > d.seq`
 const NEWER_PENDING = `SELECT 1 FROM webhook_deliveries n WHERE ${NEWER_PENDING_WHERE}`
 

@@ -423,10 +423,19 @@ describe('expiry', () => {
     assert.deepEqual([retry.status, retry.json.status, retry.json.revision], [200, 'expired', 2])
   })
 
-  test('the sweeper expires every due open request in bounded chunks, once, and leaves the rest alone', async () => {
+  test('the sweeper expires every due open request in bounded chunks, once, client by client, and leaves the rest alone', async () => {
     await payableReceivable(t, k, 'r-sweep')
     const ids = ['pr-sw-1', 'pr-sw-2', 'pr-sw-3', 'pr-sw-4', 'pr-sw-5']
     for (const id of ids) await put(id, { externalReceivableId: 'r-sweep', amount: usd('1.00'), expiresAt: iso(nowMs + 3_600_000) })
+    // A second client's due requests: the sweep finds both clients, then expires each client's on its own.
+    const k2 = await t.tenant(`${CLIENT}-2`)
+    await payableReceivable(t, k2, 'r-sweep-2')
+    const put2 = (id: string, body: unknown) => t.call('PUT', `/v1/clients/${CLIENT}-2/payment-requests/${id}`, { key: k2.apiKey, body })
+    for (const id of ['pr-sw2-1', 'pr-sw2-2', 'pr-sw2-3'])
+      assert.equal(
+        (await put2(id, { externalReceivableId: 'r-sweep-2', amount: usd('1.00'), expiresAt: iso(nowMs + 3_600_000) })).status,
+        201,
+      )
     await put('pr-sw-late', { externalReceivableId: 'r-sweep', amount: usd('1.00'), expiresAt: iso(nowMs + 7_200_000) })
     await put('pr-sw-paid', { externalReceivableId: 'r-sweep', amount: usd('1.00'), expiresAt: iso(nowMs + 3_600_000) })
     await simulate('pr-sw-paid', 'confirmed')
@@ -453,6 +462,10 @@ describe('expiry', () => {
     }
     assert.equal((await get('pr-sw-late')).json.status, 'open')
     assert.deepEqual([(await get('pr-sw-paid')).json.status, (await get('pr-sw-paid')).json.revision], ['confirmed', 2])
+    for (const id of ['pr-sw2-1', 'pr-sw2-2', 'pr-sw2-3']) {
+      const r = (await t.call('GET', `/v1/clients/${CLIENT}-2/payment-requests/${id}`, { key: k2.apiKey })).json
+      assert.deepEqual([r.status, r.revision, r.updatedAt], ['expired', 2, sweptAt], id)
+    }
   })
 })
 

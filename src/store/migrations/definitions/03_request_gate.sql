@@ -10,6 +10,8 @@
 --   statement that is both its gate and its read and gone when it ends, which writes nothing; it takes the lock
 --   first and then checks, in a new snapshot, that no live row holds the slot, so a row claim committed before
 --   the lock was taken is seen.
+-- Every statement on the two tables names one bucket (its primary key's first column): on Citus both are distributed
+-- by `bucket` (docs/scaling.md, "The request gate"), so each is routed to one node.
 -- Either way the loser is refused (429), never kept waiting. The lock's key is a 64-bit hash of the bucket and the
 -- slot (`slot|<bucket>|<n>`); the identity locks of the write path hash `<client>/<kind>/<id>`.
 --
@@ -80,6 +82,7 @@ DECLARE
   k record;
   buckets text[];
   b text;
+  d text;
   n integer;
   worst integer := 0;
   slotted boolean := true;
@@ -137,7 +140,10 @@ BEGIN
   IF NOT p_transient THEN
     FOREACH b IN ARRAY buckets LOOP
       IF request_slot(b, p_concurrency, p_now, p_reclaim, p_holder, expires, false) IS NULL THEN
-        DELETE FROM inflight_requests WHERE bucket = ANY (buckets) AND holder = p_holder;
+        -- One bucket per statement (on Citus each bucket's rows are on the node of its hash: docs/scaling.md).
+        FOREACH d IN ARRAY buckets LOOP
+          DELETE FROM inflight_requests WHERE bucket = d AND holder = p_holder;
+        END LOOP;
         slotted := false;
         EXIT;
       END IF;
