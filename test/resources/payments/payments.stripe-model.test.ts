@@ -240,7 +240,7 @@ function refundedUnapplied(q: Sequence, r: RequestModel, p: PaymentModel, amount
  */
 async function press(q: Sequence, r: RequestModel, where: string, amountTotal?: number): Promise<string | null> {
   const at = q.atStripe.get(r.id) as AtStripe
-  const res = await s.t.call('POST', at.path, { rawBody: 'outcome=confirmed', contentType: 'application/x-www-form-urlencoded' })
+  const res = await s.t.call('POST', at.path, { rawBody: 'action=pay', contentType: 'application/x-www-form-urlencoded' })
   assert.equal(res.status, 303, `${where}: ${res.body}`)
   const location = String(res.headers.location)
   const before = q.m.requests.slice(0, q.m.requests.indexOf(r)).filter(isOpen)
