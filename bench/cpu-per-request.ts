@@ -4,7 +4,8 @@
  * service (production, the spec's one request at a time per key) on a fresh database, seeds `CPU_KEYS` clients
  * (default 10), warms up, then sends `CPU_N` requests (default 2,000) of each scenario over the keys at once and prints
  * the service process's CPU and the database backends' CPU (both from /proc: the server must run on this host) per
- * request. A measurement, not a test.
+ * request, with the latency each key saw (p50: the keys' median; p99: the worst key's). DATABASE_LAYOUT=partitioned
+ * measures the partitioned layout (docs/scaling.md). A measurement, not a test.
  */
 import { readFileSync } from 'node:fs'
 import autocannon from 'autocannon'
@@ -61,11 +62,12 @@ try {
     ],
   ]
   type Make = (t: { client: string }) => { method: 'GET' | 'PUT'; path: string; body?: string }
-  const run = (make: Make, amount: number) =>
+  // Each key's autocannon result: its latency percentiles (ms), for the table's p50 (the keys' median) and p99 (their worst).
+  const run = (make: Make, amount: number): Promise<autocannon.Result[]> =>
     Promise.all(
       tenants.map(
         (t) =>
-          new Promise<void>((resolve, reject) => {
+          new Promise<autocannon.Result>((resolve, reject) => {
             autocannon(
               {
                 url: svc.url,
@@ -81,24 +83,29 @@ try {
                   },
                 ],
               },
-              (err, res) => (err ? reject(err) : res.non2xx ? reject(new Error(`${res.non2xx} non-2xx`)) : resolve()),
+              (err, res) => (err ? reject(err) : res.non2xx ? reject(new Error(`${res.non2xx} non-2xx`)) : resolve(res)),
             )
           }),
       ),
     )
-  console.log(`| scenario | requests | service CPU µs/request | backends CPU µs/request | wall s |\n|---|---:|---:|---:|---:|`)
+  console.log(
+    `| scenario | requests | service CPU µs/request | backends CPU µs/request | wall s | p50 ms | p99 ms |\n|---|---:|---:|---:|---:|---:|---:|`,
+  )
   for (const [label, make] of scenarios) {
     await run(make, 50)
     const pids = await backends()
     const s0 = cpuMs(svc.pid)
     const b0 = pids.reduce((a, p) => a + cpuMs(p), 0)
     const t0 = performance.now()
-    await run(make, Math.ceil(N / KEYS))
+    const results = await run(make, Math.ceil(N / KEYS))
+    const p50s = results.map((r) => r.latency.p50).sort((a, b) => a - b)
+    const p50 = p50s[Math.floor(p50s.length / 2)] ?? 0
+    const p99 = Math.max(...results.map((r) => r.latency.p99))
     const wall = (performance.now() - t0) / 1000
     const n = Math.ceil(N / KEYS) * KEYS
     const s = cpuMs(svc.pid) - s0
     const b = pids.reduce((a, p) => a + cpuMs(p), 0) - b0
-    console.log(`| ${label} | ${n} | ${Math.round((s * 1000) / n)} | ${Math.round((b * 1000) / n)} | ${wall.toFixed(1)} |`)
+    console.log(`| ${label} | ${n} | ${Math.round((s * 1000) / n)} | ${Math.round((b * 1000) / n)} | ${wall.toFixed(1)} | ${p50} | ${p99} |`)
   }
   await svc.stop()
 } finally {
