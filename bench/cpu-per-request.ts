@@ -105,7 +105,9 @@ try {
     const n = Math.ceil(N / KEYS) * KEYS
     const s = cpuMs(svc.pid) - s0
     const b = pids.reduce((a, p) => a + cpuMs(p), 0) - b0
-    console.log(`| ${label} | ${n} | ${Math.round((s * 1000) / n)} | ${Math.round((b * 1000) / n)} | ${wall.toFixed(1)} | ${p50} | ${p99} |`)
+    console.log(
+      `| ${label} | ${n} | ${Math.round((s * 1000) / n)} | ${Math.round((b * 1000) / n)} | ${wall.toFixed(1)} | ${p50} | ${p99} |`,
+    )
   }
   await svc.stop()
 } finally {
