@@ -3,6 +3,7 @@ import { after, before, test } from 'node:test'
 import { type Response, startTestApp, type Tenant, type TestApp } from '../helpers/app.ts'
 import { capturingStore, type SentStatement } from '../helpers/capturing-store.ts'
 import { payableReceivable } from '../helpers/payments.ts'
+import { type PlanNode, planNodes } from '../helpers/plans.ts'
 import { createTestDatabase, engineName } from '../helpers/store.ts'
 
 /**
@@ -160,13 +161,7 @@ after(async () => {
   await t.db.drop()
 })
 
-interface PlanNode {
-  'Node Type': string
-  'Relation Name'?: string
-  'Index Name'?: string
-  Plans?: PlanNode[]
-}
-const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)]
+const nodes = planNodes
 
 const CALLS: { segment: string; query: string; table: string; sorts?: true }[] = [
   ...['', '?externalReceivableId=r2', '?status=failed', '?status=open'].map((query) => ({

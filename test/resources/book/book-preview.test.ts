@@ -87,7 +87,7 @@ function statementName(sql: string): string {
 
 /**
  * Pinned: the statements of one preview, by name. Beside the request's own admission (the gate and, on
- * PostgreSQL, the release of its concurrency slot), three reads: the listed batches' statuses, the last declared
+ * PostgreSQL, the release of its concurrency slots, one statement per bucket: the key's and the sandbox client's), three reads: the listed batches' statuses, the last declared
  * position, and the plan. No transaction, no other write, and the database is unchanged.
  */
 async function previewReadsOnly(
@@ -107,7 +107,8 @@ async function previewReadsOnly(
     ...(readsRun > 0 ? ['sandbox clock'] : []),
   ]
   const reads = ['batch statuses', 'last declared position', 'the plan'].slice(0, readsRun)
-  const release = onPostgres ? ["slot release (PostgreSQL: the request's own concurrency slot)"] : []
+  // One release per bucket (src/store/gate-store.ts releaseSlots): the key's and, in sandbox, the client's.
+  const release = onPostgres ? Array(2).fill("slot release (PostgreSQL: the request's own concurrency slot)") : []
   assert.deepEqual(statements, [...admission, ...reads, ...release])
   assert.deepEqual(await bookState(clientCode), before, 'the database is unchanged')
   return { res, statements }

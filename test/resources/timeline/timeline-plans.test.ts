@@ -3,6 +3,7 @@ import { after, before, test } from 'node:test'
 import { type Response, startTestApp, type Tenant, type TestApp } from '../../helpers/app.ts'
 import { capturingStore, type SentStatement } from '../../helpers/capturing-store.ts'
 import { payableReceivable } from '../../helpers/payments.ts'
+import { type PlanNode, planNodes } from '../../helpers/plans.ts'
 import { createTestDatabase, engineName } from '../../helpers/store.ts'
 
 /**
@@ -109,13 +110,7 @@ after(async () => {
   await t.db.drop()
 })
 
-interface PlanNode {
-  'Node Type': string
-  'Relation Name'?: string
-  'Index Name'?: string
-  Plans?: PlanNode[]
-}
-const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)]
+const nodes = planNodes
 
 test(`a timeline page reads each big table through an index, never a sequential scan (${engineName}, ${N} rows a table a client)`, async () => {
   const report: string[] = []
