@@ -163,10 +163,12 @@ export async function releaseSlots(
 ): Promise<void> {
   if (buckets === null) await db.query('DELETE FROM inflight_requests WHERE holder = $1', [holder])
   // One statement per bucket (one in production, the key's; two in sandbox): on Citus the table is distributed by
-  // bucket, so each is routed to one node (docs/scaling.md, "The request gate").
+  // bucket, so each is routed to one node (docs/scaling.md, "The request gate"). Sent together: inside a transaction
+  // on PostgreSQL they share one round trip (pipeline mode, src/store/postgres.ts).
   else
-    for (const bucket of buckets)
-      await db.query('DELETE FROM inflight_requests WHERE bucket = $1 AND holder = $2', [bucket, holder], options)
+    await Promise.all(
+      buckets.map((bucket) => db.query('DELETE FROM inflight_requests WHERE bucket = $1 AND holder = $2', [bucket, holder], options)),
+    )
 }
 
 /** A release on its own (after the response, not in a transaction): prepared, it runs on every request. */
