@@ -1,5 +1,5 @@
 import type { Tx } from '../../store/store.ts'
-import { COLUMNS as PAYMENT_COLUMNS, type PaymentRow } from './store.ts'
+import { COLUMNS as PAYMENT_COLUMNS, type PaymentRow, releaseAllocation } from './store.ts'
 
 /**
  * SQL of a dispute's reinstatement (payments/reinstatement.ts; migration 0044): the dispute's reversal marked undone
@@ -92,8 +92,9 @@ export async function recordReinstated(
 }
 
 /**
- * Allocated money back in the Receivable's amounts (the inverse of store.ts releaseAllocation): `unacknowledged` into
- * confirmed_unreconciled_minor, `acknowledged` into acknowledged_undeclared_minor. Returns the new revision.
+ * Allocated money back in the Receivable's amounts, the inverse of store.ts releaseAllocation (the same statement with
+ * the amounts negated): `unacknowledged` into confirmed_unreconciled_minor, `acknowledged` into
+ * acknowledged_undeclared_minor. Returns the new revision.
  */
 export async function restoreAllocation(
   tx: Tx,
@@ -102,11 +103,11 @@ export async function restoreAllocation(
   r: { unacknowledgedMinor: bigint; acknowledgedMinor: bigint },
   now: string,
 ): Promise<number> {
-  const rows = await tx.query<{ revision: string }>(
-    `UPDATE receivables SET confirmed_unreconciled_minor = confirmed_unreconciled_minor + $3,
-            acknowledged_undeclared_minor = acknowledged_undeclared_minor + $4, revision = revision + 1, updated_at = $5
-      WHERE client_code = $1 AND external_receivable_id = $2 RETURNING revision`,
-    [clientCode, receivableId, r.unacknowledgedMinor.toString(), r.acknowledgedMinor.toString(), now],
+  return releaseAllocation(
+    tx,
+    clientCode,
+    receivableId,
+    { unacknowledgedMinor: -r.unacknowledgedMinor, acknowledgedMinor: -r.acknowledgedMinor },
+    now,
   )
-  return Number(rows[0]?.revision)
 }
