@@ -185,6 +185,9 @@ export function reinstate(m: Model, p: PaymentModel, amount: bigint): bigint {
   p.undeclared += acknowledged
   m.cu += fits
   m.au += acknowledged
+  // Money owed again lowers the working amount: a fall, like the Source's. Requests made before it may ask more until
+  // the pay-time check cancels each that no longer fits (checkInvariants).
+  if (fits > 0n) m.falls += 1
   return unapplied + overflow
 }
 

@@ -96,6 +96,20 @@ const numRuns = Number(process.env.PROPERTY_RUNS ?? 25)
 
 /** Tried first: paid, disputed and won after the debtor paid again; a lost payment, a lost win, one sweep. */
 const examples: [Action[]][] = [
+  // A won dispute owes money again while a request made before it is open: that request may ask more than the working
+  // amount until the pay-time check cancels it (found on the partitioned layout's run, 2026-11-28).
+  [
+    [
+      { kind: 'pay', cents: 1_156, lost: false },
+      { kind: 'pay', cents: 5_077, lost: false },
+      { kind: 'dispute', pick: 0, cents: 1 },
+      { kind: 'mismatch', cents: 1_282, lost: false },
+      { kind: 'pay', cents: 2_486, lost: false },
+      { kind: 'close', pick: 0, won: true, via: 'closed' },
+      { kind: 'pay', cents: 1, lost: false },
+      { kind: 'refund', pick: 0, cents: 1 },
+    ],
+  ],
   [
     [
       { kind: 'pay', cents: 4_000, lost: false },
