@@ -6,7 +6,7 @@ import type { Grant } from '../access/grants.ts'
 import type { Config } from '../config.ts'
 import { isProblem, Problem } from '../domain/problems.ts'
 import { noStatement } from '../store/one-statement.ts'
-import { CommitOutcomeUnknownError, type Queryable } from '../store/store.ts'
+import { CommitOutcomeUnknownError, FailedAfterCommitError, type Queryable } from '../store/store.ts'
 import { type Admission, createAdmission, type Entry, type Exchange, releaseBeforeSend } from './admission.ts'
 import { parseJsonBody } from './json-body.ts'
 import type { Gate } from './limits.ts'
@@ -137,6 +137,8 @@ export interface HttpDeps {
 const UNEXPECTED = 'An unexpected error prevented a safe commit. Nothing was saved. Retry with backoff.'
 const AFTER_HANDLER =
   'The request was processed, but its answer could not be produced; it may have been saved. Read the resource before retrying.'
+const SAVED_WITHOUT_ANSWER =
+  'The write was saved, but its answer could not be produced. Read the resource to see it; retrying the identical request is safe: every write is idempotent by its identity.'
 const COMMIT_OUTCOME_UNKNOWN =
   'The database connection was lost while this write was being committed, so its outcome is unknown. Retrying the identical request is safe: every write is idempotent by its identity.'
 
@@ -224,7 +226,13 @@ export function buildServer(deps: HttpDeps, routes: RouteDef[]): FastifyInstance
       const mayHaveSaved = handled && request.method !== 'GET' && request.method !== 'HEAD'
       problem = new Problem(
         'projection_unavailable',
-        err instanceof CommitOutcomeUnknownError ? COMMIT_OUTCOME_UNKNOWN : mayHaveSaved ? AFTER_HANDLER : UNEXPECTED,
+        err instanceof CommitOutcomeUnknownError
+          ? COMMIT_OUTCOME_UNKNOWN
+          : err instanceof FailedAfterCommitError
+            ? SAVED_WITHOUT_ANSWER
+            : mayHaveSaved
+              ? AFTER_HANDLER
+              : UNEXPECTED,
       )
     }
     if (problem.code === 'request_too_large') reply.header('connection', 'close')

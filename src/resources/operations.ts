@@ -72,6 +72,12 @@ export interface WriteOperation<S extends z.ZodType = z.ZodType> {
   before?(ctx: OperationContext, body: z.output<S>): Promise<void>
   /** A Source write records that the Source was heard from (lastReceivedAt, and the stale-to-fresh flip). */
   source: boolean
+  /**
+   * The answer's render reads in steps (a statement sent after another's answer): COMMIT then waits for the render,
+   * one round trip more, since no statement may follow a COMMIT sent early (`executeWrite`). Without it the render
+   * sends every statement before awaiting any, and COMMIT leaves with them.
+   */
+  answerInSteps?: true
   run(uow: UnitOfWork, ctx: OperationContext, body: z.output<S>): Promise<OperationResult>
 }
 
@@ -163,9 +169,10 @@ export interface RouteDeps {
 /**
  * One write in its own transaction, in this order before COMMIT: (1) the operation's writes and (2) its hold
  * changes (runOperation), (3) the source-activity touch with the stale-to-fresh flip it may cause and (4) the
- * change-feed events (the flush), then (5) the response, rendered from what the transaction wrote and parsed
- * against the operation's response schema. Any of them failing rolls everything back, so "Nothing was saved"
- * is true whenever it is said.
+ * change-feed events (the flush), then (5) the response, rendered from what the transaction wrote, (6) the slot's
+ * release and COMMIT, all sent together; the response is parsed against the operation's response schema once it
+ * arrives. Any of (1)-(6) failing rolls everything back, so "Nothing was saved" is true whenever it is said; a
+ * response that does not fit its schema is found after COMMIT left on PostgreSQL, and is then answered as saved.
  */
 export async function executeWrite(
   { store, clock, onFeedAppended }: RouteDeps,
@@ -185,8 +192,13 @@ export async function executeWrite(
         ? { type: 'integration', ...(ctx.apiKeyId ? { ref: ctx.apiKeyId } : {}) }
         : uow.actor
     const result = await runOperation(uow, op, ctx, body, isoNow(clock))
-    // (3)-(6) in one round trip: the flush, the response's render and the slot's release are sent together.
-    const [rendered] = await uow.flushWith(() => Promise.all([result.body(), release()]))
+    // (3)-(6) and COMMIT in one round trip: the flush, the response's render, the slot's release and COMMIT are
+    // sent together. The answer is then parsed after COMMIT left: should it not fit, the write stands and the store
+    // says so (FailedAfterCommitError), never "nothing was saved" (docs/decisions.md, "A write in two round trips").
+    const [rendered] = await uow.flushWith(
+      () => Promise.all([result.body(), release()]),
+      tx.commit && !op.answerInSteps ? () => tx.commit?.() : undefined,
+    )
     if (uow.feedAppended) appended = uow.appendedTypes
     const parsed = (op.responses?.[result.status] ?? op.response).parse(rendered)
     return { answer: { status: result.status, body: parsed, validated: true as const }, afterCommit: result.afterCommit }

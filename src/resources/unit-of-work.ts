@@ -1,8 +1,7 @@
-import { rollbackToSavepoint, setSavepoint } from '../store/savepoints.ts'
 import type { Store, Tx } from '../store/store.ts'
 import { type ChangeActor, type ChangeInput, insertChanges } from './feed/store.ts'
-import { recordClientFact } from './holds/client-facts-store.ts'
-import { type SourceTouch, writeSourceActivity } from './holds/source-activity-store.ts'
+import { recordSourceFreshFact } from './holds/client-facts-store.ts'
+import { type SourceTouch, touchMakesFresh, writeSourceActivity } from './holds/source-activity-store.ts'
 import { bumpReceivableRevisions, type HoldSnapshot, holdSnapshot } from './holds/store.ts'
 
 /**
@@ -119,13 +118,14 @@ export class UnitOfWork {
   }
 
   /**
-   * `flush`, and `after` (a write's render and its slot's release) in the same round trip: every statement is sent
-   * before any answer is awaited (docs/decisions.md, "A write in few round trips"). The touch's stale-to-fresh flip
-   * is rare and must come before the feed statement (which reads the client's last fact), so the feed is sent
-   * optimistically behind a savepoint: when a touch does flip, the flush is rolled back to it and done again in
-   * order (touch, fact, feed, then `after` again). Returns what `after` returned, from the run that stood.
+   * `flush`, and `after` (a write's render and its slot's release) in the same round trip, and COMMIT with them when
+   * `commit` is given (`Tx.commit`): every statement is sent before any answer is awaited (docs/decisions.md, "A
+   * write in two round trips"). The touch's stale-to-fresh flip, rare, must record its client fact before the feed
+   * statement (which reads the client's last fact): the touch takes the fact's number in its own statement and the
+   * fact's statement right after it stores the fact only when the touch flipped, so no answer is needed to order
+   * them. Returns what `after` returned.
    */
-  async flushWith<R>(after: () => Promise<R>): Promise<R> {
+  async flushWith<R>(after: () => Promise<R>, commit?: () => void): Promise<R> {
     if ([...this.watched.values()].some((m) => m.size > 0)) throw new Error('watched holds were never recorded (recordHoldChanges)')
     const touches = [...this.touches]
     this.touches.clear()
@@ -134,29 +134,18 @@ export class UnitOfWork {
       return events.length > 0 ? [[clientCode, events] as const] : []
     })
     this.events.clear()
-    const guarded = touches.length > 0 && feeds.length > 0
     const sent: Promise<unknown>[] = []
-    if (guarded) sent.push(setSavepoint(this.tx, 'uow_flush'))
-    const flips = touches.map(([clientCode, touch]) => writeSourceActivity(this.tx, clientCode, touch))
-    sent.push(...flips)
+    for (const [clientCode, touch] of touches) {
+      sent.push(writeSourceActivity(this.tx, clientCode, touch))
+      // A change of the client-wide source_stale hold: one fact, not a revision of each Receivable here.
+      if (touchMakesFresh(touch)) sent.push(recordSourceFreshFact(this.tx, clientCode, touch.now))
+    }
     sent.push(...feeds.map(([clientCode, events]) => insertChanges(this.tx, clientCode, events, this.actor)))
     const answer = after()
+    commit?.()
     await Promise.all([...sent, answer])
-    const flipped = await Promise.all(flips)
-    if (!flipped.some(Boolean)) {
-      this.markAppended(feeds)
-      return answer
-    }
-    if (guarded) await rollbackToSavepoint(this.tx, 'uow_flush')
-    // In order now: each touch again (the savepoint undid it) and the fact of each that flips, the feed, then `after`.
-    for (const [i, [clientCode, touch]] of touches.entries()) {
-      const flips = guarded ? await writeSourceActivity(this.tx, clientCode, touch) : flipped[i]
-      // A change of the client-wide source_stale hold: one fact, not a revision of each Receivable here.
-      if (flips) await recordClientFact(this.tx, clientCode, { kind: 'source_fresh', sourceStaleBefore: true }, touch.now)
-    }
-    for (const [clientCode, events] of feeds) await insertChanges(this.tx, clientCode, events, this.actor)
     this.markAppended(feeds)
-    return after()
+    return answer
   }
 
   private markAppended(feeds: readonly (readonly [string, readonly ChangeInput[]])[]): void {
@@ -254,7 +243,8 @@ export async function inUnitOfWork<T>(
   const result = await store.transaction(async (tx) => {
     const uow = new UnitOfWork(tx)
     const out = await fn(uow)
-    await uow.flush()
+    // The flush and COMMIT in one round trip: nothing is checked after the flush.
+    await uow.flushWith(async () => undefined, tx.commit && (() => tx.commit?.()))
     if (uow.feedAppended) appended = uow.appendedTypes
     return out
   })

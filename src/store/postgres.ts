@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import pg from 'pg'
 import { sessionLeaseHolder } from './lease-holder.ts'
-import { CommitOutcomeUnknownError, normalizeRow, type QueryOptions, type Store, type Tx } from './store.ts'
+import { CommitOutcomeUnknownError, FailedAfterCommitError, normalizeRow, type QueryOptions, type Store, type Tx } from './store.ts'
 
 /**
  * The PostgreSQL store: one `pg` pool.
@@ -92,8 +92,12 @@ export function openPostgres(connectionString: string, opts: PostgresOptions = {
     return held
   }
 
-  /** `fn` in the transaction `held` has begun (BEGIN sent, `beginning` its answer), then COMMIT or ROLLBACK. */
-  async function runTransaction<T>(held: Held, beginning: Promise<void>, fn: (tx: Tx) => Promise<T>): Promise<T> {
+  /**
+   * `fn` in the transaction `held` has begun (BEGIN sent, `beginning` its answer, `begun` true once it came), then
+   * COMMIT or ROLLBACK. COMMIT is sent when `fn` resolves, or earlier by `fn` itself (`Tx.commit`), pipelined behind
+   * its last statements.
+   */
+  async function runTransaction<T>(held: Held, beginning: Promise<void>, begun: () => boolean, fn: (tx: Tx) => Promise<T>): Promise<T> {
     const { client } = held
     // A statement that failed other than with an ordinary ERROR (a FATAL, a socket error) means the
     // connection is gone, even before the client's 'error' event says so, and even if `fn` catches it.
@@ -113,37 +117,65 @@ export function openPostgres(connectionString: string, opts: PostgresOptions = {
     // Once the transaction has ended its client is back in the pool, perhaps in another request's transaction: a
     // statement sent through this `tx` after the end is refused, never run there.
     let ended = false
+    /** COMMIT, once sent (by `fn` through `Tx.commit`, or here after `fn`). */
+    let committing: Promise<pg.QueryResult> | null = null
     const open = () => {
       if (ended) throw new Error('Transaction is closed')
+      if (committing) throw new Error('COMMIT was sent: the transaction takes no more statements')
     }
-    try {
-      const result = await fn({
-        query: async (sql, params, options) => {
-          open()
-          return watched(run(client, sql, params, options))
-        },
-        exec: async (sql) => {
-          open()
-          await watched(client.query(sql))
-        },
-        serialized: false,
-      })
-      // Answered long since whenever `fn` ran a statement (answers come in order); a BEGIN that failed fails here.
-      await watched(beginning)
-      // Lost before COMMIT was sent: the server rolls the transaction back, so nothing was saved.
-      if (held.lost) throw held.lost
+    /**
+     * COMMIT's answer: true when it committed, false when the server rolled back (a statement before it failed, so
+     * COMMIT answered ROLLBACK, or the server refused it: a deferred constraint, a serialization failure). Anything
+     * else (the connection failed, a FATAL) may have come after the commit was durable: CommitOutcomeUnknownError.
+     */
+    const settle = async (sent: Promise<pg.QueryResult>): Promise<boolean> => {
       try {
-        await client.query('COMMIT')
+        return (await sent).command === 'COMMIT'
       } catch (err) {
-        // The server refused the COMMIT (a deferred constraint, a serialization failure): rolled back.
-        // Anything else (the connection failed, a FATAL) may have come after the commit was durable.
-        if (isStatementError(err) && !held.lost) throw err
+        if (isStatementError(err) && !held.lost) return false
         releaseWith = err
         throw new CommitOutcomeUnknownError(err)
       }
+    }
+    try {
+      let result: T
+      try {
+        result = await fn({
+          query: async (sql, params, options) => {
+            open()
+            return watched(run(client, sql, params, options))
+          },
+          exec: async (sql) => {
+            open()
+            await watched(client.query(sql))
+          },
+          serialized: false,
+          commit: () => {
+            open()
+            // Before BEGIN's answer the transaction could still run again on a fresh connection: COMMIT then
+            // follows `fn`, so that nothing can have committed unseen.
+            if (!begun()) return
+            committing = client.query('COMMIT')
+            committing.catch(() => {})
+          },
+        })
+      } catch (err) {
+        if (!committing) throw err
+        // COMMIT left before `fn` failed: whether the writes stand is COMMIT's answer.
+        if (await settle(committing)) throw new FailedAfterCommitError(err)
+        throw err
+      }
+      // Answered long since whenever `fn` ran a statement (answers come in order); a BEGIN that failed fails here.
+      await watched(beginning)
+      if (!committing) {
+        // Lost before COMMIT was sent: the server rolls the transaction back, so nothing was saved.
+        if (held.lost) throw held.lost
+        committing = client.query('COMMIT')
+      }
+      if (!(await settle(committing))) throw new Error('The transaction was rolled back: a statement before its COMMIT failed.')
       return result
     } catch (err) {
-      if (releaseWith === undefined && !held.lost) {
+      if (!committing && !held.lost) {
         try {
           await client.query('ROLLBACK')
         } catch (rollbackErr) {
@@ -175,7 +207,7 @@ export function openPostgres(connectionString: string, opts: PostgresOptions = {
           begun = true
         })
         try {
-          return await runTransaction(held, beginning, fn)
+          return await runTransaction(held, beginning, () => begun, fn)
         } catch (err) {
           // The connection was lost before BEGIN was answered (a stale pooled connection, a backend terminated
           // just then): no statement's answer reached `fn` and COMMIT was never sent, so nothing was saved, and one

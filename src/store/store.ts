@@ -43,6 +43,18 @@ export interface Tx extends Queryable {
    * so locks that only order concurrent writers can be skipped.
    */
   readonly serialized: boolean
+  /**
+   * Sends COMMIT now, behind the statements already sent and before their answers are awaited, so that it travels
+   * in their round trip (docs/decisions.md, "A write in two round trips"). The transaction's function sends no
+   * statement after it (refused) and should await what it sent; the store then waits for COMMIT's answer. Should a
+   * statement before COMMIT fail, the server turns COMMIT into a rollback: nothing was saved. Should the function
+   * throw for a reason of its own after COMMIT left (its answer failed a check), the transaction may well have
+   * committed: the store reports that as `FailedAfterCommitError`, never as "nothing was saved". Absent where there is
+   * no round trip to save (PGlite runs in this thread: COMMIT follows the function, as without it); a call before the
+   * transaction's first answer is ignored (COMMIT then follows the function), so a transaction whose BEGIN is lost on
+   * a stale connection can still run again.
+   */
+  commit?(): void
 }
 
 /** How the store's connections are used at this moment (the /metrics gauges, src/http/metrics.ts). */
@@ -80,6 +92,17 @@ export class CommitOutcomeUnknownError extends Error {
   override readonly name = 'CommitOutcomeUnknownError'
   constructor(cause: unknown) {
     super('The database connection was lost while COMMIT was in flight; the outcome is unknown.', { cause })
+  }
+}
+
+/**
+ * The transaction's function failed after it had sent COMMIT (`Tx.commit`), and COMMIT succeeded: the writes are
+ * saved though the function did not finish (a write's answer failed its response schema). Never "nothing was saved".
+ */
+export class FailedAfterCommitError extends Error {
+  override readonly name = 'FailedAfterCommitError'
+  constructor(cause: unknown) {
+    super('The transaction committed, but what its function did after sending COMMIT failed.', { cause })
   }
 }
 

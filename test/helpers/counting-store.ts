@@ -7,7 +7,8 @@ import type { Store } from '../../src/store/store.ts'
  *
  * A round trip is a group of statements sent before any of their answers is awaited (src/store/postgres.ts sends
  * them pipelined): a statement sent while none of its transaction's statements is in flight starts one. BEGIN
- * leaves with the transaction's first statements (in their round trip), COMMIT is one of its own. Counted from how
+ * leaves with the transaction's first statements (in their round trip), COMMIT is one of its own unless sent early
+ * (`Tx.commit`, with the statements in flight: PostgreSQL). Counted from how
  * the code sends its statements, the same on both stores (PGlite runs each as one call into its backend all the same).
  */
 export interface CountingStore extends Store {
@@ -47,6 +48,7 @@ export function countingStore(inner: Store): CountingStore {
         // BEGIN is in flight until the first statement's round trip is answered.
         let begun = false
         let inFlight = 0
+        let committed = false
         const result = await fn({
           ...tx,
           async query(sql, params, options) {
@@ -60,10 +62,23 @@ export function countingStore(inner: Store): CountingStore {
               inFlight--
             }
           },
+          // COMMIT sent early (Tx.commit, PostgreSQL only) travels with the statements in flight.
+          ...(tx.commit
+            ? {
+                commit() {
+                  tx.commit?.()
+                  committed = true
+                  inTransactions.push('COMMIT')
+                  if (inFlight === 0) roundTrips++
+                },
+              }
+            : {}),
         })
         if (!begun) roundTrips++
-        inTransactions.push('COMMIT')
-        roundTrips++
+        if (!committed) {
+          inTransactions.push('COMMIT')
+          roundTrips++
+        }
         return result
       })
     },

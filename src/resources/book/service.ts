@@ -88,6 +88,8 @@ export function createBookService(deps: BookServiceDeps) {
     body: BookCompletionWrite,
     response: BookCompletion,
     source: true,
+    // Its answer reads the completion (or reconciliation) again, then what it renders from it.
+    answerInSteps: true,
     async run(uow: UnitOfWork, { clientCode, id }: OperationContext, body: BookCompletionWrite) {
       const { tx } = uow
       await lockIdentity(tx, clientCode, 'book', 'declarations')

@@ -43,6 +43,27 @@ export async function recordClientFact(tx: Tx, clientCode: string, fact: ClientF
   return seq
 }
 
+/**
+ * The `source_fresh` fact of a touch that flipped a stale client fresh (writeSourceActivity, sent just before in the
+ * same transaction, took its number): stores it, with the collection state read now, after the head's lock was
+ * granted, and makes sure the client has a fan-out row. Does nothing when the touch did not flip, so it is sent with
+ * the touch, before its answer (src/resources/unit-of-work.ts).
+ */
+export async function recordSourceFreshFact(tx: Tx, clientCode: string, at: string): Promise<void> {
+  await tx.query(
+    `WITH f AS (
+       INSERT INTO client_facts (client_code, seq, kind, collection_enabled_before, source_stale_before, recorded_at)
+       SELECT $1, h.last_seq, 'source_fresh', COALESCE((SELECT collection_enabled FROM clients WHERE client_code = $1), false), true, $2
+         FROM source_activity s JOIN client_fact_heads h ON h.client_code = $1
+        WHERE s.client_code = $1 AND s.stale_before AND NOT s.stale_recorded
+       RETURNING client_code
+     )
+     INSERT INTO client_fanouts (client_code) SELECT client_code FROM f ON CONFLICT (client_code) DO NOTHING`,
+    [clientCode, at],
+    { prepared: true },
+  )
+}
+
 /** A client's fan-out, claimed for one chunk transaction (its row stays locked until that transaction ends). */
 export interface ClaimedFanout {
   client_code: string

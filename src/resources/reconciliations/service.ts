@@ -320,6 +320,8 @@ export function createReconciliationService(deps: ReconciliationServiceDeps) {
     body: ReconciliationWrite,
     response: ReconciliationResponse,
     source: true,
+    // Its answer reads the completion (or reconciliation) again, then what it renders from it.
+    answerInSteps: true,
     run: (uow: UnitOfWork, { clientCode, id }: OperationContext, body: ReconciliationWrite) => create(deps, uow, clientCode, id, body),
   })
 
@@ -330,6 +332,8 @@ export function createReconciliationService(deps: ReconciliationServiceDeps) {
     body: ResolutionWrite,
     response: ReconciliationResponse,
     source: true,
+    // Its answer reads the completion (or reconciliation) again, then what it renders from it.
+    answerInSteps: true,
     run: (uow: UnitOfWork, { clientCode, id }: OperationContext, body: ResolutionWrite) => resolve(deps, uow, clientCode, id, body),
   })
 
