@@ -134,15 +134,27 @@ export class UnitOfWork {
       return events.length > 0 ? [[clientCode, events] as const] : []
     })
     this.events.clear()
+    // Each write of the flush must be on the wire before COMMIT may follow it unanswered: one that sent nothing at
+    // once (its own code failed before its statement, or waits on something first) makes COMMIT wait for the answers,
+    // so that a flush that did not reach the database whole can never commit.
+    let onWire = 0
+    const tx: Tx = { ...this.tx, query: (sql, params, options) => (onWire++, this.tx.query(sql, params, options)) }
+    let whole = true
     const sent: Promise<unknown>[] = []
-    for (const [clientCode, touch] of touches) {
-      sent.push(writeSourceActivity(this.tx, clientCode, touch))
-      // A change of the client-wide source_stale hold: one fact, not a revision of each Receivable here.
-      if (touchMakesFresh(touch)) sent.push(recordSourceFreshFact(this.tx, clientCode, touch.now))
+    const send = (write: () => Promise<unknown>) => {
+      const before = onWire
+      sent.push(write())
+      if (onWire === before) whole = false
     }
-    sent.push(...feeds.map(([clientCode, events]) => insertChanges(this.tx, clientCode, events, this.actor)))
+    for (const [clientCode, touch] of touches) {
+      send(() => writeSourceActivity(tx, clientCode, touch))
+      // A change of the client-wide source_stale hold: one fact, not a revision of each Receivable here.
+      if (touchMakesFresh(touch)) send(() => recordSourceFreshFact(tx, clientCode, touch.now))
+    }
+    for (const [clientCode, events] of feeds) send(() => insertChanges(tx, clientCode, events, this.actor))
+    // `after` only reads and frees the slot: should it fail before its statements, what the flush wrote stands whole.
     const answer = after()
-    commit?.()
+    if (whole) commit?.()
     await Promise.all([...sent, answer])
     this.markAppended(feeds)
     return answer

@@ -30,6 +30,13 @@ export interface PostgresOptions {
   onLeaseHolderError?: (err: Error) => void
 }
 
+/**
+ * `pg`'s own mapping of a parameter to its wire form (exported at run time, not typed). A transaction's statement
+ * maps its parameters with it before the statement is queued, so that one whose parameters cannot be sent fails
+ * here, before anything after it leaves; mapped values pass through `pg`'s mapping unchanged.
+ */
+const prepareValue = (pg as unknown as { utils: { prepareValue(value: unknown): unknown } }).utils.prepareValue
+
 /** An error the server sent as an ordinary ERROR: the statement failed, the connection is fine. */
 function isStatementError(err: unknown): boolean {
   return err instanceof pg.DatabaseError && err.severity === 'ERROR'
@@ -119,6 +126,11 @@ export function openPostgres(connectionString: string, opts: PostgresOptions = {
     let ended = false
     /** COMMIT, once sent (by `fn` through `Tx.commit`, or here after `fn`). */
     let committing: Promise<pg.QueryResult> | null = null
+    /**
+     * A statement whose parameters could not be put on the wire: `pg` then skips it and goes on with the statements
+     * after it, so a COMMIT sent early would commit without it. COMMIT then waits for `fn`.
+     */
+    let unsent = false
     const open = () => {
       if (ended) throw new Error('Transaction is closed')
       if (committing) throw new Error('COMMIT was sent: the transaction takes no more statements')
@@ -143,7 +155,14 @@ export function openPostgres(connectionString: string, opts: PostgresOptions = {
         result = await fn({
           query: async (sql, params, options) => {
             open()
-            return watched(run(client, sql, params, options))
+            let values: unknown[] | undefined
+            try {
+              values = params?.map(prepareValue)
+            } catch (err) {
+              unsent = true
+              throw err
+            }
+            return watched(run(client, sql, values, options))
           },
           exec: async (sql) => {
             open()
@@ -153,8 +172,8 @@ export function openPostgres(connectionString: string, opts: PostgresOptions = {
           commit: () => {
             open()
             // Before BEGIN's answer the transaction could still run again on a fresh connection: COMMIT then
-            // follows `fn`, so that nothing can have committed unseen.
-            if (!begun()) return
+            // follows `fn`, so that nothing can have committed unseen. After a statement that never left, likewise.
+            if (!begun() || unsent) return
             committing = client.query('COMMIT')
             committing.catch(() => {})
           },

@@ -163,7 +163,8 @@ describe(`a chunk that fails (${engineName})`, () => {
     const code = 'fan-fail'
     const { c } = await clientWith(code, 30)
     assert.equal((await t.admin('PUT', `/admin/v1/clients/${code}`, { collectionEnabled: true })).status, 200)
-    // A store whose next chunk fails after its Receivables were bumped, before anything committed.
+    // A store whose next chunk fails after its Receivables were bumped, before anything committed: its feed statement
+    // fails in the database (a serialization failure), so COMMIT, sent with it on PostgreSQL, rolls back.
     let failures = 1
     const failing: Store = {
       ...db.store,
@@ -172,12 +173,11 @@ describe(`a chunk that fails (${engineName})`, () => {
           fn({
             ...tx,
             query: async <T extends object>(sql: string, params?: readonly unknown[]) => {
-              const rows = await tx.query<T>(sql, params)
               if (/INSERT INTO change_events/.test(sql) && failures > 0) {
                 failures--
-                throw Object.assign(new Error('injected failure'), { code: '40001' })
+                return tx.query<T>(`DO $$ BEGIN RAISE EXCEPTION 'injected failure' USING ERRCODE = '40001'; END $$`)
               }
-              return rows
+              return tx.query<T>(sql, params)
             },
           }),
         ),
