@@ -138,7 +138,13 @@ export class UnitOfWork {
     // once (its own code failed before its statement, or waits on something first) makes COMMIT wait for the answers,
     // so that a flush that did not reach the database whole can never commit.
     let onWire = 0
-    const tx: Tx = { ...this.tx, query: (sql, params, options) => (onWire++, this.tx.query(sql, params, options)) }
+    const tx: Tx = {
+      ...this.tx,
+      query: (sql, params, options) => {
+        onWire++
+        return this.tx.query(sql, params, options)
+      },
+    }
     let whole = true
     const sent: Promise<unknown>[] = []
     const send = (write: () => Promise<unknown>) => {
