@@ -1,4 +1,5 @@
 import type { Store, Tx } from '../store/store.ts'
+import { countingSends } from '../store/transactions.ts'
 import { type ChangeActor, type ChangeInput, insertChanges } from './feed/store.ts'
 import { recordSourceFreshFact } from './holds/client-facts-store.ts'
 import { type SourceTouch, touchMakesFresh, writeSourceActivity } from './holds/source-activity-store.ts'
@@ -137,20 +138,13 @@ export class UnitOfWork {
     // Each write of the flush must be on the wire before COMMIT may follow it unanswered: one that sent nothing at
     // once (its own code failed before its statement, or waits on something first) makes COMMIT wait for the answers,
     // so that a flush that did not reach the database whole can never commit.
-    let onWire = 0
-    const tx: Tx = {
-      ...this.tx,
-      query: (sql, params, options) => {
-        onWire++
-        return this.tx.query(sql, params, options)
-      },
-    }
+    const { tx, sent: onWire } = countingSends(this.tx)
     let whole = true
     const sent: Promise<unknown>[] = []
     const send = (write: () => Promise<unknown>) => {
-      const before = onWire
+      const before = onWire()
       sent.push(write())
-      if (onWire === before) whole = false
+      if (onWire() === before) whole = false
     }
     for (const [clientCode, touch] of touches) {
       send(() => writeSourceActivity(tx, clientCode, touch))

@@ -67,20 +67,6 @@ export function openPostgres(connectionString: string, opts: PostgresOptions = {
       if (!lostConnections.has(client)) lostConnections.set(client, err)
     })
   })
-  const run = async <T extends object>(c: pg.Pool | pg.PoolClient, sql: string, params?: readonly unknown[], options?: QueryOptions) => {
-    const values = params as unknown[] | undefined
-    const res = await (options?.prepared ? runPrepared(c, sql, values) : c.query(sql, values))
-    return res.rows.map((r) => normalizeRow<T>(r))
-  }
-
-  /** A checked-out client and what happened to its connection while we held it. */
-  interface Held {
-    client: pg.PoolClient
-    /** The connection error, once the connection broke (the client's listener, or a statement that failed so). */
-    readonly lost: Error | null
-    markLost(err: Error): void
-    release(err?: unknown): void
-  }
 
   function hold(client: pg.PoolClient): Held {
     const held: Held = {
@@ -97,115 +83,6 @@ export function openPostgres(connectionString: string, opts: PostgresOptions = {
       },
     }
     return held
-  }
-
-  /**
-   * `fn` in the transaction `held` has begun (BEGIN sent, `beginning` its answer, `begun` true once it came), then
-   * COMMIT or ROLLBACK. COMMIT is sent when `fn` resolves, or earlier by `fn` itself (`Tx.commit`), pipelined behind
-   * its last statements.
-   */
-  async function runTransaction<T>(held: Held, beginning: Promise<void>, begun: () => boolean, fn: (tx: Tx) => Promise<T>): Promise<T> {
-    const { client } = held
-    // A statement that failed other than with an ordinary ERROR (a FATAL, a socket error) means the
-    // connection is gone, even before the client's 'error' event says so, and even if `fn` catches it.
-    const watched = async <R>(work: Promise<R>): Promise<R> => {
-      try {
-        return await work
-      } catch (err) {
-        if (!isStatementError(err)) held.markLost(err as Error)
-        throw err
-      }
-    }
-    // BEGIN's failure is its statements' failure too (they fail with it); it is reported through them, or below.
-    beginning.catch((err) => {
-      if (!isStatementError(err)) held.markLost(err as Error)
-    })
-    let releaseWith: unknown
-    // Once the transaction has ended its client is back in the pool, perhaps in another request's transaction: a
-    // statement sent through this `tx` after the end is refused, never run there.
-    let ended = false
-    /** COMMIT, once sent (by `fn` through `Tx.commit`, or here after `fn`). */
-    let committing: Promise<pg.QueryResult> | null = null
-    /**
-     * A statement whose parameters could not be put on the wire: `pg` then skips it and goes on with the statements
-     * after it, so a COMMIT sent early would commit without it. COMMIT then waits for `fn`.
-     */
-    let unsent = false
-    const open = () => {
-      if (ended) throw new Error('Transaction is closed')
-      if (committing) throw new Error('COMMIT was sent: the transaction takes no more statements')
-    }
-    /**
-     * COMMIT's answer: true when it committed, false when the server rolled back (a statement before it failed, so
-     * COMMIT answered ROLLBACK, or the server refused it: a deferred constraint, a serialization failure). Anything
-     * else (the connection failed, a FATAL) may have come after the commit was durable: CommitOutcomeUnknownError.
-     */
-    const settle = async (sent: Promise<pg.QueryResult>): Promise<boolean> => {
-      try {
-        return (await sent).command === 'COMMIT'
-      } catch (err) {
-        if (isStatementError(err) && !held.lost) return false
-        releaseWith = err
-        throw new CommitOutcomeUnknownError(err)
-      }
-    }
-    try {
-      let result: T
-      try {
-        result = await fn({
-          query: async (sql, params, options) => {
-            open()
-            let values: unknown[] | undefined
-            try {
-              values = params?.map(prepareValue)
-            } catch (err) {
-              unsent = true
-              throw err
-            }
-            return watched(run(client, sql, values, options))
-          },
-          exec: async (sql) => {
-            open()
-            await watched(client.query(sql))
-          },
-          serialized: false,
-          commit: () => {
-            open()
-            // Before BEGIN's answer the transaction could still run again on a fresh connection: COMMIT then
-            // follows `fn`, so that nothing can have committed unseen. After a statement that never left, likewise.
-            if (!begun() || unsent) return
-            committing = client.query('COMMIT')
-            committing.catch(() => {})
-          },
-        })
-      } catch (err) {
-        if (!committing) throw err
-        // COMMIT left before `fn` failed: whether the writes stand is COMMIT's answer.
-        if (await settle(committing)) throw new FailedAfterCommitError(err)
-        throw err
-      }
-      // Answered long since whenever `fn` ran a statement (answers come in order); a BEGIN that failed fails here.
-      await watched(beginning)
-      if (!committing) {
-        // Lost before COMMIT was sent: the server rolls the transaction back, so nothing was saved.
-        if (held.lost) throw held.lost
-        committing = client.query('COMMIT')
-      }
-      if (!(await settle(committing))) throw new Error('The transaction was rolled back: a statement before its COMMIT failed.')
-      return result
-    } catch (err) {
-      if (!committing && !held.lost) {
-        try {
-          await client.query('ROLLBACK')
-        } catch (rollbackErr) {
-          releaseWith = rollbackErr
-        }
-      }
-      throw err
-    } finally {
-      ended = true
-      held.release(releaseWith)
-    }
   }
 
   // The instance's lease lock, on a connection of its own outside the pool (lease-holder.ts).
@@ -244,6 +121,131 @@ export function openPostgres(connectionString: string, opts: PostgresOptions = {
       }
     },
     poolStats: () => ({ max, total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
+  }
+}
+
+/** One statement on the pool or a checked-out client, its rows normalized (store.ts). */
+const run = async <T extends object>(c: pg.Pool | pg.PoolClient, sql: string, params?: readonly unknown[], options?: QueryOptions) => {
+  const values = params as unknown[] | undefined
+  const res = await (options?.prepared ? runPrepared(c, sql, values) : c.query(sql, values))
+  return res.rows.map((r) => normalizeRow<T>(r))
+}
+
+/** A checked-out client and what happened to its connection while we held it. */
+interface Held {
+  client: pg.PoolClient
+  /** The connection error, once the connection broke (the client's listener, or a statement that failed so). */
+  readonly lost: Error | null
+  markLost(err: Error): void
+  release(err?: unknown): void
+}
+
+/**
+ * `fn` in the transaction `held` has begun (BEGIN sent, `beginning` its answer, `begun` true once it came), then
+ * COMMIT or ROLLBACK. COMMIT is sent when `fn` resolves, or earlier by `fn` itself (`Tx.commit`), pipelined behind
+ * its last statements.
+ */
+async function runTransaction<T>(held: Held, beginning: Promise<void>, begun: () => boolean, fn: (tx: Tx) => Promise<T>): Promise<T> {
+  const { client } = held
+  // A statement that failed other than with an ordinary ERROR (a FATAL, a socket error) means the
+  // connection is gone, even before the client's 'error' event says so, and even if `fn` catches it.
+  const watched = async <R>(work: Promise<R>): Promise<R> => {
+    try {
+      return await work
+    } catch (err) {
+      if (!isStatementError(err)) held.markLost(err as Error)
+      throw err
+    }
+  }
+  // BEGIN's failure is its statements' failure too (they fail with it); it is reported through them, or below.
+  beginning.catch((err) => {
+    if (!isStatementError(err)) held.markLost(err as Error)
+  })
+  let releaseWith: unknown
+  // Once the transaction has ended its client is back in the pool, perhaps in another request's transaction: a
+  // statement sent through this `tx` after the end is refused, never run there.
+  let ended = false
+  /** COMMIT, once sent (by `fn` through `Tx.commit`, or here after `fn`). */
+  let committing: Promise<pg.QueryResult> | null = null
+  /**
+   * A statement whose parameters could not be put on the wire: `pg` then skips it and goes on with the statements
+   * after it, so a COMMIT sent early would commit without it. COMMIT then waits for `fn`.
+   */
+  let unsent = false
+  const open = () => {
+    if (ended) throw new Error('Transaction is closed')
+    if (committing) throw new Error('COMMIT was sent: the transaction takes no more statements')
+  }
+  /**
+   * COMMIT's answer: true when it committed, false when the server rolled back (a statement before it failed, so
+   * COMMIT answered ROLLBACK, or the server refused it: a deferred constraint, a serialization failure). Anything
+   * else (the connection failed, a FATAL) may have come after the commit was durable: CommitOutcomeUnknownError.
+   */
+  const settle = async (sent: Promise<pg.QueryResult>): Promise<boolean> => {
+    try {
+      return (await sent).command === 'COMMIT'
+    } catch (err) {
+      if (isStatementError(err) && !held.lost) return false
+      releaseWith = err
+      throw new CommitOutcomeUnknownError(err)
+    }
+  }
+  try {
+    let result: T
+    try {
+      result = await fn({
+        query: async (sql, params, options) => {
+          open()
+          let values: unknown[] | undefined
+          try {
+            values = params?.map(prepareValue)
+          } catch (err) {
+            unsent = true
+            throw err
+          }
+          return watched(run(client, sql, values, options))
+        },
+        exec: async (sql) => {
+          open()
+          await watched(client.query(sql))
+        },
+        serialized: false,
+        commit: () => {
+          open()
+          // Before BEGIN's answer the transaction could still run again on a fresh connection: COMMIT then
+          // follows `fn`, so that nothing can have committed unseen. After a statement that never left, likewise.
+          if (!begun() || unsent) return
+          committing = client.query('COMMIT')
+          committing.catch(() => {})
+        },
+      })
+    } catch (err) {
+      if (!committing) throw err
+      // COMMIT left before `fn` failed: whether the writes stand is COMMIT's answer.
+      if (await settle(committing)) throw new FailedAfterCommitError(err)
+      throw err
+    }
+    // Answered long since whenever `fn` ran a statement (answers come in order); a BEGIN that failed fails here.
+    await watched(beginning)
+    if (!committing) {
+      // Lost before COMMIT was sent: the server rolls the transaction back, so nothing was saved.
+      if (held.lost) throw held.lost
+      committing = client.query('COMMIT')
+    }
+    if (!(await settle(committing))) throw new Error('The transaction was rolled back: a statement before its COMMIT failed.')
+    return result
+  } catch (err) {
+    if (!committing && !held.lost) {
+      try {
+        await client.query('ROLLBACK')
+      } catch (rollbackErr) {
+        releaseWith = rollbackErr
+      }
+    }
+    throw err
+  } finally {
+    ended = true
+    held.release(releaseWith)
   }
 }
 

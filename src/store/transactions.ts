@@ -33,3 +33,21 @@ export async function inRequestTransaction<T>(
   released?.()
   return result
 }
+
+/**
+ * `tx`, counting the statements handed to it: the unit of work checks with it that every write of a flush reached
+ * the store at once, before it lets COMMIT leave with them (`Tx.commit`; src/resources/unit-of-work.ts).
+ */
+export function countingSends(tx: Tx): { tx: Tx; sent(): number } {
+  let sent = 0
+  return {
+    tx: {
+      ...tx,
+      query: (sql, params, options) => {
+        sent++
+        return tx.query(sql, params, options)
+      },
+    },
+    sent: () => sent,
+  }
+}
