@@ -88,7 +88,7 @@ export function createBookService(deps: BookServiceDeps) {
     body: BookCompletionWrite,
     response: BookCompletion,
     source: true,
-    // Its answer reads the completion (or reconciliation) again, then what it renders from it.
+    // Its answer reads the completion again, then what it renders from it.
     answerInSteps: true,
     async run(uow: UnitOfWork, { clientCode, id }: OperationContext, body: BookCompletionWrite) {
       const { tx } = uow

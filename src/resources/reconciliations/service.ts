@@ -320,7 +320,7 @@ export function createReconciliationService(deps: ReconciliationServiceDeps) {
     body: ReconciliationWrite,
     response: ReconciliationResponse,
     source: true,
-    // Its answer reads the completion (or reconciliation) again, then what it renders from it.
+    // Its answer reads the reconciliation again, then its Payment, its lines and the matched amount.
     answerInSteps: true,
     run: (uow: UnitOfWork, { clientCode, id }: OperationContext, body: ReconciliationWrite) => create(deps, uow, clientCode, id, body),
   })
@@ -332,7 +332,7 @@ export function createReconciliationService(deps: ReconciliationServiceDeps) {
     body: ResolutionWrite,
     response: ReconciliationResponse,
     source: true,
-    // Its answer reads the completion (or reconciliation) again, then what it renders from it.
+    // Its answer reads the reconciliation again, then its Payment, its lines and the matched amount.
     answerInSteps: true,
     run: (uow: UnitOfWork, { clientCode, id }: OperationContext, body: ResolutionWrite) => resolve(deps, uow, clientCode, id, body),
   })
