@@ -6,7 +6,7 @@ import { systemClock } from '../../src/domain/time.ts'
 import { createGate } from '../../src/http/limits.ts'
 import { defineRoute } from '../../src/http/route.ts'
 import { buildServer } from '../../src/http/server.ts'
-import type { Store } from '../../src/store/store.ts'
+import { FailedAfterCommitError, type Store } from '../../src/store/store.ts'
 import { problemCode, startTestApp, type TestApp } from '../helpers/app.ts'
 import { createTestDatabase, onPostgres } from '../helpers/store.ts'
 
@@ -336,7 +336,7 @@ describe('nothing after commit changes a committed answer', () => {
 })
 
 describe('"Nothing was saved" is said only when true', () => {
-  test('a failure after a write handler finished says the write may have been saved; before it, or on a read, that nothing was', async () => {
+  test('a failure after a write handler finished says the write may have been saved, after COMMIT that it was; before it, or on a read, that nothing was', async () => {
     const db = await createTestDatabase()
     const Answer = z.object({ id: z.string() })
     const route = (method: 'GET' | 'PUT', path: string, handler: () => Promise<{ status: number; body: unknown }>) =>
@@ -366,6 +366,10 @@ describe('"Nothing was saved" is said only when true', () => {
         route('PUT', '/probe/handler-fails', async () => {
           throw new Error('before commit')
         }),
+        // COMMIT left with the render, then the answer failed its schema (src/resources/operations.ts, executeWrite).
+        route('PUT', '/probe/saved-without-answer', async () => {
+          throw new FailedAfterCommitError(new Error('the answer does not fit'))
+        }),
       ],
     )
     try {
@@ -374,6 +378,13 @@ describe('"Nothing was saved" is said only when true', () => {
       assert.equal(
         put.json().detail,
         'The request was processed, but its answer could not be produced; it may have been saved. Read the resource before retrying.',
+      )
+      const saved = await app.inject({ method: 'PUT', url: '/probe/saved-without-answer' })
+      assert.equal(saved.statusCode, 503)
+      assert.equal(saved.json().type, 'https://docs.irs.test/problems/projection_unavailable')
+      assert.equal(
+        saved.json().detail,
+        'The write was saved, but its answer could not be produced. Read the resource to see it; retrying the identical request is safe: every write is idempotent by its identity.',
       )
       for (const res of [
         await app.inject({ method: 'GET', url: '/probe/render-fails' }),
