@@ -26,6 +26,12 @@ const insert = (tx: Tx, id: string, note: unknown = null) =>
   tx.query('INSERT INTO early_commit_probe (id, note) VALUES ($1, $2)', [id, note])
 const ids = async () => (await store.query<{ id: string }>('SELECT id FROM early_commit_probe ORDER BY id')).map((r) => r.id)
 const clear = () => store.query('DELETE FROM early_commit_probe')
+/** What the transaction threw, or null when it committed. */
+const failureOf = (work: Promise<unknown>): Promise<unknown> =>
+  work.then(
+    () => null,
+    (err: unknown) => err,
+  )
 
 describe('COMMIT sent with the last statements', { skip: !onPostgres && 'PGlite sends COMMIT after the function' }, () => {
   test('what was sent before it commits, once its statements are answered', async () => {
@@ -43,17 +49,14 @@ describe('COMMIT sent with the last statements', { skip: !onPostgres && 'PGlite 
 
   test("a statement that fails before it: the server rolls back, the statement's error, nothing saved", async () => {
     await clear()
-    const failed = await store
-      .transaction(async (tx) => {
+    const failed = await failureOf(
+      store.transaction(async (tx) => {
         await insert(tx, 'a')
         const sent = [insert(tx, 'b'), insert(tx, 'b'), insert(tx, 'c')]
         tx.commit?.()
         await Promise.all(sent)
-      })
-      .then(
-        () => null,
-        (err: unknown) => err,
-      )
+      }),
+    )
     assert.equal((failed as { code?: string }).code, '23505')
     assert.equal(failed instanceof FailedAfterCommitError, false)
     assert.deepEqual(await ids(), [])
@@ -62,18 +65,15 @@ describe('COMMIT sent with the last statements', { skip: !onPostgres && 'PGlite 
   test('the function failing after it (an answer that does not fit): saved, and said so', async () => {
     await clear()
     const misfit = new Error('the answer does not fit')
-    const failed = await store
-      .transaction(async (tx) => {
+    const failed = await failureOf(
+      store.transaction(async (tx) => {
         await insert(tx, 'a')
         const last = insert(tx, 'b')
         tx.commit?.()
         await last
         throw misfit
-      })
-      .then(
-        () => null,
-        (err: unknown) => err,
-      )
+      }),
+    )
     assert.ok(failed instanceof FailedAfterCommitError)
     assert.equal(failed.cause, misfit)
     assert.deepEqual(await ids(), ['a', 'b'])
@@ -81,16 +81,13 @@ describe('COMMIT sent with the last statements', { skip: !onPostgres && 'PGlite 
 
   test('no statement after it: refused, and what was sent before it stands (saved, and said so)', async () => {
     await clear()
-    const failed = await store
-      .transaction(async (tx) => {
+    const failed = await failureOf(
+      store.transaction(async (tx) => {
         await insert(tx, 'a')
         tx.commit?.()
         await insert(tx, 'late')
-      })
-      .then(
-        () => null,
-        (err: unknown) => err,
-      )
+      }),
+    )
     assert.ok(failed instanceof FailedAfterCommitError)
     assert.match(String((failed.cause as Error).message), /COMMIT was sent/)
     assert.deepEqual(await ids(), ['a'])
@@ -100,17 +97,14 @@ describe('COMMIT sent with the last statements', { skip: !onPostgres && 'PGlite 
     await clear()
     const circular: Record<string, unknown> = {}
     circular.self = circular
-    const failed = await store
-      .transaction(async (tx) => {
+    const failed = await failureOf(
+      store.transaction(async (tx) => {
         await insert(tx, 'a')
         const sent = [insert(tx, 'b'), insert(tx, 'c', circular), insert(tx, 'd')]
         tx.commit?.()
         await Promise.all(sent)
-      })
-      .then(
-        () => null,
-        (err: unknown) => err,
-      )
+      }),
+    )
     assert.ok(failed instanceof TypeError, String(failed))
     assert.deepEqual(await ids(), [])
   })
@@ -171,16 +165,13 @@ describe('COMMIT sent with the last statements', { skip: !onPostgres && 'PGlite 
 describe('PGlite: no COMMIT sent early', { skip: onPostgres && 'PostgreSQL sends it early' }, () => {
   test('the transaction has no early COMMIT: a failing function rolls back', async () => {
     await clear()
-    const failed = await store
-      .transaction(async (tx) => {
+    const failed = await failureOf(
+      store.transaction(async (tx) => {
         assert.equal(tx.commit, undefined)
         await insert(tx, 'a')
         throw new Error('misfit')
-      })
-      .then(
-        () => null,
-        (err: unknown) => err,
-      )
+      }),
+    )
     assert.equal((failed as Error).message, 'misfit')
     assert.deepEqual(await ids(), [])
   })
