@@ -43,7 +43,11 @@ export function grantOf(ctx: OperationContext): Grant {
 export interface OperationResult {
   /** 202: the write queued work (a batch), nothing of it accepted yet. */
   status: 200 | 201 | 202
-  /** The response, rendered on demand inside the transaction after the flush: a batch record needs only the status. */
+  /**
+   * The response, rendered on demand inside the transaction after the flush: a batch record needs only the status.
+   * It sends every statement it reads with before it awaits any answer: COMMIT leaves right behind them
+   * (`executeWrite`), and a statement sent after it is refused.
+   */
   body: () => Promise<unknown>
   /** Told after COMMIT (a queued batch wakes its runner), never inside the transaction and never waited for. */
   afterCommit?: () => void
@@ -72,12 +76,6 @@ export interface WriteOperation<S extends z.ZodType = z.ZodType> {
   before?(ctx: OperationContext, body: z.output<S>): Promise<void>
   /** A Source write records that the Source was heard from (lastReceivedAt, and the stale-to-fresh flip). */
   source: boolean
-  /**
-   * The answer's render reads in steps (a statement sent after another's answer): COMMIT then waits for the render,
-   * one round trip more, since no statement may follow a COMMIT sent early (`executeWrite`). Without it the render
-   * sends every statement before awaiting any, and COMMIT leaves with them.
-   */
-  answerInSteps?: true
   run(uow: UnitOfWork, ctx: OperationContext, body: z.output<S>): Promise<OperationResult>
 }
 
@@ -195,10 +193,7 @@ export async function executeWrite(
     // (3)-(6) and COMMIT in one round trip: the flush, the response's render, the slot's release and COMMIT are
     // sent together. The answer is then parsed after COMMIT left: should it not fit, the write stands and the store
     // says so (FailedAfterCommitError), never "nothing was saved" (docs/decisions.md, "A write in two round trips").
-    const [rendered] = await uow.flushWith(
-      () => Promise.all([result.body(), release()]),
-      tx.commit && !op.answerInSteps ? () => tx.commit?.() : undefined,
-    )
+    const [rendered] = await uow.flushWith(() => Promise.all([result.body(), release()]), tx.commit ? () => tx.commit?.() : undefined)
     if (uow.feedAppended) appended = uow.appendedTypes
     const parsed = (op.responses?.[result.status] ?? op.response).parse(rendered)
     return { answer: { status: result.status, body: parsed, validated: true as const }, afterCommit: result.afterCommit }

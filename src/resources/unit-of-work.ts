@@ -1,5 +1,5 @@
 import type { Store, Tx } from '../store/store.ts'
-import { countingSends } from '../store/transactions.ts'
+import { answersInOrder, countingSends } from '../store/transactions.ts'
 import { type ChangeActor, type ChangeInput, insertChanges } from './feed/store.ts'
 import { recordSourceFreshFact } from './holds/client-facts-store.ts'
 import { type SourceTouch, touchMakesFresh, writeSourceActivity } from './holds/source-activity-store.ts'
@@ -29,8 +29,44 @@ export class UnitOfWork {
   private readonly events = new Map<string, ChangeInput[]>()
   private readonly touches = new Map<string, SourceTouch>()
   private readonly watched = new Map<string, HoldSnapshot>()
+  /** Writes sent by `send` and not yet awaited: the flush awaits them with its own statements. */
+  private readonly sentAhead: Promise<unknown>[] = []
 
   constructor(readonly tx: Tx) {}
+
+  /**
+   * A write whose answer nothing the operation still decides depends on: sent now and not awaited, so it travels
+   * with the statements after it (the flush's, the render's, COMMIT): one round trip fewer (docs/decisions.md, "A
+   * write in two round trips"). `write` must send every statement it sends before it first awaits: a statement it
+   * sent later could find COMMIT already gone, so it is refused here, on both stores, and the write fails. Its
+   * answer is the promise returned (the render may await it); its failure fails the flush, and so the transaction,
+   * before COMMIT is waited for. Not between a `mark` and its rollback: a savepoint cannot take back a write not
+   * yet answered.
+   */
+  send<T>(write: (tx: Tx) => Promise<T>): Promise<T> {
+    let open = true
+    const tx: Tx = {
+      ...this.tx,
+      query: (sql, params, options) => {
+        if (!open) throw new Error('a write sent ahead (UnitOfWork.send) sends every statement at once, before it awaits')
+        return this.tx.query(sql, params, options)
+      },
+    }
+    const answer = write(tx)
+    open = false
+    // Awaited by the flush; until then a failure is not unhandled (the transaction fails with it there).
+    answer.catch(() => {})
+    this.sentAhead.push(answer)
+    return answer
+  }
+
+  /**
+   * Awaits the writes sent ahead now (the first failure in sending order is thrown): a batch record run alone does,
+   * inside its savepoint, so that what it sent is its own outcome and the next record may mark a savepoint.
+   */
+  async settleSent(): Promise<void> {
+    if (this.sentAhead.length > 0) await answersInOrder(this.sentAhead.splice(0))
+  }
 
   /**
    * Who acts in this unit of work, recorded on its feed rows (migration 0038): the service itself unless the one
@@ -155,7 +191,8 @@ export class UnitOfWork {
     // `after` only reads and frees the slot: should it fail before its statements, what the flush wrote stands whole.
     const answer = after()
     if (whole) commit?.()
-    await Promise.all([...sent, answer])
+    // The first failure in sending order: the writes sent ahead, the flush, `after`.
+    await answersInOrder([...this.sentAhead.splice(0), ...sent, answer])
     this.markAppended(feeds)
     return answer
   }
@@ -212,6 +249,7 @@ export class UnitOfWork {
 
   /** Where this unit of work stands (before a savepoint), to return to it when the savepoint is rolled back. */
   mark(): UnitOfWorkMark {
+    if (this.sentAhead.length > 0) throw new Error('a write sent ahead (UnitOfWork.send) is not yet flushed: no savepoint can take it back')
     return {
       events: new Map([...this.events].map(([c, list]) => [c, list.length])),
       touches: new Map(this.touches),

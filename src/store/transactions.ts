@@ -51,3 +51,15 @@ export function countingSends(tx: Tx): { tx: Tx; sent(): number } {
     sent: () => sent,
   }
 }
+
+/**
+ * The answers of statements sent together (pipelined, in this order): each one's value, or the first failure in
+ * sending order once every answer is in. A statement after a failed one fails only because the transaction is
+ * aborted, and both failures can arrive in one tick: the first in time is not always the cause.
+ */
+export async function answersInOrder<const T extends readonly unknown[]>(sent: T): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
+  const settled = await Promise.allSettled(sent)
+  const failed = settled.find((r) => r.status === 'rejected')
+  if (failed) throw failed.reason
+  return settled.map((r) => (r as PromiseFulfilledResult<unknown>).value) as { -readonly [K in keyof T]: Awaited<T[K]> }
+}

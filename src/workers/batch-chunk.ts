@@ -123,6 +123,8 @@ async function runRecord(run: ChunkRun, rec: BatchRecordRow): Promise<RecordOutc
   try {
     const ctx = { clientCode: batch.client_code, grant: checked.grant, id: rec.external_id }
     const result = await runOperation(uow, op, ctx, checked.body, isoNow(run.deps.clock))
+    // What it sent ahead of the flush (UnitOfWork.send) is answered inside its savepoint: its failure is its own.
+    await uow.settleSent()
     return succeededOutcome(rec, result.status)
   } catch (err) {
     // The store could not run it now: not this record's outcome. The chunk rolls back and is retried.

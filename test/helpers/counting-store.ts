@@ -6,9 +6,9 @@ import type { Store } from '../../src/store/store.ts'
  * asserted through it (test/resources/write-path.test.ts), so a regression shows.
  *
  * A round trip is a group of statements sent before any of their answers is awaited (src/store/postgres.ts sends
- * them pipelined): a statement sent while none of its transaction's statements is in flight starts one. BEGIN
+ * them pipelined): a statement sent after an answer came in (since the last statement was sent) starts one. BEGIN
  * leaves with the transaction's first statements (in their round trip), COMMIT is one of its own unless sent early
- * (`Tx.commit`, with the statements in flight: PostgreSQL). Counted from how
+ * (`Tx.commit`, with the statements sent just before it: PostgreSQL). Counted from how
  * the code sends its statements, the same on both stores (PGlite runs each as one call into its backend all the same).
  */
 export interface CountingStore extends Store {
@@ -45,31 +45,36 @@ export function countingStore(inner: Store): CountingStore {
     transaction(fn) {
       return inner.transaction(async (tx) => {
         inTransactions.push('BEGIN')
-        // BEGIN is in flight until the first statement's round trip is answered.
+        // BEGIN leaves with the first statement. A statement starts a round trip when an answer has come in since
+        // the last one was sent (the code sent it after hearing back), and joins the last one's otherwise: statements
+        // sent one after another with no answer between them leave together, whatever is still unanswered.
         let begun = false
-        let inFlight = 0
+        let answered = true
         let committed = false
+        const send = () => {
+          if (answered) roundTrips++
+          answered = false
+        }
         const result = await fn({
           ...tx,
           async query(sql, params, options) {
             inTransactions.push(sql)
-            if (inFlight === 0) roundTrips++
+            send()
             begun = true
-            inFlight++
             try {
               return await tx.query(sql, params, options)
             } finally {
-              inFlight--
+              answered = true
             }
           },
-          // COMMIT sent early (Tx.commit, PostgreSQL only) travels with the statements in flight.
+          // COMMIT sent early (Tx.commit, PostgreSQL only) travels with the statements sent just before it.
           ...(tx.commit
             ? {
                 commit() {
                   tx.commit?.()
                   committed = true
                   inTransactions.push('COMMIT')
-                  if (inFlight === 0) roundTrips++
+                  send()
                 },
               }
             : {}),

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import fc from 'fast-check'
+import { inUnitOfWork } from '../../src/resources/unit-of-work.ts'
 import { FailedAfterCommitError, type Store, type Tx } from '../../src/store/store.ts'
 import { createTestDatabase, onPostgres, type TestDatabase } from '../helpers/store.ts'
 
@@ -173,6 +174,65 @@ describe('PGlite: no COMMIT sent early', { skip: onPostgres && 'PostgreSQL sends
       }),
     )
     assert.equal((failed as Error).message, 'misfit')
+    assert.deepEqual(await ids(), [])
+  })
+})
+
+describe('writes sent ahead (UnitOfWork.send): with the flush and COMMIT, on both stores', () => {
+  test('committed with the flush; the promise it returns gives the answer', async () => {
+    await clear()
+    let answered: unknown
+    await inUnitOfWork(store, async (uow) => {
+      const sent = uow.send((tx) => tx.query<{ id: string }>("INSERT INTO early_commit_probe (id) VALUES ('a') RETURNING id"))
+      uow.send((tx) => insert(tx, 'b'))
+      answered = sent.then((rows) => rows[0]?.id)
+    })
+    assert.equal(await answered, 'a')
+    assert.deepEqual(await ids(), ['a', 'b'])
+  })
+
+  test("one that fails: the transaction fails with its own error (not the aborted transaction's of those after it), nothing saved", async () => {
+    await clear()
+    await insert(store as unknown as Tx, 'taken')
+    const failed = await failureOf(
+      inUnitOfWork(store, async (uow) => {
+        uow.send((tx) => insert(tx, 'a'))
+        uow.send((tx) => insert(tx, 'taken'))
+        uow.send((tx) => insert(tx, 'c'))
+      }),
+    )
+    assert.equal((failed as { code?: string }).code, '23505')
+    assert.deepEqual(await ids(), ['taken'])
+  })
+
+  test('one that sends a statement after it awaited: refused, on both stores (never a silent part of a write)', async () => {
+    await clear()
+    const failed = await failureOf(
+      inUnitOfWork(store, async (uow) => {
+        // A write's first round trip (its reads) is answered before it sends its writes ahead.
+        await uow.tx.query('SELECT 1')
+        uow.send(async (tx) => {
+          await insert(tx, 'a')
+          await insert(tx, 'b')
+        })
+      }),
+    )
+    // PostgreSQL: COMMIT had left with the first statement, which stands, and the store says so; PGlite: rolled back.
+    const cause = failed instanceof FailedAfterCommitError ? failed.cause : failed
+    assert.match((cause as Error).message, /sends every statement at once/)
+    assert.deepEqual(await ids(), onPostgres ? ['a'] : [])
+    assert.equal(failed instanceof FailedAfterCommitError, onPostgres)
+  })
+
+  test('no savepoint mark while one is unanswered', async () => {
+    await clear()
+    const failed = await failureOf(
+      inUnitOfWork(store, async (uow) => {
+        uow.send((tx) => insert(tx, 'a'))
+        uow.mark()
+      }),
+    )
+    assert.match((failed as Error).message, /no savepoint can take it back/)
     assert.deepEqual(await ids(), [])
   })
 })

@@ -6,6 +6,7 @@ import type { Scope } from '../../domain/scopes.ts'
 import { type Clock, isoNow } from '../../domain/time.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable, Store } from '../../store/store.ts'
+import { answersInOrder } from '../../store/transactions.ts'
 import { defineOperation, grantOf, type OperationContext, type RecordKind, type WriteOperation } from '../operations.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import { type BatchListQuery, BatchResponse, BatchWrite } from './schema.ts'
@@ -177,8 +178,8 @@ export function createBatchService({ store, clock, operations, docsUrl, onQueued
       const grant = grantOf(ctx)
       const digest = canonicalDigest(body)
       const earlier = body.retryOf !== undefined ? await readEarlier(tx, operations, grant, clientCode, body.retryOf) : undefined
-      await lockIdentity(tx, clientCode, 'batch', id)
-      const existing = await findBatch(tx, clientCode, id)
+      // The identity lock and the read in one round trip; the insert is sent ahead with the flush.
+      const [, existing] = await answersInOrder([lockIdentity(tx, clientCode, 'batch', id), findBatch(tx, clientCode, id)])
       if (existing) {
         if (existing.body_digest !== digest) {
           throw new Problem('batch_conflict', `Batch ${id} already holds a different submission.`)
@@ -188,7 +189,7 @@ export function createBatchService({ store, clock, operations, docsUrl, onQueued
       }
       const queued: readonly QueuedRecord[] = earlier ? retryRecords(earlier) : (body.records ?? [])
       const now = isoNow(clock)
-      await insertBatch(tx, clientCode, id, grant.integrationId, digest, queued, now)
+      uow.send((sending) => insertBatch(sending, clientCode, id, grant.integrationId, digest, queued, now))
       // Rendered from what the statement wrote: the batch queued, every record pending.
       const batch: BatchRow = {
         external_batch_id: id,

@@ -3,6 +3,7 @@ import { Problem, unknownReferences } from '../../domain/problems.ts'
 import { isoNow } from '../../domain/time.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
+import { answersInOrder } from '../../store/transactions.ts'
 import type { HoldStore } from '../holds/store.ts'
 import { defineOperation, type OperationContext, type RouteDeps } from '../operations.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
@@ -31,7 +32,19 @@ export interface BookServiceDeps extends RouteDeps {
  * exceeds the last accepted declaration's (409 `stale_source_position`).
  */
 async function checkDeclaration(db: Queryable, clientCode: string, body: BookCompletionWrite): Promise<void> {
-  const status = await batchStatuses(db, clientCode, body.batches)
+  // One after the other: outside a transaction (the preview), statements sent together would take two connections,
+  // and a refusal of the batches needs no second read.
+  judgeBatches(body, await batchStatuses(db, clientCode, body.batches))
+  judgePosition(body, await lastDeclaredPosition(db, clientCode))
+}
+
+/** `checkDeclaration`'s judgement, on what it read: the listed batches' statuses and the last declared position. */
+function judgeDeclaration(body: BookCompletionWrite, status: ReadonlyMap<string, string>, lastPosition: string | null): void {
+  judgeBatches(body, status)
+  judgePosition(body, lastPosition)
+}
+
+function judgeBatches(body: BookCompletionWrite, status: ReadonlyMap<string, string>): void {
   const missing = body.batches.flatMap((b, i) => (status.has(b) ? [] : [{ pointer: `/batches/${i}`, what: `Batch ${b}` }]))
   if (missing.length > 0) throw unknownReferences(missing)
   const unfinished = body.batches.filter((b) => ['queued', 'running'].includes(status.get(b) ?? ''))
@@ -40,7 +53,9 @@ async function checkDeclaration(db: Queryable, clientCode: string, body: BookCom
       extensions: { unfinishedBatches: unfinished },
     })
   }
-  const lastPosition = await lastDeclaredPosition(db, clientCode)
+}
+
+function judgePosition(body: BookCompletionWrite, lastPosition: string | null): void {
   if (lastPosition !== null && BigInt(body.sourcePosition) <= BigInt(lastPosition)) {
     throw new Problem(
       'stale_source_position',
@@ -56,7 +71,19 @@ export function createBookService(deps: BookServiceDeps) {
   const { store, clock } = deps
   const { bumpReceivableRevisions } = deps.holds
   async function view(db: Queryable, clientCode: string, row: CompletionRow) {
-    const omissions = await omissionsPage(db, clientCode, row.external_completion_id, MAX_LISTED_OMISSIONS)
+    return viewOf(row, await omissionsPage(db, clientCode, row.external_completion_id, MAX_LISTED_OMISSIONS))
+  }
+
+  /** A write's answer: the declaration as its transaction left it, both reads sent at once (its id is known). */
+  async function renderWritten(db: Queryable, clientCode: string, id: string) {
+    const [row, omissions] = await answersInOrder([
+      findCompletion(db, clientCode, id),
+      omissionsPage(db, clientCode, id, MAX_LISTED_OMISSIONS),
+    ])
+    return viewOf(row as CompletionRow, omissions)
+  }
+
+  function viewOf(row: CompletionRow, omissions: Awaited<ReturnType<typeof omissionsPage>>) {
     return {
       externalCompletionId: row.external_completion_id,
       acceptedAt: row.accepted_at,
@@ -88,29 +115,33 @@ export function createBookService(deps: BookServiceDeps) {
     body: BookCompletionWrite,
     response: BookCompletion,
     source: true,
-    // Its answer reads the completion again, then what it renders from it.
-    answerInSteps: true,
     async run(uow: UnitOfWork, { clientCode, id }: OperationContext, body: BookCompletionWrite) {
       const { tx } = uow
-      await lockIdentity(tx, clientCode, 'book', 'declarations')
-      const existing = await findCompletion(tx, clientCode, id)
+      // Round trip one (docs/decisions.md, "A write in two round trips"): the client's declaration lock, then every
+      // read the checks and the insert need (what the listed batches cover is read even when a check refuses).
+      const [, existing, status, lastPosition, covered] = await answersInOrder([
+        lockIdentity(tx, clientCode, 'book', 'declarations'),
+        findCompletion(tx, clientCode, id),
+        batchStatuses(tx, clientCode, body.batches),
+        lastDeclaredPosition(tx, clientCode),
+        countCovered(tx, clientCode, body.batches),
+      ])
       if (existing) {
         if (canonicalJson(existing.body) === canonicalJson(body))
           return { status: 200 as const, body: () => view(tx, clientCode, existing) }
         throw new Problem('book_completion_conflict', `Complete-book declaration ${id} was already accepted with a different body.`)
       }
-      await checkDeclaration(tx, clientCode, body)
+      judgeDeclaration(body, status, lastPosition)
       const now = isoNow(clock)
-      await insertCompletion(tx, clientCode, id, body, await countCovered(tx, clientCode, body.batches), now)
       // Only the Receivables whose holds the flags and releases change get a new revision: one already held
       // (flagged by an earlier declaration, or paused) keeps its holds when flagged again, and a paused one
-      // keeps other_protection when released.
-      const changed = await flagOmissions(tx, clientCode, id, body.batches, now)
+      // keeps other_protection when released. The declaration and its flags in one round trip.
+      const [, changed] = await answersInOrder([
+        insertCompletion(tx, clientCode, id, body, covered, now),
+        flagOmissions(tx, clientCode, id, body.batches, now),
+      ])
       uow.appendChanges(clientCode, await bumpReceivableRevisions(tx, clientCode, { only: changed }, now))
-      return {
-        status: 201 as const,
-        body: async () => view(tx, clientCode, (await findCompletion(tx, clientCode, id)) as CompletionRow),
-      }
+      return { status: 201 as const, body: () => renderWritten(tx, clientCode, id) }
     },
   })
 

@@ -277,7 +277,8 @@ export function createCustomerService(deps: CustomerServiceDeps) {
       if (merged.contacts === undefined) merged.contacts = []
       const parsed = CustomerWrite.safeParse(merged)
       if (!parsed.success) throw validationProblem(issuesToErrors(parsed.error.issues), 'The patched Customer')
-      const { resource } = await putInTx(uow, clientCode, id, parsed.data)
+      // The row read under the lock above: neither a second lock nor a second read.
+      const { resource } = await putInTx(uow, clientCode, id, parsed.data, { existing, now: isoNow(clock) })
       return { status: 200 as const, body: async () => resource }
     },
   })

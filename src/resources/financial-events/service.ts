@@ -5,6 +5,7 @@ import { fieldProblem, Problem, unknownReferences } from '../../domain/problems.
 import { isoNow } from '../../domain/time.ts'
 import { lockIdentities } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
+import { answersInOrder } from '../../store/transactions.ts'
 import {
   defineOperation,
   type OperationContext,
@@ -55,18 +56,22 @@ export function createFinancialEventService({ store, clock }: FinancialEventServ
             ),
           }))
         }
-        if (!locked)
-          await lockIdentities(tx, clientCode, [
-            ...records.map((r) => [family, r.id] as const),
-            ...records.map((r) => ['receivable', r.body.externalReceivableId] as const),
-          ])
-        const { accepted, receivables: cores } = await findEventsAndReceivables(
-          tx,
-          clientCode,
-          family,
-          records.map((r) => r.id),
-          records.map((r) => r.body.externalReceivableId),
-        )
+        // The identity locks and the read in one round trip (the read is answered once the locks are held).
+        const [, { accepted, receivables: cores }] = await answersInOrder([
+          locked
+            ? undefined
+            : lockIdentities(tx, clientCode, [
+                ...records.map((r) => [family, r.id] as const),
+                ...records.map((r) => ['receivable', r.body.externalReceivableId] as const),
+              ]),
+          findEventsAndReceivables(
+            tx,
+            clientCode,
+            family,
+            records.map((r) => r.id),
+            records.map((r) => r.body.externalReceivableId),
+          ),
+        ])
         const outcomes: SetOutcome[] = []
         const writes: { index: number; id: string; body: EventWriteBody; signed: bigint; next: bigint }[] = []
         for (const [index, { id, body }] of records.entries()) {

@@ -1,4 +1,5 @@
 import type { Tx } from '../../store/store.ts'
+import { answersInOrder } from '../../store/transactions.ts'
 
 /**
  * SQL of Source restrictions and Disputes (src/resources/holds/restrictions.ts): the `restrictions` rows the hold
@@ -20,18 +21,21 @@ export async function replaceRestrictions(
   subjectId: string,
   next: readonly { type: string; reference: string | null }[],
 ): Promise<void> {
-  await tx.query('DELETE FROM restrictions WHERE client_code = $1 AND subject_type = $2 AND subject_id = $3', [
+  // Both sent before either answer is awaited: one round trip.
+  const deleted = tx.query('DELETE FROM restrictions WHERE client_code = $1 AND subject_type = $2 AND subject_id = $3', [
     clientCode,
     subjectType,
     subjectId,
   ])
-  if (next.length > 0) {
-    await tx.query(
-      `INSERT INTO restrictions (client_code, subject_type, subject_id, type, reference)
-       SELECT $1, $2, $3, t, r FROM unnest($4::text[], $5::text[]) AS x(t, r)`,
-      [clientCode, subjectType, subjectId, next.map((r) => r.type), next.map((r) => r.reference)],
-    )
-  }
+  const inserted =
+    next.length > 0
+      ? tx.query(
+          `INSERT INTO restrictions (client_code, subject_type, subject_id, type, reference)
+           SELECT $1, $2, $3, t, r FROM unnest($4::text[], $5::text[]) AS x(t, r)`,
+          [clientCode, subjectType, subjectId, next.map((r) => r.type), next.map((r) => r.reference)],
+        )
+      : undefined
+  await answersInOrder([deleted, inserted])
 }
 
 export async function receivablesOfCustomer(tx: Tx, clientCode: string, customerId: string): Promise<string[]> {

@@ -1,7 +1,8 @@
 import { canonicalJson } from '../../domain/canonical.ts'
 import type { RestrictionT } from '../../domain/restrictions.ts'
-import { lockIdentity } from '../../store/locks.ts'
+import { lockIdentities } from '../../store/locks.ts'
 import type { Tx } from '../../store/store.ts'
+import { answersInOrder } from '../../store/transactions.ts'
 import { receivablesOfCustomer, replaceRestrictions, restrictionsOf, suspendInstructions } from './restrictions-store.ts'
 
 /**
@@ -61,12 +62,12 @@ export async function applyRestrictionChange(
   locked: ReadonlySet<string> = new Set(),
 ) {
   const ids = [...new Set(receivableIds)].sort()
-  for (const id of ids) if (!locked.has(id)) await lockIdentity(uow.tx, clientCode, 'receivable', id)
-  await uow.watchHolds(clientCode, ids)
+  // The locks (sorted) and the holds before, in one round trip; the suspension and the holds after, in another.
+  const toLock = ids.filter((id) => !locked.has(id)).map((id) => ['receivable', id] as const)
+  await answersInOrder([lockIdentities(uow.tx, clientCode, toLock), uow.watchHolds(clientCode, ids)])
   await write()
-  await suspendRestrictedInstructions(uow.tx, clientCode, ids, now)
   // Their new revisions and events come here, before the event of the write that caused them.
-  await uow.recordHoldChanges(now)
+  await answersInOrder([suspendRestrictedInstructions(uow.tx, clientCode, ids, now), uow.recordHoldChanges(now)])
 }
 
 /** The restriction rules, for the factories that receive them as a `Pick<>`. */

@@ -5,6 +5,7 @@ import { fieldProblem, Problem, unknownReferences } from '../../domain/problems.
 import { isoNow } from '../../domain/time.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
+import { answersInOrder } from '../../store/transactions.ts'
 import type { CustomerStore } from '../customers/store.ts'
 import { defineOperation, type OperationContext, type RouteDeps } from '../operations.ts'
 import type { ReceivableStore } from '../receivables/store.ts'
@@ -37,27 +38,33 @@ export function createPaymentObservationService({ store, clock, customers, recei
     source: true,
     async run(uow: UnitOfWork, { clientCode, id }: OperationContext, body: PaymentObservationWrite) {
       const { tx } = uow
-      await lockIdentity(tx, clientCode, 'payment_observation', id)
-      const existing = await findObservation(tx, clientCode, id)
+      // Round trip one: the identity lock and every read a decision below needs (docs/decisions.md, "A write in two
+      // round trips"), read even when the first answer already decides (a retry): they cost no round trip.
+      const [, existing, customerIds, receivables, reversed] = await answersInOrder([
+        lockIdentity(tx, clientCode, 'payment_observation', id),
+        findObservation(tx, clientCode, id),
+        existingCustomerIds(tx, clientCode, [body.externalCustomerId]),
+        existingReceivables(
+          tx,
+          clientCode,
+          body.allocations.map((a) => a.externalReceivableId),
+        ),
+        body.reversesExternalEventId ? findObservation(tx, clientCode, body.reversesExternalEventId) : undefined,
+      ])
       if (existing) {
         if (canonicalJson(existing.body) === canonicalJson(body)) return { status: 200 as const, body: async () => toResponse(existing) }
         throw new Problem('payment_observation_conflict', `Payment observation ${id} was already accepted with a different body.`)
       }
       const missing: { pointer: string; what: string }[] = []
-      if ((await existingCustomerIds(tx, clientCode, [body.externalCustomerId])).size === 0) {
+      if (customerIds.size === 0) {
         missing.push({ pointer: '/externalCustomerId', what: `Customer ${body.externalCustomerId}` })
       }
-      const receivables = await existingReceivables(
-        tx,
-        clientCode,
-        body.allocations.map((a) => a.externalReceivableId),
-      )
       body.allocations.forEach((a, i) => {
         if (!receivables.has(a.externalReceivableId)) {
           missing.push({ pointer: `/allocations/${i}/externalReceivableId`, what: `Receivable ${a.externalReceivableId}` })
         }
       })
-      if (body.reversesExternalEventId && !(await findObservation(tx, clientCode, body.reversesExternalEventId))) {
+      if (body.reversesExternalEventId && !reversed) {
         missing.push({ pointer: '/reversesExternalEventId', what: `Payment observation ${body.reversesExternalEventId}` })
       }
       if (missing.length > 0) throw unknownReferences(missing)
@@ -69,7 +76,8 @@ export function createPaymentObservationService({ store, clock, customers, recei
       })
       const unapplied = toMinor(body.amount.amount) - sumMinor(body.allocations.map((a) => a.amount))
       const now = isoNow(clock)
-      await insertObservation(tx, clientCode, id, body, unapplied, now)
+      // Sent ahead with the flush: the answer is rendered from what was sent.
+      uow.send((sending) => insertObservation(sending, clientCode, id, body, unapplied, now))
       uow.appendChange(clientCode, {
         type: 'payment_observation.created',
         resourceType: 'payment_observation',

@@ -9,6 +9,7 @@ import { fieldProblem, Problem, unknownReferences } from '../../domain/problems.
 import { isoNow } from '../../domain/time.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
+import { answersInOrder } from '../../store/transactions.ts'
 import { catchUpReceivable } from '../holds/client-facts-store.ts'
 import { defineOperation, executeWrite, type OperationContext, type RouteDeps } from '../operations.ts'
 import type { PaymentRow, PaymentStore } from '../payments/store.ts'
@@ -103,16 +104,29 @@ async function createRequest(
   const { current, view } = on
   const { amountFits, recoveryHeld } = deps.paymentRules
   const { tx } = uow
-  // The request identity first: concurrent PUTs of one id see each other (one creates, the other retries).
-  await lockIdentity(tx, clientCode, 'payment_request', id)
-  const existing = await current(uow, clientCode, id)
+  const nowMs = clock.now().getTime()
+  const now = new Date(nowMs).toISOString()
+  const receivableId = body.externalReceivableId
+  // Round trip one: every lock and read the decision needs, sent together (docs/decisions.md, "A write in two round
+  // trips"). The request identity first: concurrent PUTs of one id see each other (one creates, the other retries).
+  // Then the Receivable's identity (the lock every creation and confirmation of its requests takes, so concurrent
+  // creations reserve one after the other), its catch-up to the client's last fact (a client-wide change the
+  // fan-out has not brought to it yet counts already), and its row, locked, with what its other open requests reserve.
+  const [, existing, configured, , caughtUp, receivable] = await answersInOrder([
+    lockIdentity(tx, clientCode, 'payment_request', id),
+    current(uow, clientCode, id),
+    deps.hasProvider?.(tx, clientCode),
+    lockIdentity(tx, clientCode, 'receivable', receivableId),
+    catchUpReceivable(tx, clientCode, receivableId, now),
+    lockPayingReceivable(tx, clientCode, receivableId, { id }, now),
+  ])
+  // Its new revision stands whatever this write answers (a retry included): its event goes with it.
+  if (caughtUp) uow.appendChange(clientCode, caughtUp)
   if (existing) {
     // The current state, as `current` left it (an expiry it recorded included).
     if (canonicalJson(existing.body) === canonicalJson(body)) return { status: 200 as const, body: () => view(tx, clientCode, existing) }
     throw new Problem('payment_request_conflict', `Payment request ${id} was already created with a different body.`)
   }
-  const nowMs = clock.now().getTime()
-  const now = new Date(nowMs).toISOString()
   let expiresAt = new Date(nowMs + EXPIRY.defaultMs).toISOString()
   if (body.expiresAt !== undefined) {
     const at = Date.parse(body.expiresAt)
@@ -121,20 +135,12 @@ async function createRequest(
     expiresAt = new Date(at).toISOString()
   }
   // Production: a request whose page could not take the money is never made.
-  if (deps.hasProvider && !(await deps.hasProvider(tx, clientCode))) {
+  if (configured === false) {
     throw new Problem(
       'payment_provider_not_configured',
       'No payment provider is configured for this client, so its hosted page could not take the money. The operator configures one first.',
     )
   }
-  const receivableId = body.externalReceivableId
-  await lockIdentity(tx, clientCode, 'receivable', receivableId)
-  // Its holds as they are now: a client-wide change the fan-out has not brought to it yet counts already.
-  const caughtUp = await catchUpReceivable(tx, clientCode, receivableId, now)
-  if (caughtUp) uow.appendChange(clientCode, caughtUp)
-  // Row-locked with what its other open requests reserve: under the identity lock every creation and
-  // confirmation of its requests takes, so concurrent creations reserve one after the other.
-  const receivable = await lockPayingReceivable(tx, clientCode, receivableId, { id }, now)
   if (!receivable) throw unknownReferences([{ pointer: '/externalReceivableId', what: `Receivable ${receivableId}` }])
   if (body.amount.currency !== receivable.currency) {
     throw fieldProblem('/amount/currency', 'custom', `must be ${receivable.currency}, the Receivable's currency`)
@@ -153,16 +159,19 @@ async function createRequest(
   }
   const holds = holdsFromRow(receivable)
   if (holds.length > 0) throw recoveryHeld(holds)
-  const row = await insertPaymentRequest(tx, clientCode, id, {
-    receivableId,
-    currency: receivable.currency,
-    amountMinor,
-    description: body.description ?? null,
-    expiresAt,
-    body,
-    token: randomBytes(32).toString('base64url'),
-    now,
-  })
+  // Round trip two: the request's rows, sent ahead with the flush, the render and COMMIT.
+  const inserted = uow.send((sending) =>
+    insertPaymentRequest(sending, clientCode, id, {
+      receivableId,
+      currency: receivable.currency,
+      amountMinor,
+      description: body.description ?? null,
+      expiresAt,
+      body,
+      token: randomBytes(32).toString('base64url'),
+      now,
+    }),
+  )
   uow.appendChange(clientCode, {
     type: 'payment_request.created',
     resourceType: 'payment_request',
@@ -171,7 +180,7 @@ async function createRequest(
     occurredAt: now,
   })
   // Rendered from the row the INSERT returned: a request made now has no Payment yet.
-  return { status: 201 as const, body: async () => view(tx, clientCode, row, null) }
+  return { status: 201 as const, body: async () => view(tx, clientCode, await inserted, null) }
 }
 
 export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
@@ -314,19 +323,20 @@ export function createPaymentRequestService(deps: PaymentRequestServiceDeps) {
           extensions: { paymentRequestStatus: row.status },
         })
       }
-      const canceled = await cancelPaymentRequest(tx, clientCode, id, 'requested', body.reason ?? null, now)
+      // Sent ahead with the flush: the row is locked, so its next revision is known without the answer.
+      const canceled = uow.send((sending) => cancelPaymentRequest(sending, clientCode, id, 'requested', body.reason ?? null, now))
       uow.appendChange(clientCode, {
         type: 'payment_request.canceled',
         resourceType: 'payment_request',
         resourceId: id,
-        revision: Number(canceled.revision),
+        revision: Number(row.revision) + 1,
         occurredAt: now,
       })
       // Its open session at the provider is ended after COMMIT, so the debtor can no longer pay it.
       const onCanceled = deps.onCanceled
       return {
         status: 200 as const,
-        body: () => view(tx, clientCode, canceled, null),
+        body: async () => view(tx, clientCode, await canceled, null),
         ...(onCanceled ? { afterCommit: () => onCanceled(clientCode) } : {}),
       }
     },

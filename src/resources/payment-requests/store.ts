@@ -2,6 +2,7 @@ import type { NewestFirstKey } from '../../domain/cursor.ts'
 import { holdColumns } from '../../domain/holds.ts'
 import { newestFirst } from '../../store/newest-first.ts'
 import type { Queryable, QueryOptions, Tx } from '../../store/store.ts'
+import { answersInOrder } from '../../store/transactions.ts'
 import type { PaymentRequestWrite } from './schema.ts'
 
 /**
@@ -115,12 +116,13 @@ export async function insertPaymentRequest(
   },
 ): Promise<PaymentRequestRow> {
   // The hosted page finds the client of its token here first (findPageRow); the token's uniqueness is this key's.
-  await tx.query('INSERT INTO page_tokens (page_token, client_code, external_payment_request_id) VALUES ($1, $2, $3)', [
+  // Both statements are sent before either answer is awaited (UnitOfWork.send sends this write ahead).
+  const token = tx.query('INSERT INTO page_tokens (page_token, client_code, external_payment_request_id) VALUES ($1, $2, $3)', [
     r.token,
     clientCode,
     id,
   ])
-  const rows = await tx.query<PaymentRequestRow>(
+  const request = tx.query<PaymentRequestRow>(
     `INSERT INTO payment_requests (client_code, external_payment_request_id, external_receivable_id, revision, status, currency,
                                    amount_minor, description, expires_at, body, page_token, created_at, updated_at)
      VALUES ($1, $2, $3, 1, 'open', $4, $5, $6, $7, $8, $9, $10, $10)
@@ -138,6 +140,7 @@ export async function insertPaymentRequest(
       r.now,
     ],
   )
+  const [, rows] = await answersInOrder([token, request])
   return rows[0] as PaymentRequestRow
 }
 

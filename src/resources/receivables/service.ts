@@ -8,6 +8,7 @@ import { fieldProblem, Problem, unknownReferences } from '../../domain/problems.
 import { isoNow } from '../../domain/time.ts'
 import { lockIdentities, lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
+import { answersInOrder } from '../../store/transactions.ts'
 import type { RestrictionRules } from '../holds/restrictions.ts'
 import type { HoldStore } from '../holds/store.ts'
 import {
@@ -302,11 +303,14 @@ export function createReceivableService(deps: ReceivableServiceDeps) {
     }
     // The replace releases a held complete-book omission too (a change of holds its own revision carries).
     const amount = toMinor(body.recoverableAmount.amount)
-    await replaceReceivable(tx, clientCode, id, body, amount, now)
-    // Its own revision moved with the replace and carries the change of its holds; a restriction raised
-    // here still suspends its instruction.
-    if (await syncRestrictions(tx, clientCode, 'receivable', id, body.restrictions ?? []))
-      await suspendRestrictedInstructions(tx, clientCode, [id], now)
+    // The replace and the read of its restrictions in one round trip (the replace's answer decides nothing).
+    const [, restrictionsChanged] = await answersInOrder([
+      replaceReceivable(tx, clientCode, id, body, amount, now),
+      syncRestrictions(tx, clientCode, 'receivable', id, body.restrictions ?? []),
+    ])
+    // Its own revision moved with the replace and carries the change of its holds; a restriction raised here still
+    // suspends its instruction: sent ahead with the flush (nothing this write decides depends on its answer).
+    if (restrictionsChanged) uow.send((sending) => suspendRestrictedInstructions(sending, clientCode, [id], now))
     uow.appendChange(clientCode, {
       type: 'receivable.updated',
       resourceType: 'receivable',

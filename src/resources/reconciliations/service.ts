@@ -4,8 +4,9 @@ import { describeMoney, money, toMinor } from '../../domain/money.ts'
 import { unacknowledgedMinor } from '../../domain/money-rules.ts'
 import { type FieldError, Problem, unknownReferences } from '../../domain/problems.ts'
 import { isoNow } from '../../domain/time.ts'
-import { lockIdentity } from '../../store/locks.ts'
+import { lockIdentities, lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
+import { answersInOrder } from '../../store/transactions.ts'
 import type { RestrictionRules } from '../holds/restrictions.ts'
 import { defineOperation, type OperationContext, type RouteDeps } from '../operations.ts'
 import type { PaymentStore } from '../payments/store.ts'
@@ -57,10 +58,30 @@ async function view(
   clientCode: string,
   row: ReconciliationRow,
 ): Promise<ReconciliationResponse> {
-  const payment = (await findReconciledPayment(db, clientCode, row.external_payment_request_id)) as ReconciledPaymentRow
-  const lines = await receiptLines(db, clientCode, row.external_reconciliation_id)
-  const matched = await matchedMinor(db, clientCode, row.external_payment_request_id)
-  return viewOf(row, payment, lines, matched)
+  // Sent together: one round trip, and a write's COMMIT may leave with them (executeWrite).
+  const [payment, lines, matched] = await answersInOrder([
+    findReconciledPayment(db, clientCode, row.external_payment_request_id),
+    receiptLines(db, clientCode, row.external_reconciliation_id),
+    matchedMinor(db, clientCode, row.external_payment_request_id),
+  ])
+  return viewOf(row, payment as ReconciledPaymentRow, lines, matched)
+}
+
+/** A write's answer: the reconciliation as its transaction left it, every read sent at once (its ids are known). */
+async function renderWritten(
+  { matchedMinor }: ReconciliationServiceDeps['payments'],
+  db: Queryable,
+  clientCode: string,
+  id: string,
+  requestId: string,
+): Promise<ReconciliationResponse> {
+  const [row, payment, lines, matched] = await answersInOrder([
+    findReconciliation(db, clientCode, id),
+    findReconciledPayment(db, clientCode, requestId),
+    receiptLines(db, clientCode, id),
+    matchedMinor(db, clientCode, requestId),
+  ])
+  return viewOf(row as ReconciliationRow, payment as ReconciledPaymentRow, lines, matched)
 }
 
 /** The reconciliation with its lines and its Payment's allocation as they are now (the GET and the list render through this). */
@@ -109,25 +130,36 @@ async function create(deps: ReconciliationServiceDeps, uow: UnitOfWork, clientCo
   const { existingReceivables } = deps.receivables
   const { suspendInstructionsOf } = deps.restrictions
   const { matchedMinor } = deps.payments
-  await lockIdentity(tx, clientCode, 'payment_reconciliation', id)
-  const existing = await findReconciliation(tx, clientCode, id)
+  const requestId = body.externalPaymentRequestId
+  // Round trip one (docs/decisions.md, "A write in two round trips"): the reconciliation's identity lock and its
+  // read, the request's identity lock, then every read a decision below needs, under it: receipt lines are written
+  // only under that lock, so what they match is known here.
+  const [, existing, , known, requestExists, payment, used, matchedBefore] = await answersInOrder([
+    lockIdentity(tx, clientCode, 'payment_reconciliation', id),
+    findReconciliation(tx, clientCode, id),
+    lockIdentity(tx, clientCode, 'payment_request', requestId),
+    existingReceivables(
+      tx,
+      clientCode,
+      body.lines.map((l) => l.externalReceivableId),
+    ),
+    paymentRequestExists(tx, clientCode, requestId),
+    findReconciledPayment(tx, clientCode, requestId, { forUpdate: true }),
+    usedReceiptLineIds(
+      tx,
+      clientCode,
+      requestId,
+      body.lines.map((l) => l.externalReceiptLineId),
+    ),
+    matchedMinor(tx, clientCode, requestId),
+  ])
   if (existing) {
     if (canonicalJson(existing.body) === canonicalJson(body))
       return { status: 200 as const, body: () => view(deps.payments, tx, clientCode, existing) }
     throw new Problem('payment_reconciliation_conflict', `Payment reconciliation ${id} was already accepted with a different body.`)
   }
-
-  const requestId = body.externalPaymentRequestId
-  await lockIdentity(tx, clientCode, 'payment_request', requestId)
-  const known = await existingReceivables(
-    tx,
-    clientCode,
-    body.lines.map((l) => l.externalReceivableId),
-  )
   const unknown = [
-    ...((await paymentRequestExists(tx, clientCode, requestId))
-      ? []
-      : [{ pointer: '/externalPaymentRequestId', what: `Payment request ${requestId}` }]),
+    ...(requestExists ? [] : [{ pointer: '/externalPaymentRequestId', what: `Payment request ${requestId}` }]),
     ...body.lines.flatMap((l, i) =>
       known.has(l.externalReceivableId)
         ? []
@@ -136,7 +168,6 @@ async function create(deps: ReconciliationServiceDeps, uow: UnitOfWork, clientCo
   ]
   if (unknown.length > 0) throw unknownReferences(unknown)
 
-  const payment = await findReconciledPayment(tx, clientCode, requestId, { forUpdate: true })
   if (payment?.status !== 'confirmed') {
     throw new Problem(
       'payment_not_confirmed',
@@ -151,12 +182,6 @@ async function create(deps: ReconciliationServiceDeps, uow: UnitOfWork, clientCo
       : [{ code: 'custom', detail: `must be ${payment.currency}, the Payment's currency`, pointer: `/lines/${i}/amount/currency` }],
   )
   if (wrongCurrency.length > 0) throw fieldProblems(wrongCurrency)
-  const used = await usedReceiptLineIds(
-    tx,
-    clientCode,
-    requestId,
-    body.lines.map((l) => l.externalReceiptLineId),
-  )
   const reused: FieldError[] = body.lines.flatMap((l, i) =>
     used.has(l.externalReceiptLineId)
       ? [
@@ -172,14 +197,12 @@ async function create(deps: ReconciliationServiceDeps, uow: UnitOfWork, clientCo
 
   const target = payment.external_receivable_id
   const touched = [...new Set([target, ...body.lines.map((l) => l.externalReceivableId)])].sort()
-  for (const receivableId of touched) await lockIdentity(tx, clientCode, 'receivable', receivableId)
 
   // Judge the lines in order against what every reconciliation of this Payment has matched so far. Allocated
   // money a refund or reversal took back (payments/take-back.ts: unacknowledged money first, under this same
   // Payment row lock) is no longer there to acknowledge.
   const allocated = BigInt(payment.allocated_minor)
   const acknowledgeable = allocated - BigInt(payment.taken_back_allocated_minor)
-  const matchedBefore = await matchedMinor(tx, clientCode, requestId)
   let matched = matchedBefore
   const lines: NewReceiptLine[] = body.lines.map((l) => {
     const amountMinor = toMinor(l.amount.amount)
@@ -202,11 +225,25 @@ async function create(deps: ReconciliationServiceDeps, uow: UnitOfWork, clientCo
     : []
 
   const now = isoNow(clock)
-  await uow.watchHolds(clientCode, affected)
-  await insertReconciliation(tx, clientCode, id, { requestId, status: held ? 'held' : 'matched', body, lines, now })
+  // Round trip two: the Receivables' identity locks (sorted) and their holds before the write.
+  await answersInOrder([
+    lockIdentities(
+      tx,
+      clientCode,
+      touched.map((r) => ['receivable', r] as const),
+    ),
+    uow.watchHolds(clientCode, affected),
+  ])
+  // Round trip three: every write (the acknowledgement's answer is the Receivable's new revision).
   const acknowledged = matched - matchedBefore
-  if (acknowledged > 0n) {
-    const revision = await acknowledgeReceipt(tx, clientCode, target, requestId, acknowledged, now)
+  const [, revision] = await answersInOrder([
+    insertReconciliation(tx, clientCode, id, { requestId, status: held ? 'held' : 'matched', body, lines, now }),
+    acknowledged > 0n ? acknowledgeReceipt(tx, clientCode, target, requestId, acknowledged, now) : undefined,
+    // Recovery stops on every affected Receivable and never resumes by itself: a new instruction revision is needed.
+    held ? insertHolds(tx, clientCode, id, affected, now) : undefined,
+    held ? suspendInstructionsOf(tx, clientCode, affected, now, 'reconciliation_held') : undefined,
+  ])
+  if (revision !== undefined) {
     uow.appendChange(clientCode, {
       type: 'receivable.updated',
       resourceType: 'receivable',
@@ -215,13 +252,9 @@ async function create(deps: ReconciliationServiceDeps, uow: UnitOfWork, clientCo
       occurredAt: now,
     })
   }
-  if (held) {
-    await insertHolds(tx, clientCode, id, affected, now)
-    // Recovery stops on every affected Receivable and never resumes by itself: a new instruction revision is needed.
-    await suspendInstructionsOf(tx, clientCode, affected, now, 'reconciliation_held')
-    // One revision per Receivable per write: the one that already moved money carries its hold change.
-    await uow.recordHoldChanges(now)
-  }
+  // One revision per Receivable per write: the one that already moved money carries its hold change (its event is
+  // appended above, before the holds after are compared).
+  if (held) await uow.recordHoldChanges(now)
   uow.appendChange(clientCode, {
     type: held ? 'payment_reconciliation.held' : 'payment_reconciliation.matched',
     resourceType: 'payment_reconciliation',
@@ -229,10 +262,7 @@ async function create(deps: ReconciliationServiceDeps, uow: UnitOfWork, clientCo
     revision: 1,
     occurredAt: now,
   })
-  return {
-    status: 201 as const,
-    body: async () => view(deps.payments, tx, clientCode, (await findReconciliation(tx, clientCode, id)) as ReconciliationRow),
-  }
+  return { status: 201 as const, body: () => renderWritten(deps.payments, tx, clientCode, id, requestId) }
 }
 /** The Source's resolution of a held reconciliation: its holds released, recovery left to a new instruction. */
 async function resolve(
@@ -243,8 +273,10 @@ async function resolve(
   resolution: ResolutionWrite,
 ) {
   const { tx } = uow
-  await lockIdentity(tx, clientCode, 'payment_reconciliation', id)
-  const row = await findReconciliation(tx, clientCode, id, { forUpdate: true })
+  const [, row] = await answersInOrder([
+    lockIdentity(tx, clientCode, 'payment_reconciliation', id),
+    findReconciliation(tx, clientCode, id, { forUpdate: true }),
+  ])
   if (!row) throw notFound(id)
   if (row.status === 'matched') {
     throw new Problem('reconciliation_not_held', `Payment reconciliation ${id} is matched: it holds no difference to resolve.`)
@@ -259,9 +291,14 @@ async function resolve(
   }
 
   const requestId = row.external_payment_request_id
-  await lockIdentity(tx, clientCode, 'payment_request', requestId)
-  const payment = (await findReconciledPayment(tx, clientCode, requestId, { forUpdate: true })) as ReconciledPaymentRow
-  const holding = await heldReceivables(tx, clientCode, id)
+  // The request's identity lock and every read under it in one round trip.
+  const [, found, holding, matchedNow] = await answersInOrder([
+    lockIdentity(tx, clientCode, 'payment_request', requestId),
+    findReconciledPayment(tx, clientCode, requestId, { forUpdate: true }),
+    heldReceivables(tx, clientCode, id),
+    payments.matchedMinor(tx, clientCode, requestId),
+  ])
+  const payment = found as ReconciledPaymentRow
   if (resolution.basis === 'matching_evidence') {
     // Matched lines must account for the allocation net of allocated money refunds and reversals took back (read
     // under the Payment row lock that take-back holds too): that money is no longer there to acknowledge. The
@@ -270,7 +307,7 @@ async function resolve(
     // unmatchedAmount what of it is still held and unacknowledged.
     const allocated = BigInt(payment.allocated_minor)
     const takenBack = BigInt(payment.taken_back_allocated_minor)
-    const matched = await payments.matchedMinor(tx, clientCode, requestId)
+    const matched = matchedNow
     const unmatched = unacknowledgedMinor({ allocatedMinor: allocated, takenBackAllocatedMinor: takenBack, matchedMinor: matched })
     if (holding.includes(payment.external_receivable_id) && unmatched > 0n) {
       const c = payment.currency
@@ -293,12 +330,19 @@ async function resolve(
       )
     }
   }
-  for (const receivableId of holding) await lockIdentity(tx, clientCode, 'receivable', receivableId)
   const now = isoNow(clock)
-  await uow.watchHolds(clientCode, holding)
-  const revision = await resolveReconciliation(tx, clientCode, id, resolution, now)
+  // The Receivables' identity locks (sorted) with their holds before; then the resolution with the holds after (its
+  // answer, the new revision, decides nothing the holds' comparison needs).
+  await answersInOrder([
+    lockIdentities(
+      tx,
+      clientCode,
+      [...holding].sort().map((r) => ['receivable', r] as const),
+    ),
+    uow.watchHolds(clientCode, holding),
+  ])
   // Releasing holds never resumes an instruction: recovery needs a new instruction revision.
-  await uow.recordHoldChanges(now)
+  const [revision] = await answersInOrder([resolveReconciliation(tx, clientCode, id, resolution, now), uow.recordHoldChanges(now)])
   uow.appendChange(clientCode, {
     type: 'payment_reconciliation.resolved',
     resourceType: 'payment_reconciliation',
@@ -308,7 +352,7 @@ async function resolve(
   })
   return {
     status: 200 as const,
-    body: async () => view(payments, tx, clientCode, (await findReconciliation(tx, clientCode, id)) as ReconciliationRow),
+    body: () => renderWritten(payments, tx, clientCode, id, requestId),
   }
 }
 export function createReconciliationService(deps: ReconciliationServiceDeps) {
@@ -320,8 +364,6 @@ export function createReconciliationService(deps: ReconciliationServiceDeps) {
     body: ReconciliationWrite,
     response: ReconciliationResponse,
     source: true,
-    // Its answer reads the reconciliation again, then its Payment, its lines and the matched amount.
-    answerInSteps: true,
     run: (uow: UnitOfWork, { clientCode, id }: OperationContext, body: ReconciliationWrite) => create(deps, uow, clientCode, id, body),
   })
 
@@ -332,8 +374,6 @@ export function createReconciliationService(deps: ReconciliationServiceDeps) {
     body: ResolutionWrite,
     response: ReconciliationResponse,
     source: true,
-    // Its answer reads the reconciliation again, then its Payment, its lines and the matched amount.
-    answerInSteps: true,
     run: (uow: UnitOfWork, { clientCode, id }: OperationContext, body: ResolutionWrite) => resolve(deps, uow, clientCode, id, body),
   })
 

@@ -1,6 +1,7 @@
 import type { NewestFirstKey } from '../../domain/cursor.ts'
 import { newestFirst } from '../../store/newest-first.ts'
 import type { Queryable, Tx } from '../../store/store.ts'
+import { answersInOrder } from '../../store/transactions.ts'
 import type { LineState, ReconciliationStatus, ReconciliationWrite, ResolutionWrite } from './schema.ts'
 
 export interface ReconciliationRow {
@@ -174,13 +175,14 @@ export async function insertReconciliation(
   id: string,
   r: { requestId: string; status: ReconciliationStatus; body: ReconciliationWrite; lines: readonly NewReceiptLine[]; now: string },
 ): Promise<void> {
-  await tx.query(
+  // Both sent before either answer is awaited: the lines follow their reconciliation in the same round trip.
+  const reconciliation = tx.query(
     `INSERT INTO payment_reconciliations (client_code, external_reconciliation_id, external_payment_request_id, revision, status, body,
                                           accepted_at, updated_at)
      VALUES ($1, $2, $3, 1, $4, $5, $6, $6)`,
     [clientCode, id, r.requestId, r.status, JSON.stringify(r.body), r.now],
   )
-  await tx.query(
+  const lines = tx.query(
     `INSERT INTO receipt_lines (client_code, external_reconciliation_id, position, external_payment_request_id, external_receipt_line_id,
                                 external_receivable_id, currency, amount_minor, state)
      SELECT $1, $2, x.position, $3, x.line, x.receivable, x.currency, x.amount, x.state
@@ -196,6 +198,7 @@ export async function insertReconciliation(
       r.lines.map((l) => l.state),
     ],
   )
+  await answersInOrder([reconciliation, lines])
 }
 
 /**
@@ -261,16 +264,18 @@ export async function resolveReconciliation(
   resolution: ResolutionWrite,
   now: string,
 ): Promise<number> {
-  await tx.query(
+  // Both sent before either answer is awaited.
+  const released = tx.query(
     `UPDATE reconciliation_holds SET released_at = $3
       WHERE client_code = $1 AND external_reconciliation_id = $2 AND released_at IS NULL`,
     [clientCode, id, now],
   )
-  const rows = await tx.query<{ revision: string }>(
+  const resolved = tx.query<{ revision: string }>(
     `UPDATE payment_reconciliations SET status = 'resolved', revision = revision + 1, resolution = $3, resolved_at = $4, updated_at = $4
       WHERE client_code = $1 AND external_reconciliation_id = $2
       RETURNING revision`,
     [clientCode, id, JSON.stringify(resolution), now],
   )
+  const [, rows] = await answersInOrder([released, resolved])
   return Number(rows[0]?.revision)
 }

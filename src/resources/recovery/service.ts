@@ -5,6 +5,7 @@ import { Problem, unknownReferences } from '../../domain/problems.ts'
 import { isoNow } from '../../domain/time.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
+import { answersInOrder } from '../../store/transactions.ts'
 import { defineOperation, grantOf, type OperationContext, type RouteDeps } from '../operations.ts'
 import type { ReceivableRow, ReceivableStore } from '../receivables/store.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
@@ -64,9 +65,16 @@ export function createRecoveryService(deps: RecoveryServiceDeps) {
       )
     }
     const receivableId = body.scope.externalReceivableId
-    await lockIdentity(tx, clientCode, 'instruction', id)
-    await lockIdentity(tx, clientCode, 'receivable', receivableId)
-    const existing = await findInstruction(tx, clientCode, id)
+    // Round trip one: both identity locks, then every read a decision below needs (the instruction, its Receivable
+    // with its holds, the instruction already governing that Receivable, the holds watched before the write).
+    const [, , existing, receivable, other] = await answersInOrder([
+      lockIdentity(tx, clientCode, 'instruction', id),
+      lockIdentity(tx, clientCode, 'receivable', receivableId),
+      findInstruction(tx, clientCode, id),
+      findReceivable(tx, clientCode, receivableId),
+      instructionGoverning(tx, clientCode, receivableId),
+      uow.watchHolds(clientCode, [receivableId]),
+    ])
     if (existing && existing.external_receivable_id !== receivableId) {
       throw new Problem(
         'instruction_scope_conflict',
@@ -79,10 +87,8 @@ export function createRecoveryService(deps: RecoveryServiceDeps) {
       }
       throw revisionConflict(Number(existing.revision) + 1, body.revision)
     }
-    const receivable = await findReceivable(tx, clientCode, receivableId)
     if (!receivable) throw unknownReferences([{ pointer: '/scope/externalReceivableId', what: `Receivable ${receivableId}` }])
     if (!existing) {
-      const other = await instructionGoverning(tx, clientCode, receivableId)
       if (other) {
         throw new Problem(
           'instruction_scope_conflict',
@@ -107,15 +113,24 @@ export function createRecoveryService(deps: RecoveryServiceDeps) {
       )
     }
     const now = isoNow(clock)
-    await uow.watchHolds(clientCode, [receivableId])
-    const row = await writeInstruction(tx, clientCode, id, {
-      receivableId,
-      state: body.state,
-      revision: body.revision,
-      effectiveAt: body.effectiveAt,
-      now,
-    })
-    return { status: existing ? (200 as const) : (201 as const), body: () => view(tx, clientCode, row) }
+    // Sent ahead: the holds after it (runOperation) travel with it, and its row is awaited by the render only.
+    const written = uow.send((sending) =>
+      writeInstruction(sending, clientCode, id, {
+        receivableId,
+        state: body.state,
+        revision: body.revision,
+        effectiveAt: body.effectiveAt,
+        now,
+      }),
+    )
+    // The render's read is sent before the row is awaited: COMMIT may leave with it (executeWrite).
+    return {
+      status: existing ? (200 as const) : (201 as const),
+      body: async () => {
+        const [row, after] = await answersInOrder([written, findReceivable(tx, clientCode, receivableId)])
+        return viewOf(row, after)
+      },
+    }
   }
 
   /** A Source revision of a recovery instruction (or an identical retry). */

@@ -4,6 +4,7 @@ import { money, toMinor } from '../../domain/money.ts'
 import { fieldProblem, Problem } from '../../domain/problems.ts'
 import { isoNow } from '../../domain/time.ts'
 import type { Queryable } from '../../store/store.ts'
+import { answersInOrder } from '../../store/transactions.ts'
 import { defineOperation, type OperationContext, type RouteDeps } from '../operations.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import { createRefund, paymentNotConfirmed, refundNotFound, refuseAboveRemaining } from './rules.ts'
@@ -48,9 +49,12 @@ export function createRefundService(deps: RefundServiceDeps) {
     const refundId = ctx.id
     // The one lock: the request's row. Two refunds of one request (or a refund and a reversal) run one after the
     // other, and the second counts the first.
-    const payment = await lockRefundedPayment(tx, clientCode, requestId)
+    // The refund's own read goes in the same round trip.
+    const [payment, existing] = await answersInOrder([
+      lockRefundedPayment(tx, clientCode, requestId),
+      findRefund(tx, clientCode, requestId, refundId),
+    ])
     if (!payment) throw paymentRequestNotFound(requestId)
-    const existing = await findRefund(tx, clientCode, requestId, refundId)
     if (existing) {
       if (canonicalJson(existing.body) === canonicalJson(body))
         return { status: 200 as const, body: async () => toRefundResponse(existing) }

@@ -1,5 +1,6 @@
 import { claimKey, type LeaseHolder, leaseHolderGone } from '../../store/lease-holder.ts'
 import type { Queryable, Tx } from '../../store/store.ts'
+import { answersInOrder } from '../../store/transactions.ts'
 
 /**
  * SQL of the refunds table (migration 0020): the API's writes and reads, and the refund worker's claims. A refund
@@ -47,22 +48,21 @@ export interface RefundedPaymentRow {
  * Payment and the refunds it carries. Undefined for an unknown request.
  */
 export async function lockRefundedPayment(tx: Tx, clientCode: string, requestId: string): Promise<RefundedPaymentRow | undefined> {
-  const locked = await tx.query<{ id: string }>(
+  const locking = tx.query<{ id: string }>(
     `SELECT external_payment_request_id AS id FROM payment_requests
       WHERE client_code = $1 AND external_payment_request_id = $2 FOR UPDATE`,
     [clientCode, requestId],
   )
-  if (locked.length === 0) return undefined
-  // Read after the lock: every refund and reversal committed before it is counted.
-  return (
-    await tx.query<RefundedPaymentRow>(
-      `SELECT p.status AS payment_status, p.currency, p.amount_minor, p.reversed_minor,
-              (SELECT COALESCE(sum(f.amount_minor), 0)::text FROM refunds f
-                WHERE f.client_code = $1 AND f.external_payment_request_id = $2 AND f.status IN ('pending', 'succeeded')) AS refunds_minor
-         FROM (SELECT 1) one LEFT JOIN payments p ON p.client_code = $1 AND p.external_payment_request_id = $2`,
-      [clientCode, requestId],
-    )
-  )[0]
+  // Sent with the lock and run after it: every refund and reversal committed before the lock is counted.
+  const reading = tx.query<RefundedPaymentRow>(
+    `SELECT p.status AS payment_status, p.currency, p.amount_minor, p.reversed_minor,
+            (SELECT COALESCE(sum(f.amount_minor), 0)::text FROM refunds f
+              WHERE f.client_code = $1 AND f.external_payment_request_id = $2 AND f.status IN ('pending', 'succeeded')) AS refunds_minor
+       FROM (SELECT 1) one LEFT JOIN payments p ON p.client_code = $1 AND p.external_payment_request_id = $2`,
+    [clientCode, requestId],
+  )
+  const [locked, read] = await answersInOrder([locking, reading])
+  return locked.length === 0 ? undefined : read[0]
 }
 
 export async function findRefund(db: Queryable, clientCode: string, requestId: string, refundId: string): Promise<RefundRow | undefined> {

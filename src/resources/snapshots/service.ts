@@ -4,6 +4,7 @@ import { fieldProblem, Problem } from '../../domain/problems.ts'
 import { isoNow } from '../../domain/time.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { Queryable } from '../../store/store.ts'
+import { answersInOrder } from '../../store/transactions.ts'
 import type { HoldStore } from '../holds/store.ts'
 import { defineOperation, grantOf, type OperationContext, type RouteDeps } from '../operations.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
@@ -51,8 +52,15 @@ export function createSnapshotService(deps: SnapshotServiceDeps) {
       const { clientCode, id } = ctx
       const grant = grantOf(ctx)
       const { tx } = uow
-      await lockIdentity(tx, clientCode, 'snapshot', 'sequence')
-      const existing = await findSnapshot(tx, clientCode, id)
+      const ids = body.balances.map((b) => b.externalReceivableId)
+      // Round trip one: the client's snapshot sequence lock, then every read a decision below needs (docs/decisions.md,
+      // "A write in two round trips"): the snapshot, the last position, and the Receivables, row-locked.
+      const [, existing, lastPosition, current] = await answersInOrder([
+        lockIdentity(tx, clientCode, 'snapshot', 'sequence'),
+        findSnapshot(tx, clientCode, id),
+        lastSnapshotPosition(tx, clientCode),
+        lockReceivablesForSnapshot(tx, clientCode, ids),
+      ])
       if (existing) {
         if (canonicalJson(existing.body) === canonicalJson(body)) return { status: 200 as const, body: async () => view(existing) }
         throw new Problem('snapshot_conflict', `Balance snapshot ${id} was already accepted with a different body.`)
@@ -60,7 +68,6 @@ export function createSnapshotService(deps: SnapshotServiceDeps) {
       if (body.feedMode !== grant.feedMode) {
         throw new Problem('feed_mode_mismatch', `This connection's feed mode is ${grant.feedMode}; the snapshot says ${body.feedMode}.`)
       }
-      const lastPosition = await lastSnapshotPosition(tx, clientCode)
       if (lastPosition !== null && BigInt(body.sourcePosition) <= BigInt(lastPosition)) {
         throw new Problem(
           'snapshot_out_of_order',
@@ -70,8 +77,6 @@ export function createSnapshotService(deps: SnapshotServiceDeps) {
           },
         )
       }
-      const ids = body.balances.map((b) => b.externalReceivableId)
-      const current = await lockReceivablesForSnapshot(tx, clientCode, ids)
       const byId = new Map(current.map((r) => [r.external_receivable_id, r]))
       body.balances.forEach((b, i) => {
         const r = byId.get(b.externalReceivableId)
@@ -86,23 +91,31 @@ export function createSnapshotService(deps: SnapshotServiceDeps) {
       })
       const applied = body.balances.filter((_, i) => outcomes[i] === 'applied')
       const now = isoNow(clock)
-      if (applied.length > 0) {
-        const updated = await applyBalances(
-          tx,
-          clientCode,
-          applied.map((b) => ({
-            id: b.externalReceivableId,
-            amountMinor: toMinor(b.recoverableAmount.amount),
-            sourceRevision: b.sourceRevision,
-          })),
-          now,
-        )
-        await releaseOmissions(
-          tx,
-          clientCode,
-          applied.map((b) => b.externalReceivableId),
-          now,
-        )
+      // Round trip two: the balances and the omissions they release, then the snapshot (sent ahead with the flush).
+      const applying =
+        applied.length > 0
+          ? answersInOrder([
+              applyBalances(
+                tx,
+                clientCode,
+                applied.map((b) => ({
+                  id: b.externalReceivableId,
+                  amountMinor: toMinor(b.recoverableAmount.amount),
+                  sourceRevision: b.sourceRevision,
+                })),
+                now,
+              ),
+              releaseOmissions(
+                tx,
+                clientCode,
+                applied.map((b) => b.externalReceivableId),
+                now,
+              ),
+            ])
+          : undefined
+      uow.send((sending) => insertSnapshot(sending, clientCode, id, body, outcomes, now))
+      if (applying) {
+        const [updated] = await applying
         uow.appendChanges(
           clientCode,
           updated.map((u) => ({
@@ -114,7 +127,6 @@ export function createSnapshotService(deps: SnapshotServiceDeps) {
           })),
         )
       }
-      await insertSnapshot(tx, clientCode, id, body, outcomes, now)
       // A snapshot is heard with its position (the freshness of a snapshot_only connection).
       uow.touchSource(clientCode, grant.feedMode, now, body.sourcePosition)
       return { status: 201 as const, body: async () => view({ external_snapshot_id: id, body, outcomes, accepted_at: now }) }
