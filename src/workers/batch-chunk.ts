@@ -19,6 +19,7 @@ import { inUnitOfWork, type UnitOfWork, type UnitOfWorkMark } from '../resources
 import { lockIdentities } from '../store/locks.ts'
 import { rollbackToSavepoint, setSavepoint } from '../store/savepoints.ts'
 import type { Store } from '../store/store.ts'
+import { answersInOrder } from '../store/transactions.ts'
 import { errorClass, isTransientStoreError } from './batch-errors.ts'
 import { nextWave, type WaveItem } from './batch-waves.ts'
 
@@ -234,18 +235,21 @@ async function runWave(run: ChunkRun, wave: Prepared[], settle: (rec: BatchRecor
  * order comes; once the chunk has run MAX_RECORD_SAVEPOINTS_PER_CHUNK records alone, it stops before the next one
  * (the rest stay pending).
  */
-async function runWaves(run: ChunkRun, pending: BatchRecordRow[]): Promise<RecordOutcome[]> {
+async function runWaves(run: ChunkRun, pending: BatchRecordRow[], saving: Promise<void>): Promise<RecordOutcome[]> {
   const { uow, batch } = run
   let remaining = pending.map((rec) => prepare(run, rec))
   // Every identity the chunk's set-based records write, locked at once in a fixed order (one statement; the
-  // keys of `SetOperation.keys` are `kind:id`, the identities `lockIdentity` takes).
-  await lockIdentities(
-    uow.tx,
-    batch.client_code,
-    remaining.flatMap((p) =>
-      p.op.many ? (p.item.keys?.writes ?? []).map((k) => [k.slice(0, k.indexOf(':')), k.slice(k.indexOf(':') + 1)] as const) : [],
+  // keys of `SetOperation.keys` are `kind:id`, the identities `lockIdentity` takes), behind the chunk's savepoint.
+  await answersInOrder([
+    saving,
+    lockIdentities(
+      uow.tx,
+      batch.client_code,
+      remaining.flatMap((p) =>
+        p.op.many ? (p.item.keys?.writes ?? []).map((k) => [k.slice(0, k.indexOf(':')), k.slice(k.indexOf(':') + 1)] as const) : [],
+      ),
     ),
-  )
+  ])
   const positions = new EventPositions(uow)
   const outcomes: RecordOutcome[] = []
   const settle = (rec: BatchRecordRow, outcome: RecordOutcome) => {
@@ -285,10 +289,13 @@ async function runWaves(run: ChunkRun, pending: BatchRecordRow[]): Promise<Recor
 async function runPending(run: ChunkRun, pending: BatchRecordRow[]): Promise<RecordOutcome[]> {
   const { uow } = run
   const doneBefore = new Map(run.done)
-  await setSavepoint(uow.tx, 'batch_chunk')
+  // Sent with the chunk's identity locks (runWaves): one round trip.
+  const saving = setSavepoint(uow.tx, 'batch_chunk')
+  // Awaited with the locks; should the chunk fail before that, its failure is the chunk's, not an unhandled one.
+  saving.catch(() => {})
   const mark = uow.mark()
   try {
-    return await runWaves(run, pending)
+    return await runWaves(run, pending, saving)
   } catch (err) {
     if (isTransientStoreError(err)) throw err
     run.deps.onError(err)
@@ -353,7 +360,11 @@ async function chunkInTransaction(
   token: string,
 ): Promise<Omit<ChunkResult, 'appendedFeed'>> {
   const { tx } = uow
-  const lease = await holdLease(tx, batch, token, deps.leaseSeconds)
+  // The lease and the grant in one round trip (the grant is read even when the lease turns out lost).
+  const [lease, grant] = await answersInOrder([
+    holdLease(tx, batch, token, deps.leaseSeconds),
+    loadActiveGrant(tx, batch.integration_id, batch.client_code),
+  ])
   if (!lease) return { more: false, decided: 0 }
   const { records } = lease
   const done = new Map(records.map((r) => [r.record_id, r.status]))
@@ -367,7 +378,6 @@ async function chunkInTransaction(
     await saveOutcomes(tx, batch, given)
     return { more: true, decided: given.length }
   }
-  const grant = await loadActiveGrant(tx, batch.integration_id, batch.client_code)
   const outcomes = await runPending({ deps, uow, batch, grant, done, savepoints: 0 }, pending)
   // The chunk that runs the last records completes the batch too: no transaction of its own for that.
   const finished = records.every((r) => done.get(r.record_id) !== 'pending')
