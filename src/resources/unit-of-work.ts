@@ -1,5 +1,5 @@
 import type { Store, Tx } from '../store/store.ts'
-import { answersInOrder, countingSends } from '../store/transactions.ts'
+import { answersInOrder, countingSends, sealable } from '../store/transactions.ts'
 import { type ChangeActor, type ChangeInput, insertChanges } from './feed/store.ts'
 import { recordSourceFreshFact } from './holds/client-facts-store.ts'
 import { type SourceTouch, touchMakesFresh, writeSourceActivity } from './holds/source-activity-store.ts'
@@ -44,16 +44,9 @@ export class UnitOfWork {
    * yet answered.
    */
   send<T>(write: (tx: Tx) => Promise<T>): Promise<T> {
-    let open = true
-    const tx: Tx = {
-      ...this.tx,
-      query: (sql, params, options) => {
-        if (!open) throw new Error('a write sent ahead (UnitOfWork.send) sends every statement at once, before it awaits')
-        return this.tx.query(sql, params, options)
-      },
-    }
+    const { tx, seal } = sealable(this.tx, 'a write sent ahead (UnitOfWork.send) sends every statement at once, before it awaits')
     const answer = write(tx)
-    open = false
+    seal()
     // Awaited by the flush; until then a failure is not unhandled (the transaction fails with it there).
     answer.catch(() => {})
     this.sentAhead.push(answer)

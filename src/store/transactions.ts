@@ -63,3 +63,23 @@ export async function answersInOrder<const T extends readonly unknown[]>(sent: T
   if (failed) throw failed.reason
   return settled.map((r) => (r as PromiseFulfilledResult<unknown>).value) as { -readonly [K in keyof T]: Awaited<T[K]> }
 }
+
+/**
+ * `tx`, until `seal()`: a statement sent through it afterwards is refused with `message` (the unit of work's writes
+ * sent ahead must send every statement before they first await: src/resources/unit-of-work.ts, `send`).
+ */
+export function sealable(tx: Tx, message: string): { tx: Tx; seal(): void } {
+  let open = true
+  return {
+    tx: {
+      ...tx,
+      query: (sql, params, options) => {
+        if (!open) throw new Error(message)
+        return tx.query(sql, params, options)
+      },
+    },
+    seal: () => {
+      open = false
+    },
+  }
+}
