@@ -62,6 +62,17 @@ const receivable = (customerId: string, sourceRevision = 1, extra: Record<string
   ...extra,
 })
 
+/** A payment of 5.00 by Customer c1, allocated whole to Receivable r1. */
+const observation = () => ({
+  type: 'payment',
+  amount: usd('5.00'),
+  externalCustomerId: 'c1',
+  allocations: [{ externalReceivableId: 'r1', amount: usd('5.00') }],
+  effectiveAt: '2026-11-20T00:00:00Z',
+  method: 'payroll_deduction',
+  sourceReference: 'po/1',
+})
+
 function api(k: Tenant) {
   const base = `/v1/clients/${k.clientCode}`
   const ok = async (p: Promise<Response>, status?: number) => {
@@ -250,21 +261,7 @@ describe('a response that does not fit its schema: rolled back on PGlite, saved 
       },
       status('/credit-notes/cn1'),
     )
-    await expectRolledBack(
-      k,
-      s.paymentObservations.put,
-      'po1',
-      {
-        type: 'payment',
-        amount: usd('5.00'),
-        externalCustomerId: 'c1',
-        allocations: [{ externalReceivableId: 'r1', amount: usd('5.00') }],
-        effectiveAt: '2026-11-20T00:00:00Z',
-        method: 'payroll_deduction',
-        sourceReference: 'po/1',
-      },
-      status('/payment-observations/po1'),
-    )
+    await expectRolledBack(k, s.paymentObservations.put, 'po1', observation(), status('/payment-observations/po1'))
     await expectRolledBack(
       k,
       s.recovery.putOperation,
@@ -548,17 +545,7 @@ describe('statements per write (counting store): a regression shows here', () =>
         sourceReference: 'cn/1',
       }),
     )
-    await measure('payment observation', () =>
-      c.put('/payment-observations/po1', {
-        type: 'payment',
-        amount: usd('5.00'),
-        externalCustomerId: 'c1',
-        allocations: [{ externalReceivableId: 'r1', amount: usd('5.00') }],
-        effectiveAt: '2026-11-20T00:00:00Z',
-        method: 'payroll_deduction',
-        sourceReference: 'po/1',
-      }),
-    )
+    await measure('payment observation', () => c.put('/payment-observations/po1', observation()))
     await measure('balance snapshot', () =>
       c.put('/balance-snapshots/s1', {
         asOf: '2026-11-20T00:00:00Z',
