@@ -130,6 +130,8 @@ async function runRecord(run: ChunkRun, rec: BatchRecordRow): Promise<RecordOutc
   } catch (err) {
     // The store could not run it now: not this record's outcome. The chunk rolls back and is retried.
     if (isTransientStoreError(err)) throw err
+    // What it sent ahead, answered (whatever the answer: the savepoint takes it back), so the next record can mark.
+    await uow.settleSent().catch(() => {})
     await rollbackToSavepoint(uow.tx, 'batch_record')
     uow.rollbackTo(mark)
     if (isProblem(err)) return failedOutcome(rec, err)

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import fc from 'fast-check'
 import { inUnitOfWork } from '../../src/resources/unit-of-work.ts'
+import { rollbackToSavepoint, setSavepoint } from '../../src/store/savepoints.ts'
 import { FailedAfterCommitError, type Store, type Tx } from '../../src/store/store.ts'
 import { createTestDatabase, onPostgres, type TestDatabase } from '../helpers/store.ts'
 
@@ -222,6 +223,23 @@ describe('writes sent ahead (UnitOfWork.send): with the flush and COMMIT, on bot
     assert.match((cause as Error).message, /sends every statement at once/)
     assert.deepEqual(await ids(), onPostgres ? ['a'] : [])
     assert.equal(failed instanceof FailedAfterCommitError, onPostgres)
+  })
+
+  test('one that fails inside a savepoint: settled, the savepoint rolled back, the next mark and write go on', async () => {
+    await clear()
+    await insert(store as unknown as Tx, 'taken')
+    await inUnitOfWork(store, async (uow) => {
+      await setSavepoint(uow.tx, 'batch_record')
+      const mark = uow.mark()
+      uow.send((tx) => insert(tx, 'taken'))
+      // As a batch record run alone does when it fails (src/workers/batch-chunk.ts, runRecord).
+      await assert.rejects(uow.settleSent(), (err: { code?: string }) => err.code === '23505')
+      await rollbackToSavepoint(uow.tx, 'batch_record')
+      uow.rollbackTo(mark)
+      uow.mark()
+      uow.send((tx) => insert(tx, 'next'))
+    })
+    assert.deepEqual(await ids(), ['next', 'taken'])
   })
 
   test('no savepoint mark while one is unanswered', async () => {
