@@ -5,7 +5,8 @@
  * (default 10), warms up, then sends `CPU_N` requests (default 2,000) of each scenario over the keys at once and prints
  * the service process's CPU and the database backends' CPU (both from /proc: the server must run on this host) per
  * request, with the latency each key saw (p50: the keys' median; p99: the worst key's). DATABASE_LAYOUT=partitioned
- * measures the partitioned layout (docs/scaling.md). A measurement, not a test.
+ * measures the partitioned layout (docs/scaling.md); CPU_SCENARIOS (get, put-customer, put-create) picks scenarios, and
+ * BENCH_CPU_PROF=<dir> writes the service's V8 CPU profile there. A measurement, not a test.
  */
 import { readFileSync } from 'node:fs'
 import autocannon from 'autocannon'
@@ -91,7 +92,10 @@ try {
   console.log(
     `| scenario | requests | service CPU µs/request | backends CPU µs/request | wall s | p50 ms | p99 ms |\n|---|---:|---:|---:|---:|---:|---:|`,
   )
-  for (const [label, make] of scenarios) {
+  // CPU_SCENARIOS=get,put-customer,put-create: only those (with BENCH_CPU_PROF, a profile of one route alone).
+  const only = process.env.CPU_SCENARIOS?.split(',')
+  const ids = ['get', 'put-customer', 'put-create']
+  for (const [label, make] of scenarios.filter((_, i) => !only || only.includes(ids[i] as string))) {
     await run(make, 50)
     const pids = await backends()
     const s0 = cpuMs(svc.pid)

@@ -9,7 +9,7 @@ import type { Queryable } from '../store/store.ts'
 import type { SlotRelease } from '../store/transactions.ts'
 import { bearerToken, constantTimeEqualHex, invalidKey, presentedKeyDigest } from './auth.ts'
 import { assertStorableParameters } from './json-body.ts'
-import type { Gate, GateOutcome, GateRequest, Lease } from './limits.ts'
+import type { Gate, GatedRead, GateOutcome, GateRequest, Lease } from './limits.ts'
 import { checkMediaType } from './media.ts'
 import type { RouteDef } from './route.ts'
 import { parseOrThrow } from './validation.ts'
@@ -36,6 +36,16 @@ import { parseOrThrow } from './validation.ts'
  *    anything the read found is used (so 401/429/403 answer first), the slot held for the statement only; a
  *    read that ran no statement (it answered, or threw, without one) meets the gate on its own right after.
  *    The handler receives the read's result and the grant as plain values.
+ *    A write route declared `gateInWrite` (its work is one request transaction) whose key this process admitted
+ *    last time for this Client, as the same caller, on PostgreSQL: its gate leaves in that transaction's first round
+ *    trip instead, ahead of BEGIN on the same connection (`{ inWrite }`; src/store/store.ts, AheadOfBegin). The
+ *    handler runs with the grant it was admitted with last time; the gate's answer, which comes before any other of
+ *    the transaction, decides: a refusal (401, 429, 403) fails every statement of the transaction, which rolls back
+ *    and answers it; a caller that changed since (a grant's scopes or modes) rolls it back and runs the handler
+ *    once more with the caller the gate returned (`AdmissionChanged`). A body that fails (malformed, invalid, too
+ *    large), or a handler that ends before its transaction, meets the gate on its own first (`meetPending`): 401,
+ *    429 and 403 still answer before anything of the body. A key not admitted last time never reaches a
+ *    transaction before its gate has answered.
  * 4. A write frees the slot inside its transaction, as its last statement before COMMIT (`Slot.releaseIn`,
  *    src/store/transactions.ts), so the slot is free exactly when the write commits.
  * 5. onSend: a slot still held is given back before the response is written (`releaseBeforeSend`), so a client
@@ -64,8 +74,32 @@ export interface Admitted {
 export interface Entry {
   params: Record<string, unknown>
   query: Record<string, unknown>
-  /** `admitted`: the gate has run (null on routes without an API key); `inRead`: it runs in the route's read. */
-  gate: { admitted: Admitted | null } | { inRead: GateRequest }
+  /**
+   * `admitted`: the gate has run (null on routes without an API key); `inRead`: it runs in the route's read;
+   * `inWrite`: it runs ahead of the write's transaction, and the handler runs as the caller admitted last time.
+   */
+  gate: { admitted: Admitted | null } | { inRead: GateRequest } | { inWrite: Admitted }
+}
+
+/** A gate that has not run yet: it leaves with the write's transaction (step 3), or on its own (`meetPending`). */
+export interface PendingGate {
+  def: RouteDef
+  req: GateRequest
+  clientCode: string
+  /** The caller this process admitted last time for the key and Client: the handler runs as it until the gate says. */
+  speculated: Caller
+}
+
+/**
+ * The gate, run ahead of a write's transaction, admitted another caller than the one the handler ran as (its grant
+ * changed since this process last admitted the key): the transaction rolled back, and the handler runs once more as
+ * `admitted`, whose slot is held.
+ */
+export class AdmissionChanged extends Error {
+  override readonly name = 'AdmissionChanged'
+  constructor(readonly admitted: Admitted) {
+    super('the request gate admitted another caller than the one the write ran as')
+  }
 }
 
 /** One request's exchange with the admission: its slot, its entry, and which limit refused it if one did. */
@@ -75,6 +109,8 @@ export interface Exchange {
   entry: Entry | null
   /** Which limit refused the request (its 429), for the metrics (src/http/metrics.ts); null when none did. */
   refusedBy: 'rate' | 'concurrency' | null
+  /** The gate of an `inWrite` entry until it has run (step 3). */
+  pendingGate: PendingGate | null
 }
 
 declare module 'fastify' {
@@ -158,7 +194,48 @@ export async function releaseBeforeSend(exchange: Exchange | null): Promise<void
   }
 }
 
-export function createAdmission(deps: AdmissionDeps) {
+/** How many (key, Client) pairs the admission remembers the last admitted caller of (the oldest is forgotten first). */
+const REMEMBERED_CALLERS = 10_000
+
+/**
+ * The gate, remembering the caller each (key, Client) pair was last admitted as, and forgetting it on any other
+ * outcome. Only a hint of this process, never an authorization: it decides whether a write's gate may leave with
+ * its transaction (step 3), whose answer is then checked against it.
+ */
+function rememberingCallers(gate: Gate): { gate: Gate; lastAdmitted(req: GateRequest): Caller | undefined } {
+  const callers = new Map<string, Caller>()
+  const keyOf = (req: GateRequest) => `${req.digest}\u0000${req.clientCode}`
+  const seen = (req: GateRequest, outcome: GateOutcome): GateOutcome => {
+    const key = keyOf(req)
+    callers.delete(key)
+    if (outcome.caller && !outcome.refused) {
+      callers.set(key, outcome.caller)
+      if (callers.size > REMEMBERED_CALLERS) callers.delete(callers.keys().next().value as string)
+    }
+    return outcome
+  }
+  const remembering: Gate = { enter: async (req) => seen(req, await gate.enter(req)) }
+  const on = gate.enterOn?.bind(gate)
+  if (on) remembering.enterOn = async (req, connection) => seen(req, await on(req, connection))
+  const withRead = gate.enterWithRead?.bind(gate)
+  if (withRead) {
+    remembering.enterWithRead = async <T extends object>(req: GateRequest, read: GatedRead) => {
+      const result = await withRead<T>(req, read)
+      seen(req, result.outcome)
+      return result
+    }
+  }
+  return { gate: remembering, lastAdmitted: (req) => callers.get(keyOf(req)) }
+}
+
+/** Two callers alike: the same key, Integration and grant (its scopes, allowlist and modes). */
+function sameCaller(a: Caller, b: Caller): boolean {
+  return JSON.stringify(a) === JSON.stringify(b)
+}
+
+export function createAdmission(admissionDeps: AdmissionDeps) {
+  const remembered = rememberingCallers(admissionDeps.gate)
+  const deps = { ...admissionDeps, gate: remembered.gate }
   /** The client went away while the gate was waiting on the store: stop here, holding nothing. */
   function abandon(request: FastifyRequest, reply: FastifyReply, exchange: Exchange, stage: string): Promise<void> {
     request.log.info({ stage }, 'client closed the connection before the request was served')
@@ -203,10 +280,65 @@ export function createAdmission(deps: AdmissionDeps) {
     return { caller: outcome.caller, grant }
   }
 
+  /**
+   * The caller admitted last time, authorized for this route as it would be now (its scopes, the IP allowlist, the
+   * body's media type); null when it would be refused, so that the gate runs first and answers the refusal.
+   */
+  function speculate(def: RouteDef, request: FastifyRequest, clientCode: string, caller: Caller): Admitted | null {
+    try {
+      const grant = authorize(caller, clientCode, scopesOf(def), request.ip)
+      checkMediaType(def, request)
+      return { caller, grant }
+    } catch {
+      return null
+    }
+  }
+
+  /** A gate's outcome for a pending gate: the slot held, the refusals thrown (step 2's order), who was admitted. */
+  function settlePending(request: FastifyRequest, reply: FastifyReply, exchange: Exchange, pending: PendingGate, outcome: GateOutcome) {
+    if (outcome.caller) exchange.slot.hold(outcome.lease)
+    // Closed meanwhile: its 'close' found no slot to give back.
+    if (exchange.slot.closed) void exchange.slot.release()
+    return admit(pending.def, request, reply, exchange, pending.clientCode, outcome)
+  }
+
   return {
     /** Step 1. */
     open(request: FastifyRequest, reply: FastifyReply): Exchange {
-      return { slot: openSlot(request, reply), entry: null, refusedBy: null }
+      return { slot: openSlot(request, reply), entry: null, refusedBy: null, pendingGate: null }
+    },
+
+    /**
+     * Step 3 for an `inWrite` entry: the request's slot, carrying its gate to send ahead of the write's BEGIN. The
+     * gate's answer is checked against the caller the handler runs as: a refusal rejects (and with it every answer
+     * of the transaction), another caller rejects with AdmissionChanged. A transaction run again (a connection lost
+     * before BEGIN's answer) sends the gate again unless it answered.
+     */
+    admittingSlot(request: FastifyRequest, reply: FastifyReply, exchange: Exchange): SlotRelease {
+      const enterOn = deps.gate.enterOn
+      return {
+        releaseIn: (tx) => exchange.slot.releaseIn(tx),
+        admitIn: async (connection) => {
+          const pending = exchange.pendingGate
+          if (!pending || !enterOn) return
+          const outcome = await enterOn(pending.req, connection)
+          exchange.pendingGate = null
+          const admitted = settlePending(request, reply, exchange, pending, outcome)
+          if (!sameCaller(admitted.caller, pending.speculated)) throw new AdmissionChanged(admitted)
+        },
+      }
+    },
+
+    /**
+     * A gate still pending (an `inWrite` entry whose transaction never sent it: the body failed, or the handler
+     * ended before its transaction), run on its own: its refusal is thrown, as it would have been before the body
+     * was read. Returns who was admitted (null when no gate was pending).
+     */
+    async meetPending(request: FastifyRequest, reply: FastifyReply, exchange: Exchange): Promise<Admitted | null> {
+      const pending = exchange.pendingGate
+      if (!pending) return null
+      exchange.pendingGate = null
+      return settlePending(request, reply, exchange, pending, await deps.gate.enter(pending.req))
     },
 
     /** Step 2; null when the client went away meanwhile (the request is then hijacked: nothing more runs). */
@@ -228,6 +360,15 @@ export function createAdmission(deps: AdmissionDeps) {
       const gateRequest: GateRequest = { digest, environment: deps.environment, clientCode, log: request.log }
       // A request whose whole work is one read: its gate runs in that read's statement (one round trip in all).
       if (def.oneRead && deps.gate.enterWithRead) return { params, query, gate: { inRead: gateRequest } }
+      // A write of a caller admitted last time: its gate leaves with its transaction's BEGIN (step 3).
+      const speculated = def.gateInWrite && deps.gate.enterOn ? remembered.lastAdmitted(gateRequest) : undefined
+      if (speculated) {
+        const admitted = speculate(def, request, clientCode, speculated)
+        if (admitted) {
+          exchange.pendingGate = { def, req: gateRequest, clientCode, speculated }
+          return { params, query, gate: { inWrite: admitted } }
+        }
+      }
       // One round trip: the key and its grant, the minute's count, a slot in every bucket (src/http/limits.ts).
       const outcome = await deps.gate.enter(gateRequest)
       if (!outcome.caller) throw invalidKey()
@@ -252,10 +393,11 @@ export function createAdmission(deps: AdmissionDeps) {
       entry: Entry,
     ): Promise<{ admitted: Admitted | null; read: unknown }> {
       const gate = entry.gate
-      if (!def.oneRead) return { admitted: 'admitted' in gate ? gate.admitted : null, read: undefined }
+      if (!def.oneRead) return { admitted: 'admitted' in gate ? gate.admitted : 'inWrite' in gate ? gate.inWrite : null, read: undefined }
       const clientCode = String(entry.params.clientCode ?? '')
       const args = { clientCode, params: entry.params, query: entry.query }
       if ('admitted' in gate) return { admitted: gate.admitted, read: await def.oneRead(oneStatement(deps.db, def.operationId), args) }
+      if ('inWrite' in gate) throw new Error('a one-read route never has its gate in a write')
 
       const req = gate.inRead
       const scopes = scopesOf(def)

@@ -104,6 +104,11 @@ export interface Gate {
    * the rows. Absent where the gate is not in the store (the embedded store's gate is in memory).
    */
   enterWithRead?<T extends object>(req: GateRequest, read: GatedRead): Promise<{ outcome: GateOutcome; rows: T[] }>
+  /**
+   * `enter`, its statement run on `connection`: a write's, ahead of its transaction's BEGIN (src/http/admission.ts,
+   * "the gate in the write's first round trip"). Absent where the gate is not in the store.
+   */
+  enterOn?(req: GateRequest, connection: Queryable): Promise<GateOutcome>
 }
 
 export interface GateOptions {
@@ -149,6 +154,8 @@ export function gateRecordingKeyUse(gate: Gate, onUse: (apiKeyId: string) => voi
     return outcome
   }
   const recording: Gate = { enter: async (req) => used(await gate.enter(req)) }
+  const on = gate.enterOn?.bind(gate)
+  if (on) recording.enterOn = async (req, connection) => used(await on(req, connection))
   const withRead = gate.enterWithRead?.bind(gate)
   if (withRead) {
     recording.enterWithRead = async <T extends object>(req: GateRequest, read: GatedRead) => {
@@ -249,42 +256,45 @@ export function createStoreGate(db: Queryable, opts: GateOptions): Gate {
       // The slot was held for the statement and went with it: the lease holds nothing.
       return { outcome: { caller, rate, refused, lease: { release: async () => {} } }, rows: readRows }
     },
-    async enter(req) {
-      const holder = randomUUID()
-      const now = opts.clock.now().getTime()
-      let row: GateRow | undefined
-      try {
-        row = await runGate(db, gateCall(req, now, holder))
-      } catch (err) {
-        // The statement may have committed before its answer was lost: give back whatever it took.
-        await releaseWithRetries(null, holder, req.log, 0)
-        throw err
-      }
-      if (!row) return { caller: null }
-      const { caller, rate, refused } = verdictOf(row, req, opts.perMinute, now)
-      if (refused) return { caller, rate, refused, lease: null }
-      const buckets = bucketsOf(caller, req)
-      let released = false
-      return {
-        caller,
-        rate,
-        refused: null,
-        lease: {
-          async release() {
-            if (released) return
-            released = true
-            await releaseWithRetries(buckets, holder, req.log, 0)
-          },
-          async releaseIn(tx) {
-            if (released) return () => {}
-            await releaseSlots(tx, buckets, holder)
-            return () => {
-              released = true
-            }
-          },
+    enter: (req) => enterOn(req, db),
+    enterOn,
+  }
+
+  async function enterOn(req: GateRequest, connection: Queryable): Promise<GateOutcome> {
+    const holder = randomUUID()
+    const now = opts.clock.now().getTime()
+    let row: GateRow | undefined
+    try {
+      row = await runGate(connection, gateCall(req, now, holder))
+    } catch (err) {
+      // The statement may have committed before its answer was lost: give back whatever it took.
+      await releaseWithRetries(null, holder, req.log, 0)
+      throw err
+    }
+    if (!row) return { caller: null }
+    const { caller, rate, refused } = verdictOf(row, req, opts.perMinute, now)
+    if (refused) return { caller, rate, refused, lease: null }
+    const buckets = bucketsOf(caller, req)
+    let released = false
+    return {
+      caller,
+      rate,
+      refused: null,
+      lease: {
+        async release() {
+          if (released) return
+          released = true
+          await releaseWithRetries(buckets, holder, req.log, 0)
         },
-      }
-    },
+        async releaseIn(tx) {
+          if (released) return () => {}
+          await releaseSlots(tx, buckets, holder)
+          return () => {
+            released = true
+          }
+        },
+      },
+    }
   }
 }
 

@@ -85,6 +85,12 @@ export interface RouteDef<P extends z.ZodType = z.ZodType, Q extends z.ZodType =
    * whole request is one round trip; the handler receives its result as `ctx.read`, with the grant.
    */
   oneRead?: OneRead<z.output<P>, z.output<Q>, R>
+  /**
+   * A write whose whole work is one request transaction opened with the request's slot (`executeWrite`): on
+   * PostgreSQL its gate may leave ahead of that transaction's BEGIN, in its first round trip (src/http/admission.ts,
+   * "the gate in the write's first round trip"). Its handler uses the grant only through that transaction.
+   */
+  gateInWrite?: true
   handler(ctx: RouteContext<z.output<P>, z.output<Q>, z.output<B>, R>): Promise<RouteResult>
 }
 

@@ -7,7 +7,16 @@ import type { Config } from '../config.ts'
 import { isProblem, Problem } from '../domain/problems.ts'
 import { noStatement } from '../store/one-statement.ts'
 import { CommitOutcomeUnknownError, FailedAfterCommitError, type Queryable } from '../store/store.ts'
-import { type Admission, createAdmission, type Entry, type Exchange, releaseBeforeSend } from './admission.ts'
+import type { SlotRelease } from '../store/transactions.ts'
+import {
+  type Admission,
+  AdmissionChanged,
+  type Admitted,
+  createAdmission,
+  type Entry,
+  type Exchange,
+  releaseBeforeSend,
+} from './admission.ts'
 import { parseJsonBody } from './json-body.ts'
 import type { Gate } from './limits.ts'
 import { problemFromFastifyError, sendProblem } from './problem-response.ts'
@@ -214,9 +223,19 @@ export function buildServer(deps: HttpDeps, routes: RouteDef[]): FastifyInstance
     }
   })
 
-  app.setErrorHandler((thrown, request, reply) => {
+  app.setErrorHandler(async (failure, request, reply) => {
+    let thrown: unknown = failure
+    // A body refused before the handler (malformed JSON, too large) while the gate was still pending (admission.ts,
+    // step 3): the gate answers first, and its refusal is the answer.
+    if (request.exchange?.pendingGate) {
+      try {
+        await admission.meetPending(request, reply, request.exchange)
+      } catch (refusal) {
+        thrown = refusal
+      }
+    }
+    const err = thrown instanceof AnswerError ? thrown.cause : thrown
     const handled = thrown instanceof AnswerError
-    const err = handled ? thrown.cause : thrown
     let problem = isProblem(err) ? err : problemFromFastifyError(err as { code?: string; statusCode?: number })
     if (!problem) {
       const e = err as { name?: string; code?: string; message?: string; stack?: string }
@@ -283,12 +302,17 @@ function routeHandler(def: RouteDef, deps: HttpDeps, admission: Admission) {
     let body: unknown
     if (def.body) {
       const raw = request.body === undefined && def.body.optional ? {} : request.body
-      body = parseOrThrow(def.body.schema, raw, '', 'The request body')
+      try {
+        body = parseOrThrow(def.body.schema, raw, '', 'The request body')
+      } catch (err) {
+        // A gate still pending answers first (admission.ts, step 3): its refusal, before anything of the body.
+        await admission.meetPending(request, reply, exchange)
+        throw err
+      }
     }
     const clientCode = String(entry.params.clientCode ?? '')
-    const run = async () => {
-      const { admitted, read } = await admission.read(def, request, reply, exchange, entry)
-      return def.handler({
+    const handle = (admitted: Admitted | null, read: unknown, slot: SlotRelease) =>
+      def.handler({
         params: entry.params,
         query: entry.query,
         body,
@@ -300,9 +324,25 @@ function routeHandler(def: RouteDef, deps: HttpDeps, admission: Admission) {
         log: request.log,
         read,
         db: def.oneRead ? noStatement(def.operationId) : deps.db,
-        slot: exchange.slot,
+        slot,
         requireScopes: (scopes) => admission.requireScopes(admitted, clientCode, scopes, request.ip),
       })
+    const run = async () => {
+      const { admitted, read } = await admission.read(def, request, reply, exchange, entry)
+      if (!exchange.pendingGate) return handle(admitted, read, exchange.slot)
+      // The gate leaves ahead of the write's BEGIN (admission.ts, step 3).
+      let result: RouteResult
+      try {
+        result = await handle(admitted, read, admission.admittingSlot(request, reply, exchange))
+      } catch (err) {
+        // Admitted as another caller than the one it ran as: rolled back; once more, as that caller.
+        if (err instanceof AdmissionChanged) return handle(err.admitted, read, exchange.slot)
+        await admission.meetPending(request, reply, exchange)
+        throw err
+      }
+      // A handler that ended without its transaction never sent the gate: it answers now, a refusal first.
+      await admission.meetPending(request, reply, exchange)
+      return result
     }
     const result = deps.atClientTime && clientCode ? await deps.atClientTime(clientCode, run) : await run()
     try {

@@ -267,6 +267,9 @@ export function writeRoute(
     responses,
     problems: meta.problems,
     public: !operator,
+    // Its gate may leave with its transaction's BEGIN unless something must be decided before that transaction
+    // opens (further scopes from the body, work that holds no connection).
+    ...(!operator && !op.scopesFor && !op.before ? { gateInWrite: true as const } : {}),
     handler: async ({ clientCode, grant, apiKeyId, params, body, slot, requireScopes }) => {
       if (op.scopesFor) requireScopes(op.scopesFor(body))
       const path = params as Record<string, unknown>

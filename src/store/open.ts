@@ -80,7 +80,7 @@ export function pendingStore(kind: Store['kind']): { store: Store; ready(real: S
     kind,
     query: async (sql, params, options) => current().query(sql, params, options),
     exec: async (sql) => current().exec(sql),
-    transaction: async (fn) => current().transaction(fn),
+    transaction: async (fn, ahead) => current().transaction(fn, ahead),
     close: async () => real?.close(),
     poolStats: () => real?.poolStats?.() ?? { max: 0, total: 0, idle: 0, waiting: 0 },
     // Read at each claim by the workers, which start only once the store is ready.

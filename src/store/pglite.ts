@@ -1,6 +1,6 @@
 import { PGlite, parse, protocol, types } from '@electric-sql/pglite'
 import { embeddedLeaseHolder } from './lease-holder.ts'
-import { normalizeRow, type QueryOptions, type Row, type Store, type Tx } from './store.ts'
+import { type AheadOfBegin, normalizeRow, type QueryOptions, type Row, type Store, type Tx } from './store.ts'
 
 const { serialize } = protocol
 
@@ -119,7 +119,13 @@ export async function openPglite(dataDir?: string): Promise<Store> {
         await forgetStatements(db)
       }),
     poolStats: () => ({ max: 1, total: 1, idle: inFlight === 0 ? 1 : 0, waiting: Math.max(0, inFlight - 1) }),
-    transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    async transaction<T>(fn: (tx: Tx) => Promise<T>, ahead?: AheadOfBegin): Promise<T> {
+      // In this thread there is no round trip to share: the statement ahead runs before BEGIN, and then the transaction.
+      if (ahead)
+        await ahead({
+          query: (sql, params, options) => counted(() => query(sql, params, options)),
+          exec: (sql) => db.exec(sql).then(() => {}),
+        })
       return counted(() =>
         db.transaction(async (t) => {
           // PGlite refuses a statement on a transaction that has ended (`t.closed`); so does the prepared path, which

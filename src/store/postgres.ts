@@ -1,7 +1,16 @@
 import { createHash } from 'node:crypto'
 import pg from 'pg'
 import { sessionLeaseHolder } from './lease-holder.ts'
-import { CommitOutcomeUnknownError, FailedAfterCommitError, normalizeRow, type QueryOptions, type Store, type Tx } from './store.ts'
+import {
+  type AheadOfBegin,
+  CommitOutcomeUnknownError,
+  FailedAfterCommitError,
+  normalizeRow,
+  type Queryable,
+  type QueryOptions,
+  type Store,
+  type Tx,
+} from './store.ts'
 
 /**
  * The PostgreSQL store: one `pg` pool.
@@ -94,16 +103,19 @@ export function openPostgres(connectionString: string, opts: PostgresOptions = {
     exec: async (sql) => {
       await pool.query(sql)
     },
-    async transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    async transaction<T>(fn: (tx: Tx) => Promise<T>, ahead?: AheadOfBegin): Promise<T> {
       for (let attempt = 1; ; attempt++) {
         const held = hold(await pool.connect())
+        // The statement ahead of BEGIN (the request gate) leaves first, outside the transaction, unawaited.
+        const admission = ahead ? ahead(connectionOf(held)) : null
+        admission?.catch(() => {})
         // BEGIN is not waited for: it leaves with the transaction's first statements, in their round trip.
         let begun = false
         const beginning = held.client.query('BEGIN').then(() => {
           begun = true
         })
         try {
-          return await runTransaction(held, beginning, () => begun, fn)
+          return await runTransaction(held, beginning, () => begun, fn, admission)
         } catch (err) {
           // The connection was lost before BEGIN was answered (a stale pooled connection, a backend terminated
           // just then): no statement's answer reached `fn` and COMMIT was never sent, so nothing was saved, and one
@@ -131,6 +143,26 @@ const run = async <T extends object>(c: pg.Pool | pg.PoolClient, sql: string, pa
   return res.rows.map((r) => normalizeRow<T>(r))
 }
 
+/** A connection failure (anything but an ordinary ERROR) of a statement on `held` marks its connection lost. */
+async function watchedOn<R>(held: Held, work: Promise<R>): Promise<R> {
+  try {
+    return await work
+  } catch (err) {
+    if (!isStatementError(err)) held.markLost(err as Error)
+    throw err
+  }
+}
+
+/** `held`'s connection outside any transaction: for the statement sent ahead of BEGIN (AheadOfBegin). */
+function connectionOf(held: Held): Queryable {
+  return {
+    query: (sql, params, options) => watchedOn(held, run(held.client, sql, params, options)),
+    exec: async (sql) => {
+      await watchedOn(held, held.client.query(sql))
+    },
+  }
+}
+
 /** A checked-out client and what happened to its connection while we held it. */
 interface Held {
   client: pg.PoolClient
@@ -143,19 +175,33 @@ interface Held {
 /**
  * `fn` in the transaction `held` has begun (BEGIN sent, `beginning` its answer, `begun` true once it came), then
  * COMMIT or ROLLBACK. COMMIT is sent when `fn` resolves, or earlier by `fn` itself (`Tx.commit`), pipelined behind
- * its last statements.
+ * its last statements. `admission`: the answer of the statement sent ahead of BEGIN (AheadOfBegin), which every
+ * answer `fn` receives waits for, and whose failure is theirs.
  */
-async function runTransaction<T>(held: Held, beginning: Promise<void>, begun: () => boolean, fn: (tx: Tx) => Promise<T>): Promise<T> {
+async function runTransaction<T>(
+  held: Held,
+  beginning: Promise<void>,
+  begun: () => boolean,
+  fn: (tx: Tx) => Promise<T>,
+  admission: Promise<void> | null,
+): Promise<T> {
   const { client } = held
   // A statement that failed other than with an ordinary ERROR (a FATAL, a socket error) means the
   // connection is gone, even before the client's 'error' event says so, and even if `fn` catches it.
-  const watched = async <R>(work: Promise<R>): Promise<R> => {
-    try {
-      return await work
-    } catch (err) {
-      if (!isStatementError(err)) held.markLost(err as Error)
-      throw err
-    }
+  const watched = <R>(work: Promise<R>): Promise<R> => watchedOn(held, work)
+  /** True once the statement ahead succeeded (or there was none): COMMIT may leave early only then. */
+  let admitted = admission === null
+  admission?.then(
+    () => {
+      admitted = true
+    },
+    () => {},
+  )
+  /** A statement's answer, handed to `fn` only behind the statement ahead's (its failure fails every one). */
+  const behindAdmission = <R>(answer: Promise<R>): Promise<R> => {
+    if (!admission) return answer
+    answer.catch(() => {})
+    return admission.then(() => answer)
   }
   // BEGIN's failure is its statements' failure too (they fail with it); it is reported through them, or below.
   beginning.catch((err) => {
@@ -203,18 +249,19 @@ async function runTransaction<T>(held: Held, beginning: Promise<void>, begun: ()
             unsent = true
             throw err
           }
-          return watched(run(client, sql, values, options))
+          return behindAdmission(watched(run(client, sql, values, options)))
         },
         exec: async (sql) => {
           open()
-          await watched(client.query(sql))
+          await behindAdmission(watched(client.query(sql)))
         },
         serialized: false,
         commit: () => {
           open()
           // Before BEGIN's answer the transaction could still run again on a fresh connection: COMMIT then
-          // follows `fn`, so that nothing can have committed unseen. After a statement that never left, likewise.
-          if (!begun() || unsent) return
+          // follows `fn`, so that nothing can have committed unseen. After a statement that never left, likewise;
+          // and before the statement ahead of BEGIN succeeded (the request is not admitted yet).
+          if (!begun() || unsent || !admitted) return
           committing = client.query('COMMIT')
           committing.catch(() => {})
         },
@@ -225,7 +272,9 @@ async function runTransaction<T>(held: Held, beginning: Promise<void>, begun: ()
       if (await settle(committing)) throw new FailedAfterCommitError(err)
       throw err
     }
-    // Answered long since whenever `fn` ran a statement (answers come in order); a BEGIN that failed fails here.
+    // Answered long since whenever `fn` ran a statement (answers come in order); a BEGIN that failed fails here, and
+    // so does a statement ahead of it that failed (the request was refused): nothing is committed then.
+    if (admission) await admission
     await watched(beginning)
     if (!committing) {
       // Lost before COMMIT was sent: the server rolls the transaction back, so nothing was saved.

@@ -69,9 +69,20 @@ export interface PoolStats {
   waiting: number
 }
 
+/**
+ * A statement of the request's own sent on the transaction's connection ahead of its BEGIN, outside the transaction
+ * (its own implicit transaction, committed at once): the request gate of a write (src/http/admission.ts, "the gate
+ * in the write's first round trip"). It leaves with BEGIN and the transaction's first statements, in their round
+ * trip. Every answer the transaction's function receives waits for it, and should it fail (the gate refused the
+ * request) every one fails with its error: the function decides nothing on a request that was not admitted, and
+ * COMMIT is never sent before it succeeded. Run again with the function when the transaction is.
+ */
+export type AheadOfBegin = (connection: Queryable) => Promise<void>
+
 export interface Store extends Queryable {
   readonly kind: 'postgres' | 'pglite'
-  transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T>
+  /** `ahead`: a statement sent before BEGIN on the transaction's connection (AheadOfBegin). */
+  transaction<T>(fn: (tx: Tx) => Promise<T>, ahead?: AheadOfBegin): Promise<T>
   close(): Promise<void>
   /** Connection usage now; optional so that a wrapping store (tests, tools) need not report it. */
   poolStats?(): PoolStats

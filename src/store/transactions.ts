@@ -1,4 +1,4 @@
-import type { Queryable, Store, Tx } from './store.ts'
+import type { AheadOfBegin, Queryable, Store, Tx } from './store.ts'
 
 /**
  * Frees the request's concurrency slot inside `tx`; call the returned function once `tx` has committed. Where
@@ -6,6 +6,12 @@ import type { Queryable, Store, Tx } from './store.ts'
  */
 export interface SlotRelease {
   releaseIn(tx: Queryable): Promise<() => void>
+  /**
+   * A request whose gate has not run yet: the gate, to send on the transaction's connection ahead of its BEGIN
+   * (AheadOfBegin, src/store/store.ts); it takes the slot `releaseIn` then frees, and rejects when the request is
+   * refused. Absent once the gate has run (or where it is not in the store).
+   */
+  admitIn?: AheadOfBegin
 }
 
 /** For writes outside a request (the seed, workers): there is no slot to free. */
@@ -13,7 +19,8 @@ export const NO_SLOT: SlotRelease = { releaseIn: async () => () => {} }
 
 /**
  * A request's one transaction, which also frees the request's concurrency slot before COMMIT (issue 12: "a request
- * that has a transaction releases its slot in that transaction"). `fn` may free it itself (`release`), to send that
+ * that has a transaction releases its slot in that transaction"), and whose request gate, when it has not run yet,
+ * leaves ahead of its BEGIN (`SlotRelease.admitIn`). `fn` may free it itself (`release`), to send that
  * statement with others in one round trip; otherwise it is the transaction's last statement.
  */
 export async function inRequestTransaction<T>(
@@ -22,14 +29,17 @@ export async function inRequestTransaction<T>(
   fn: (tx: Tx, release: () => Promise<void>) => Promise<T>,
 ): Promise<T> {
   let released: (() => void) | undefined
-  const result = await store.transaction(async (tx) => {
-    released = undefined
-    const out = await fn(tx, async () => {
-      released = await slot.releaseIn(tx)
-    })
-    if (!released) released = await slot.releaseIn(tx)
-    return out
-  })
+  const result = await store.transaction(
+    async (tx) => {
+      released = undefined
+      const out = await fn(tx, async () => {
+        released = await slot.releaseIn(tx)
+      })
+      if (!released) released = await slot.releaseIn(tx)
+      return out
+    },
+    slot.admitIn && ((connection) => (slot.admitIn as AheadOfBegin)(connection)),
+  )
   released?.()
   return result
 }

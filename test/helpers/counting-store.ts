@@ -1,4 +1,4 @@
-import type { Store } from '../../src/store/store.ts'
+import type { Queryable, Store } from '../../src/store/store.ts'
 
 /**
  * A store that counts the statements it runs: inside transactions (BEGIN and COMMIT included) and outside them
@@ -18,23 +18,31 @@ export interface CountingStore extends Store {
   readonly roundTrips: number
   /** Statements run outside any transaction since the last reset. */
   readonly outside: string[]
+  /**
+   * Statements sent ahead of a transaction's BEGIN on its connection (a write's gate: src/store/store.ts,
+   * AheadOfBegin) since the last reset: they travel in the transaction's first round trip.
+   */
+  readonly ahead: string[]
   reset(): void
 }
 
 export function countingStore(inner: Store): CountingStore {
   const inTransactions: string[] = []
   const outside: string[] = []
+  const ahead: string[] = []
   let roundTrips = 0
   return {
     kind: inner.kind,
     inTransactions,
     outside,
+    ahead,
     get roundTrips() {
       return roundTrips
     },
     reset() {
       inTransactions.length = 0
       outside.length = 0
+      ahead.length = 0
       roundTrips = 0
     },
     query(sql, params, options) {
@@ -42,7 +50,17 @@ export function countingStore(inner: Store): CountingStore {
       return inner.query(sql, params, options)
     },
     exec: (sql) => inner.exec(sql),
-    transaction(fn) {
+    transaction(fn, sentAhead) {
+      const counted =
+        sentAhead &&
+        ((connection: Queryable) =>
+          sentAhead({
+            query(sql, params, options) {
+              ahead.push(sql)
+              return connection.query(sql, params, options)
+            },
+            exec: (sql) => connection.exec(sql),
+          }))
       return inner.transaction(async (tx) => {
         inTransactions.push('BEGIN')
         // BEGIN leaves with the first statement. A statement starts a round trip when an answer has come in since
@@ -85,7 +103,7 @@ export function countingStore(inner: Store): CountingStore {
           roundTrips++
         }
         return result
-      })
+      }, counted)
     },
     close: () => inner.close(),
   }

@@ -6,7 +6,7 @@ import { systemClock } from '../../src/domain/time.ts'
 import { createGate } from '../../src/http/limits.ts'
 import { defineRoute } from '../../src/http/route.ts'
 import { buildServer } from '../../src/http/server.ts'
-import { FailedAfterCommitError, type Store } from '../../src/store/store.ts'
+import { FailedAfterCommitError, type Queryable, type QueryOptions, type Row, type Store } from '../../src/store/store.ts'
 import { problemCode, startTestApp, type TestApp } from '../helpers/app.ts'
 import { createTestDatabase, onPostgres } from '../helpers/store.ts'
 
@@ -54,9 +54,23 @@ function holdingStore(inner: Store) {
       return rows
     },
     exec: (sql) => inner.exec(sql),
-    async transaction(fn) {
+    async transaction(fn, ahead) {
       await checkpoint('BEGIN', 'before')
-      return inner.transaction(fn)
+      // A write's gate sent ahead of BEGIN (src/http/admission.ts, step 3) meets the same checkpoints.
+      const checked =
+        ahead &&
+        ((connection: Queryable) =>
+          ahead({
+            async query<T extends object = Row>(sql: string, params?: readonly unknown[], options?: QueryOptions) {
+              statements.push(sql)
+              await checkpoint(sql, 'before')
+              const rows = await connection.query<T>(sql, params, options)
+              await checkpoint(sql, 'after')
+              return rows
+            },
+            exec: (sql) => connection.exec(sql),
+          }))
+      return inner.transaction(fn, checked)
     },
     close: () => inner.close(),
   }

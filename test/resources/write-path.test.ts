@@ -336,9 +336,16 @@ describe('statements per write (counting store): a regression shows here', () =>
     assert.equal(res.status, status, res.body)
     // Outside the transaction only the request gate runs (on PGlite the key lookup, its limits being in memory;
     // in sandbox also the client's clock read): on PostgreSQL the slot is freed inside the write's transaction.
+    // On PostgreSQL the gate of a key admitted before leaves ahead of the write's BEGIN, in its first round trip; the
+    // key's first request (the Customer's create) meets it alone, before anything of its body is read.
+    const gate = (sql: string) => (/request_gate|FROM api_keys k/.test(sql) ? 'gate' : sql)
     assert.deepEqual(
-      counting.outside.filter((sql) => !/sandbox_clocks/.test(sql)).map((sql) => (/request_gate|FROM api_keys k/.test(sql) ? 'gate' : sql)),
-      ['gate'],
+      {
+        outside: counting.outside.filter((sql) => !/sandbox_clocks/.test(sql)).map(gate),
+        ahead: counting.ahead.map(gate),
+      },
+      onPostgres && current !== 'customerCreate' ? { outside: [], ahead: ['gate'] } : { outside: ['gate'], ahead: [] },
+      current,
     )
     trips[current] = counting.roundTrips
     return counting.inTransactions.length

@@ -140,7 +140,7 @@ describe('savepoints per chunk stay within the subtransaction cache of a Postgre
       ...t.store,
       query: (sql, params, options) => t.store.query(sql, params, options),
       exec: (sql) => t.store.exec(sql),
-      transaction(fn) {
+      transaction(fn, ahead) {
         return t.store.transaction((tx) => {
           const i = perTransaction.push(0) - 1
           return fn({
@@ -151,7 +151,7 @@ describe('savepoints per chunk stay within the subtransaction cache of a Postgre
               return tx.query(sql, params, options)
             },
           })
-        })
+        }, ahead)
       },
     }
     return { store, perTransaction }
