@@ -228,9 +228,10 @@ function rememberingCallers(gate: Gate): { gate: Gate; lastAdmitted(req: GateReq
   return { gate: remembering, lastAdmitted: (req) => callers.get(keyOf(req)) }
 }
 
-/** Two callers alike: the same key, Integration and grant (its scopes, allowlist and modes). */
+/** Two callers alike: the same key, Integration and grant (its scopes, allowlist and modes; a set by its members). */
 function sameCaller(a: Caller, b: Caller): boolean {
-  return JSON.stringify(a) === JSON.stringify(b)
+  const members = (_key: string, value: unknown) => (value instanceof Set ? [...value].sort() : value)
+  return JSON.stringify(a, members) === JSON.stringify(b, members)
 }
 
 export function createAdmission(admissionDeps: AdmissionDeps) {

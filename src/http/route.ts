@@ -88,7 +88,7 @@ export interface RouteDef<P extends z.ZodType = z.ZodType, Q extends z.ZodType =
   /**
    * A write whose whole work is one request transaction opened with the request's slot (`executeWrite`): on
    * PostgreSQL its gate may leave ahead of that transaction's BEGIN, in its first round trip (src/http/admission.ts,
-   * "the gate in the write's first round trip"). Its handler uses the grant only through that transaction.
+   * "the gate in the write's first round trip"). Its handler acts on nothing outside that transaction before it.
    */
   gateInWrite?: true
   handler(ctx: RouteContext<z.output<P>, z.output<Q>, z.output<B>, R>): Promise<RouteResult>

@@ -267,9 +267,10 @@ export function writeRoute(
     responses,
     problems: meta.problems,
     public: !operator,
-    // Its gate may leave with its transaction's BEGIN unless something must be decided before that transaction
-    // opens (further scopes from the body, work that holds no connection).
-    ...(!operator && !op.scopesFor && !op.before ? { gateInWrite: true as const } : {}),
+    // Its gate may leave with its transaction's BEGIN, unless work that holds no connection must run before that
+    // transaction opens (a destination's DNS lookup): that work waits for the gate. Further scopes from the body are
+    // checked against the caller the handler runs as, and again should the gate return another.
+    ...(!operator && !op.before ? { gateInWrite: true as const } : {}),
     handler: async ({ clientCode, grant, apiKeyId, params, body, slot, requireScopes }) => {
       if (op.scopesFor) requireScopes(op.scopesFor(body))
       const path = params as Record<string, unknown>

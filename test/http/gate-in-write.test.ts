@@ -176,4 +176,49 @@ describe('the gate in the write first round trip', () => {
     assert.equal(gatePlacement(), 'alone')
     assert.equal((await put(k3, '/customers/c1', customer(1))).status, 201, 'its slot was given back')
   })
+
+  test('a batch whose records need a scope the grant lost since: 403 once the gate answers, nothing queued', async () => {
+    const k = await admittedTenant('giw-batch')
+    const batch = (id: string) => ({ records: [{ recordId: 'x', kind: 'customer', externalId: `c-${id}`, body: customer(5) }] })
+    const queued = await put(k, '/batches/b1', batch('b1'))
+    assert.equal(queued.status, 202, queued.body)
+    assert.equal(gatePlacement(), onPostgres ? 'ahead' : 'alone')
+    // The grant loses customers:write, which a customer record needs (a batch itself needs no scope of its own).
+    const narrowed = await t.admin('PUT', `/admin/v1/integrations/${k.integrationId}/grants/${k.clientCode}`, {
+      scopes: ['customers:read', 'receivables:write'],
+    })
+    assert.ok(narrowed.status < 300, narrowed.body)
+    const refused = await put(k, '/batches/b2', batch('b2'))
+    assert.equal(refused.status, 403, refused.body)
+    assert.equal(problemCode(refused), 'client_scope_denied')
+    assert.equal(gatePlacement(), onPostgres ? 'ahead' : 'alone')
+    const batches = await db.store.query<{ external_batch_id: string }>(
+      'SELECT external_batch_id FROM batches WHERE client_code = $1 ORDER BY external_batch_id',
+      [k.clientCode],
+    )
+    assert.deepEqual(
+      batches.map((b) => b.external_batch_id),
+      ['b1'],
+    )
+    // Remembered as the narrowed caller now: its next batch meets the same 403 from the scopes the body adds.
+    assert.equal((await put(k, '/batches/b3', batch('b3'))).status, 403)
+  })
+
+  test('racing writes of one key (one at a time): each is saved exactly when it answered 201, the others 429', async () => {
+    const k = await admittedTenant('giw-race')
+    const results = await Promise.all(
+      Array.from({ length: 8 }, (_, i) =>
+        t.call('PUT', `/v1/clients/${k.clientCode}/customers/r${i}`, { key: k.apiKey, body: customer(100 + i) }),
+      ),
+    )
+    const created = results.flatMap((r, i) => (r.status === 201 ? [`r${i}`] : []))
+    for (const r of results) {
+      assert.ok(r.status === 201 || r.status === 429, `${r.status} ${r.body}`)
+      if (r.status === 429) assert.equal(problemCode(r), 'rate_limit_exceeded')
+    }
+    assert.ok(created.length >= 1)
+    assert.deepEqual(await customersOf(k), ['c0', ...created].sort())
+    // Every slot was given back: the key writes again.
+    assert.equal((await put(k, '/customers/c1', customer(1))).status, 201)
+  })
 })

@@ -492,7 +492,8 @@ describe('statements per write (counting store): a regression shows here', () =>
       mixedBatch100OneChunk: expect(18, 17),
     })
     // Round trips of each synchronous write's transaction, BEGIN's and COMMIT's included (issue 36): before it, one per
-    // statement (the counts above less one). The request gate before the transaction is one more (one statement).
+    // statement (the counts above less one). On PostgreSQL the request gate leaves ahead of BEGIN, in the first (but for
+    // the key's first request, whose gate is a round trip of its own before it).
     // The set-based create on PostgreSQL: [BEGIN, identity locks, insert-or-read], [flush, render, slot release,
     // COMMIT]; a replace adds the update between the two; PGlite sends COMMIT after the answer is checked (one more:
     // there is no wire to save); the per-record rules (a restriction change, a payment request) still send most of
