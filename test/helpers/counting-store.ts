@@ -1,4 +1,6 @@
 import type { Queryable, Store } from '../../src/store/store.ts'
+import { startTestApp, type TestApp } from './app.ts'
+import { createTestDatabase, type TestDatabase } from './store.ts'
 
 /**
  * A store that counts the statements it runs: inside transactions (BEGIN and COMMIT included) and outside them
@@ -106,5 +108,26 @@ export function countingStore(inner: Store): CountingStore {
       }, counted)
     },
     close: () => inner.close(),
+  }
+}
+
+/**
+ * The setup of a statement-counting test file: a fresh database, a counting store over it and the app on that store
+ * (`env` as startTestApp takes it). `close` stops the app and drops the database.
+ */
+export async function countingTestApp(
+  env: Record<string, string> = {},
+): Promise<{ db: TestDatabase; counting: CountingStore; t: TestApp; close(): Promise<void> }> {
+  const db = await createTestDatabase()
+  const counting = countingStore(db.store)
+  const t = await startTestApp(env, { db: { ...db, store: counting } })
+  return {
+    db,
+    counting,
+    t,
+    async close() {
+      await t.close()
+      await db.drop()
+    },
   }
 }

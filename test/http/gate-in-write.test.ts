@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
-import { problemCode, type Response, startTestApp, type Tenant, type TestApp } from '../helpers/app.ts'
-import { type CountingStore, countingStore } from '../helpers/counting-store.ts'
-import { createTestDatabase, onPostgres, type TestDatabase } from '../helpers/store.ts'
+import { problemCode, type Response, type Tenant, type TestApp } from '../helpers/app.ts'
+import { type CountingStore, countingTestApp } from '../helpers/counting-store.ts'
+import { onPostgres, type TestDatabase } from '../helpers/store.ts'
 
 /**
  * The gate in the write's first round trip (src/http/admission.ts, step 3; issue 36): on PostgreSQL a write of a key
@@ -14,16 +14,12 @@ import { createTestDatabase, onPostgres, type TestDatabase } from '../helpers/st
 let db: TestDatabase
 let counting: CountingStore
 let t: TestApp
+let close: () => Promise<void>
 
 before(async () => {
-  db = await createTestDatabase()
-  counting = countingStore(db.store)
-  t = await startTestApp({ RATE_LIMIT_PER_MINUTE: '1000', CONCURRENCY_PER_KEY: '1' }, { db: { ...db, store: counting } })
+  ;({ db, counting, t, close } = await countingTestApp({ RATE_LIMIT_PER_MINUTE: '1000', CONCURRENCY_PER_KEY: '1' }))
 })
-after(async () => {
-  await t.close()
-  await db.drop()
-})
+after(() => close())
 
 const customer = (n: number) => ({ type: 'person', name: { firstName: 'Ada', lastName: `L${n}` }, sourceReference: `ledger/c/${n}` })
 

@@ -70,22 +70,22 @@ async function paymentOf(client: string, requestId: string): Promise<string[]> {
   return rows.map((r) => `${r.status} ${r.amount_minor}`)
 }
 
-test("the hosted page's POST: one lock of the request, 10/9 statements in its transaction", async () => {
+test("the hosted page's POST: one lock of the request, 11/10 statements in its transaction", async () => {
   const p = await pageRequest(t, 'cs-page')
   const confirmed = await statements(() => t.call('POST', p.hostedUrl.pathname, form('confirmed')), 303)
-  assert.deepEqual(confirmed, { inTransaction: expect(10, 9), requestLocks: 1, outside: ['page token', 'page read', 'sandbox clock'] })
+  assert.deepEqual(confirmed, { inTransaction: expect(11, 10), requestLocks: 1, outside: ['page token', 'page read', 'sandbox clock'] })
   assert.deepEqual(await paymentOf(p.client, p.requestId), ['confirmed 3000'])
   // The same outcome again: the page's read finds it decided, and answers from that read with no transaction.
   const again = await statements(() => t.call('POST', p.hostedUrl.pathname, form('confirmed')), 303)
   assert.deepEqual(again, { inTransaction: 0, requestLocks: 0, outside: ['page token', 'page read'] })
 })
 
-test('simulate: one lock of the request, 11/10 statements in its transaction; the same outcome again 4', async () => {
+test('simulate: one lock of the request, 12/11 statements in its transaction; the same outcome again 4', async () => {
   const p = await pageRequest(t, 'cs-sim')
   const simulate = () => t.admin('POST', `/admin/v1/clients/${p.client}/payment-requests/${p.requestId}/simulate`, { outcome: 'confirmed' })
   const confirmed = await statements(simulate, 201)
   // One more than the page: the audit record of the operator's action.
-  assert.deepEqual(confirmed, { inTransaction: expect(11, 10), requestLocks: 1, outside: ['sandbox clock'] })
+  assert.deepEqual(confirmed, { inTransaction: expect(12, 11), requestLocks: 1, outside: ['sandbox clock'] })
   assert.deepEqual(await paymentOf(p.client, p.requestId), ['confirmed 3000'])
   // BEGIN, the lock (the request is decided), its Payment, COMMIT.
   const again = await statements(simulate, 200)

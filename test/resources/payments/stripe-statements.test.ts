@@ -53,8 +53,8 @@ test("Stripe's paid event: one transaction of the event's row and the one confir
   counting.reset()
   assert.equal((await deliver(s, p.client, completed)).json.effect, 'confirmed')
   // BEGIN, the event's row, the request's lock, (identity lock,) the Receivable, its allocation, the Payment, the
-  // request's status, the attempt locked and completed, the feed, COMMIT.
-  assert.equal(counting.inTransactions.length, expect(12, 11), counting.inTransactions.join('\n---\n'))
+  // request's status, the attempt locked and completed, the feed and its Receivable's catch-up, COMMIT.
+  assert.equal(counting.inTransactions.length, expect(13, 12), counting.inTransactions.join('\n---\n'))
   // The client's provider configuration, whether the event was handled, the sandbox clock.
   assert.equal(counting.outside.length, 3, counting.outside.join('\n---\n'))
 })
