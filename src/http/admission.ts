@@ -234,75 +234,71 @@ function sameCaller(a: Caller, b: Caller): boolean {
   return JSON.stringify(a, members) === JSON.stringify(b, members)
 }
 
+/** The client went away while the gate was waiting on the store: stop here, holding nothing. */
+function abandon(request: FastifyRequest, reply: FastifyReply, exchange: Exchange, stage: string): Promise<void> {
+  request.log.info({ stage }, 'client closed the connection before the request was served')
+  // Hijacked, Fastify runs nothing more for this request (no body parsing that would wait forever on a
+  // closed stream, no handler); there is no one to answer.
+  reply.hijack()
+  return exchange.slot.release()
+}
+
+/** The gate's outcome applied, in the order every request meets it (see step 2). */
+function admit(
+  def: RouteDef,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  exchange: Exchange,
+  clientCode: string,
+  outcome: GateOutcome,
+): Admitted {
+  if (!outcome.caller) throw invalidKey()
+  const rate = outcome.rate
+  exchange.refusedBy = outcome.refused
+  reply.header('ratelimit-policy', `"per-minute";q=${rate.limit};w=60`)
+  reply.header('ratelimit', `"per-minute";r=${rate.remaining};t=${rate.resetSeconds}`)
+  if (outcome.refused === 'rate') {
+    throw new Problem('rate_limit_exceeded', `At most ${rate.limit} requests a minute are accepted; retry after ${rate.resetSeconds} s.`, {
+      headers: { 'retry-after': String(rate.resetSeconds) },
+    })
+  }
+  if (outcome.refused === 'concurrency') {
+    throw new Problem(
+      'rate_limit_exceeded',
+      'Another request with this API key (or, in sandbox, this client) is still running; send one at a time.',
+      { headers: { 'retry-after': '1' } },
+    )
+  }
+  const grant = authorize(outcome.caller, clientCode, scopesOf(def), request.ip)
+  checkMediaType(def, request)
+  return { caller: outcome.caller, grant }
+}
+
+/**
+ * The caller admitted last time, authorized for this route as it would be now (its scopes, the IP allowlist, the
+ * body's media type); null when it would be refused, so that the gate runs first and answers the refusal.
+ */
+function speculate(def: RouteDef, request: FastifyRequest, clientCode: string, caller: Caller): Admitted | null {
+  try {
+    const grant = authorize(caller, clientCode, scopesOf(def), request.ip)
+    checkMediaType(def, request)
+    return { caller, grant }
+  } catch {
+    return null
+  }
+}
+
+/** A gate's outcome for a pending gate: the slot held, the refusals thrown (step 2's order), who was admitted. */
+function settlePending(request: FastifyRequest, reply: FastifyReply, exchange: Exchange, pending: PendingGate, outcome: GateOutcome) {
+  if (outcome.caller) exchange.slot.hold(outcome.lease)
+  // Closed meanwhile: its 'close' found no slot to give back.
+  if (exchange.slot.closed) void exchange.slot.release()
+  return admit(pending.def, request, reply, exchange, pending.clientCode, outcome)
+}
+
 export function createAdmission(admissionDeps: AdmissionDeps) {
   const remembered = rememberingCallers(admissionDeps.gate)
   const deps = { ...admissionDeps, gate: remembered.gate }
-  /** The client went away while the gate was waiting on the store: stop here, holding nothing. */
-  function abandon(request: FastifyRequest, reply: FastifyReply, exchange: Exchange, stage: string): Promise<void> {
-    request.log.info({ stage }, 'client closed the connection before the request was served')
-    // Hijacked, Fastify runs nothing more for this request (no body parsing that would wait forever on a
-    // closed stream, no handler); there is no one to answer.
-    reply.hijack()
-    return exchange.slot.release()
-  }
-
-  /** The gate's outcome applied, in the order every request meets it (see step 2). */
-  function admit(
-    def: RouteDef,
-    request: FastifyRequest,
-    reply: FastifyReply,
-    exchange: Exchange,
-    clientCode: string,
-    outcome: GateOutcome,
-  ): Admitted {
-    if (!outcome.caller) throw invalidKey()
-    const rate = outcome.rate
-    exchange.refusedBy = outcome.refused
-    reply.header('ratelimit-policy', `"per-minute";q=${rate.limit};w=60`)
-    reply.header('ratelimit', `"per-minute";r=${rate.remaining};t=${rate.resetSeconds}`)
-    if (outcome.refused === 'rate') {
-      throw new Problem(
-        'rate_limit_exceeded',
-        `At most ${rate.limit} requests a minute are accepted; retry after ${rate.resetSeconds} s.`,
-        {
-          headers: { 'retry-after': String(rate.resetSeconds) },
-        },
-      )
-    }
-    if (outcome.refused === 'concurrency') {
-      throw new Problem(
-        'rate_limit_exceeded',
-        'Another request with this API key (or, in sandbox, this client) is still running; send one at a time.',
-        { headers: { 'retry-after': '1' } },
-      )
-    }
-    const grant = authorize(outcome.caller, clientCode, scopesOf(def), request.ip)
-    checkMediaType(def, request)
-    return { caller: outcome.caller, grant }
-  }
-
-  /**
-   * The caller admitted last time, authorized for this route as it would be now (its scopes, the IP allowlist, the
-   * body's media type); null when it would be refused, so that the gate runs first and answers the refusal.
-   */
-  function speculate(def: RouteDef, request: FastifyRequest, clientCode: string, caller: Caller): Admitted | null {
-    try {
-      const grant = authorize(caller, clientCode, scopesOf(def), request.ip)
-      checkMediaType(def, request)
-      return { caller, grant }
-    } catch {
-      return null
-    }
-  }
-
-  /** A gate's outcome for a pending gate: the slot held, the refusals thrown (step 2's order), who was admitted. */
-  function settlePending(request: FastifyRequest, reply: FastifyReply, exchange: Exchange, pending: PendingGate, outcome: GateOutcome) {
-    if (outcome.caller) exchange.slot.hold(outcome.lease)
-    // Closed meanwhile: its 'close' found no slot to give back.
-    if (exchange.slot.closed) void exchange.slot.release()
-    return admit(pending.def, request, reply, exchange, pending.clientCode, outcome)
-  }
-
   return {
     /** Step 1. */
     open(request: FastifyRequest, reply: FastifyReply): Exchange {
