@@ -29,16 +29,26 @@ export async function inRequestTransaction<T>(
   fn: (tx: Tx, release: () => Promise<void>) => Promise<T>,
 ): Promise<T> {
   let released: (() => void) | undefined
+  const admitIn = slot.admitIn
+  /** Whether the store sent the gate ahead of this attempt's BEGIN, as every store must before it runs `fn`. */
+  let gateSent = false
   const result = await store.transaction(
     async (tx) => {
       released = undefined
+      // A store (or a wrapper of one) that dropped the gate would run the write unadmitted: refused, nothing saved.
+      if (admitIn && !gateSent) throw new Error('the store did not send the request gate ahead of BEGIN (AheadOfBegin)')
+      gateSent = false
       const out = await fn(tx, async () => {
         released = await slot.releaseIn(tx)
       })
       if (!released) released = await slot.releaseIn(tx)
       return out
     },
-    slot.admitIn && ((connection) => (slot.admitIn as AheadOfBegin)(connection)),
+    admitIn &&
+      ((connection) => {
+        gateSent = true
+        return admitIn(connection)
+      }),
   )
   released?.()
   return result

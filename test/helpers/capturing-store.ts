@@ -21,16 +21,27 @@ export function capturingStore(inner: Store, keep: (sql: string) => boolean, sen
       return inner.query(sql, params, options)
     },
     exec: (sql) => inner.exec(sql),
-    transaction: (fn) =>
-      inner.transaction((tx) =>
-        fn({
-          serialized: tx.serialized,
-          exec: (sql) => tx.exec(sql),
-          query(sql, params, options) {
-            record(sql, params)
-            return tx.query(sql, params, options)
-          },
-        }),
+    transaction: (fn, ahead) =>
+      inner.transaction(
+        (tx) =>
+          fn({
+            serialized: tx.serialized,
+            exec: (sql) => tx.exec(sql),
+            query(sql, params, options) {
+              record(sql, params)
+              return tx.query(sql, params, options)
+            },
+          }),
+        // A write's gate, sent ahead of BEGIN (src/store/store.ts, AheadOfBegin), is kept as its other statements.
+        ahead &&
+          ((connection) =>
+            ahead({
+              query(sql, params, options) {
+                record(sql, params)
+                return connection.query(sql, params, options)
+              },
+              exec: (sql) => connection.exec(sql),
+            })),
       ),
     close: () => inner.close(),
   }

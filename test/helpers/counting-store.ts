@@ -1,3 +1,4 @@
+import type { Clock } from '../../src/domain/time.ts'
 import type { Queryable, Store } from '../../src/store/store.ts'
 import { startTestApp, type TestApp } from './app.ts'
 import { createTestDatabase, type TestDatabase } from './store.ts'
@@ -113,14 +114,15 @@ export function countingStore(inner: Store): CountingStore {
 
 /**
  * The setup of a statement-counting test file: a fresh database, a counting store over it and the app on that store
- * (`env` as startTestApp takes it). `close` stops the app and drops the database.
+ * (`env` and the clock as startTestApp takes them). `close` stops the app and drops the database.
  */
 export async function countingTestApp(
   env: Record<string, string> = {},
+  opts: { clock?: Clock } = {},
 ): Promise<{ db: TestDatabase; counting: CountingStore; t: TestApp; close(): Promise<void> }> {
   const db = await createTestDatabase()
   const counting = countingStore(db.store)
-  const t = await startTestApp(env, { db: { ...db, store: counting } })
+  const t = await startTestApp(env, { db: { ...db, store: counting }, ...(opts.clock ? { clock: opts.clock } : {}) })
   return {
     db,
     counting,

@@ -73,16 +73,27 @@ export function recordStatements(store: Store, into: Map<string, RecordedStateme
     note(sql, params)
     return query(sql, params, options)
   }
-  store.transaction = (fn) =>
-    transaction((tx) =>
-      fn({
-        ...tx,
-        serialized: tx.serialized,
-        query(sql, params, options) {
-          note(sql, params)
-          return tx.query(sql, params, options)
-        },
-      }),
+  store.transaction = (fn, ahead) =>
+    transaction(
+      (tx) =>
+        fn({
+          ...tx,
+          serialized: tx.serialized,
+          query(sql, params, options) {
+            note(sql, params)
+            return tx.query(sql, params, options)
+          },
+        }),
+      // A write's gate, sent ahead of BEGIN (src/store/store.ts, AheadOfBegin), is recorded as every other statement.
+      ahead &&
+        ((connection) =>
+          ahead({
+            query(sql, params, options) {
+              note(sql, params)
+              return connection.query(sql, params, options)
+            },
+            exec: (sql) => connection.exec(sql),
+          })),
     )
 }
 

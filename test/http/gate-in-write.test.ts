@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
-import { problemCode, type Response, type Tenant, type TestApp } from '../helpers/app.ts'
+import type { Store } from '../../src/store/store.ts'
+import { problemCode, type Response, startTestApp, type Tenant, type TestApp } from '../helpers/app.ts'
 import { type CountingStore, countingTestApp } from '../helpers/counting-store.ts'
-import { onPostgres, type TestDatabase } from '../helpers/store.ts'
+import { createTestDatabase, onPostgres, type TestDatabase } from '../helpers/store.ts'
 
 /**
  * The gate in the write's first round trip (src/http/admission.ts, step 3; issue 36): on PostgreSQL a write of a key
@@ -17,7 +18,9 @@ let t: TestApp
 let close: () => Promise<void>
 
 before(async () => {
-  ;({ db, counting, t, close } = await countingTestApp({ RATE_LIMIT_PER_MINUTE: '1000', CONCURRENCY_PER_KEY: '1' }))
+  // The clock stands still: no test here may see the minute's budget renewed (the rate test spends one).
+  const clock = { now: () => new Date('2026-11-23T10:00:05.000Z') }
+  ;({ db, counting, t, close } = await countingTestApp({ RATE_LIMIT_PER_MINUTE: '1000', CONCURRENCY_PER_KEY: '1' }, { clock }))
 })
 after(() => close())
 
@@ -216,5 +219,39 @@ describe('the gate in the write first round trip', () => {
     assert.deepEqual(await customersOf(k), ['c0', ...created].sort())
     // Every slot was given back: the key writes again.
     assert.equal((await put(k, '/customers/c1', customer(1))).status, 201)
+  })
+
+  test('a store that drops the gate sent ahead of BEGIN runs no write: 503, nothing saved', {
+    skip: !onPostgres && 'PGlite keeps the gate in memory: nothing is sent ahead',
+  }, async () => {
+    const db2 = await createTestDatabase()
+    // A wrapper that forgets `ahead` (as a test wrapper once did): the write must fail loudly, never run unadmitted.
+    const dropping: Store = {
+      kind: db2.store.kind,
+      query: (sql, params, options) => db2.store.query(sql, params, options),
+      exec: (sql) => db2.store.exec(sql),
+      transaction: (fn) => db2.store.transaction(fn),
+      close: () => db2.store.close(),
+    }
+    const app = await startTestApp({}, { db: { ...db2, store: dropping } })
+    try {
+      const k = await app.tenant('giw-drop')
+      const first = await app.call('PUT', `/v1/clients/${k.clientCode}/customers/c0`, { key: k.apiKey, body: customer(0) })
+      assert.equal(first.status, 201, first.body)
+      const res = await app.call('PUT', `/v1/clients/${k.clientCode}/customers/c1`, { key: k.apiKey, body: customer(1) })
+      assert.equal(res.status, 503, res.body)
+      assert.equal(problemCode(res), 'projection_unavailable')
+      const saved = await db2.store.query<{ external_customer_id: string }>(
+        'SELECT external_customer_id FROM customers WHERE client_code = $1 ORDER BY external_customer_id',
+        [k.clientCode],
+      )
+      assert.deepEqual(
+        saved.map((r) => r.external_customer_id),
+        ['c0'],
+      )
+    } finally {
+      await app.close()
+      await db2.drop()
+    }
   })
 })

@@ -30,19 +30,21 @@ before(async () => {
   const inner = db.store
   const store: Store = {
     ...inner,
-    transaction: (fn) =>
-      inner.transaction((tx) =>
-        fn({
-          ...tx,
-          query: async <T extends object>(sql: string, params?: readonly unknown[], options?: QueryOptions) => {
-            const rows = await tx.query<T>(sql, params, options)
-            if (sql.includes('INSERT INTO webhook_deliveries') && sql.includes('change_events')) {
-              seen.push('chunk')
-              onChunk?.()
-            }
-            return rows
-          },
-        }),
+    transaction: (fn, ahead) =>
+      inner.transaction(
+        (tx) =>
+          fn({
+            ...tx,
+            query: async <T extends object>(sql: string, params?: readonly unknown[], options?: QueryOptions) => {
+              const rows = await tx.query<T>(sql, params, options)
+              if (sql.includes('INSERT INTO webhook_deliveries') && sql.includes('change_events')) {
+                seen.push('chunk')
+                onChunk?.()
+              }
+              return rows
+            },
+          }),
+        ahead,
       ),
   }
   t = await startTestApp({}, { resolver, db: { ...db, store } })
