@@ -46,8 +46,13 @@ export interface PostgresOptions {
  */
 const prepareValue = (pg as unknown as { utils: { prepareValue(value: unknown): unknown } }).utils.prepareValue
 
-/** Every prepared statement of a connection on its generic plan (`QueryOptions.prepared`). */
-export const GENERIC_PLANS = 'SET plan_cache_mode = force_generic_plan'
+/**
+ * Every pool connection's settings, one statement sent ahead of its first: prepared statements on their generic plan
+ * (`QueryOptions.prepared`), and no JIT compilation (docs/decisions.md, "Generic plans for prepared statements"): a
+ * generic plan over the partitioned layout's tables is costed past `jit_above_cost`, and compiling it cost the
+ * backend up to a second at every execution.
+ */
+export const CONNECTION_SETTINGS = "SELECT set_config('plan_cache_mode', 'force_generic_plan', false), set_config('jit', 'off', false)"
 
 /** An error the server sent as an ordinary ERROR: the statement failed, the connection is fine. */
 function isStatementError(err: unknown): boolean {
@@ -80,9 +85,9 @@ export function openPostgres(connectionString: string, opts: PostgresOptions = {
     })
     // Prepared statements run on their generic plan, made once per connection (docs/decisions.md, "Generic plans for
     // prepared statements"): left to choose, PostgreSQL planned the set-based Receivable insert afresh at every call
-    // (357 µs of planning to 218 of execution). Sent before the client is handed out, ahead of its first statement;
+    // (357 µs of planning to 218 of execution); JIT is off (CONNECTION_SETTINGS). Sent before the client is handed out, ahead of its first statement;
     // should it fail, the connection is lost and so is that statement.
-    client.query(GENERIC_PLANS).catch(() => {})
+    client.query(CONNECTION_SETTINGS).catch(() => {})
   })
 
   function hold(client: pg.PoolClient): Held {
