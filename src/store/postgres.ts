@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto'
+import type { Writable } from 'node:stream'
 import pg from 'pg'
 import { sessionLeaseHolder } from './lease-holder.ts'
 import {
@@ -54,6 +55,9 @@ const prepareValue = (pg as unknown as { utils: { prepareValue(value: unknown): 
  */
 export const CONNECTION_SETTINGS = "SELECT set_config('plan_cache_mode', 'force_generic_plan', false), set_config('jit', 'off', false)"
 
+/** The socket under a `pg` client (not in its types). */
+const socketOf = (client: pg.ClientBase): Writable => (client as unknown as { connection: { stream: Writable } }).connection.stream
+
 /** An error the server sent as an ordinary ERROR: the statement failed, the connection is fine. */
 function isStatementError(err: unknown): boolean {
   return err instanceof pg.DatabaseError && err.severity === 'ERROR'
@@ -91,8 +95,21 @@ export function openPostgres(connectionString: string, opts: PostgresOptions = {
   })
 
   function hold(client: pg.PoolClient): Held {
+    const socket = socketOf(client)
+    let gathering = false
     const held: Held = {
       client,
+      sending() {
+        if (!gathering) {
+          gathering = true
+          socket.cork()
+          process.nextTick(() => {
+            gathering = false
+            socket.uncork()
+          })
+        }
+        return client
+      },
       get lost() {
         return lostConnections.get(client) ?? null
       },
@@ -124,9 +141,12 @@ export function openPostgres(connectionString: string, opts: PostgresOptions = {
         admission?.catch(() => {})
         // BEGIN is not waited for: it leaves with the transaction's first statements, in their round trip.
         let begun = false
-        const beginning = held.client.query('BEGIN').then(() => {
-          begun = true
-        })
+        const beginning = held
+          .sending()
+          .query('BEGIN')
+          .then(() => {
+            begun = true
+          })
         try {
           return await runTransaction(held, beginning, () => begun, fn, admission)
         } catch (err) {
@@ -169,9 +189,9 @@ async function watchedOn<R>(held: Held, work: Promise<R>): Promise<R> {
 /** `held`'s connection outside any transaction: for the statement sent ahead of BEGIN (AheadOfBegin). */
 function connectionOf(held: Held): Queryable {
   return {
-    query: (sql, params, options) => watchedOn(held, run(held.client, sql, params, options)),
+    query: (sql, params, options) => watchedOn(held, run(held.sending(), sql, params, options)),
     exec: async (sql) => {
-      await watchedOn(held, held.client.query(sql))
+      await watchedOn(held, held.sending().query(sql))
     },
   }
 }
@@ -179,6 +199,13 @@ function connectionOf(held: Held): Queryable {
 /** A checked-out client and what happened to its connection while we held it. */
 interface Held {
   client: pg.PoolClient
+  /**
+   * The client, its socket corked until the end of this turn of the event loop: the statements sent in one turn
+   * (BEGIN with a transaction's first statements, a write's flush with COMMIT) leave in one write, not one each.
+   * Measured: a Receivable create made 11 writes to its connection; each is a system call whose loopback delivery
+   * and wake-up of the backend the writer pays (docs/performance.md).
+   */
+  sending(): pg.PoolClient
   /** The connection error, once the connection broke (the client's listener, or a statement that failed so). */
   readonly lost: Error | null
   markLost(err: Error): void
@@ -198,7 +225,7 @@ async function runTransaction<T>(
   fn: (tx: Tx) => Promise<T>,
   admission: Promise<void> | null,
 ): Promise<T> {
-  const { client } = held
+  const client = () => held.sending()
   // A statement that failed other than with an ordinary ERROR (a FATAL, a socket error) means the
   // connection is gone, even before the client's 'error' event says so, and even if `fn` catches it.
   const watched = <R>(work: Promise<R>): Promise<R> => watchedOn(held, work)
@@ -262,11 +289,11 @@ async function runTransaction<T>(
             unsent = true
             throw err
           }
-          return behindAdmission(watched(run(client, sql, values, options)))
+          return behindAdmission(watched(run(client(), sql, values, options)))
         },
         exec: async (sql) => {
           open()
-          await behindAdmission(watched(client.query(sql)))
+          await behindAdmission(watched(client().query(sql)))
         },
         serialized: false,
         commit: () => {
@@ -275,7 +302,7 @@ async function runTransaction<T>(
           // follows `fn`, so that nothing can have committed unseen. After a statement that never left, likewise;
           // and before the statement ahead of BEGIN succeeded (the request is not admitted yet).
           if (!begun() || unsent || !admitted) return
-          committing = client.query('COMMIT')
+          committing = client().query('COMMIT')
           committing.catch(() => {})
         },
       })
@@ -292,14 +319,14 @@ async function runTransaction<T>(
     if (!committing) {
       // Lost before COMMIT was sent: the server rolls the transaction back, so nothing was saved.
       if (held.lost) throw held.lost
-      committing = client.query('COMMIT')
+      committing = client().query('COMMIT')
     }
     if (!(await settle(committing))) throw new Error('The transaction was rolled back: a statement before its COMMIT failed.')
     return result
   } catch (err) {
     if (!committing && !held.lost) {
       try {
-        await client.query('ROLLBACK')
+        await client().query('ROLLBACK')
       } catch (rollbackErr) {
         releaseWith = rollbackErr
       }
