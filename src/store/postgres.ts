@@ -48,12 +48,12 @@ export interface PostgresOptions {
 const prepareValue = (pg as unknown as { utils: { prepareValue(value: unknown): unknown } }).utils.prepareValue
 
 /**
- * Every pool connection's settings, one statement sent ahead of its first: prepared statements on their generic plan
- * (`QueryOptions.prepared`), and no JIT compilation (docs/decisions.md, "Generic plans for prepared statements"): a
- * generic plan over the partitioned layout's tables is costed past `jit_above_cost`, and compiling it cost the
- * backend up to a second at every execution.
+ * Every pool connection's settings, one statement sent ahead of its first: no JIT compilation (docs/decisions.md,
+ * "JIT off on every PostgreSQL connection"): every statement here is a short OLTP statement, and a plan costed past
+ * `jit_above_cost` (a generic plan over the partitioned layout's tables was) cost the backend up to a second of LLVM
+ * compilation at every execution. Plans are left to PostgreSQL's `auto` mode ("Generic plans, tried and withdrawn").
  */
-export const CONNECTION_SETTINGS = "SELECT set_config('plan_cache_mode', 'force_generic_plan', false), set_config('jit', 'off', false)"
+export const CONNECTION_SETTINGS = "SELECT set_config('jit', 'off', false)"
 
 /** The socket under a `pg` client (not in its types). */
 const socketOf = (client: pg.ClientBase): Writable => (client as unknown as { connection: { stream: Writable } }).connection.stream
@@ -87,10 +87,8 @@ export function openPostgres(connectionString: string, opts: PostgresOptions = {
     client.on('error', (err) => {
       if (!lostConnections.has(client)) lostConnections.set(client, err)
     })
-    // Prepared statements run on their generic plan, made once per connection (docs/decisions.md, "Generic plans for
-    // prepared statements"): left to choose, PostgreSQL planned the set-based Receivable insert afresh at every call
-    // (357 µs of planning to 218 of execution); JIT is off (CONNECTION_SETTINGS). Sent before the client is handed out, ahead of its first statement;
-    // should it fail, the connection is lost and so is that statement.
+    // Sent before the client is handed out, ahead of its first statement; should it fail, the connection is lost and
+    // so is that statement.
     client.query(CONNECTION_SETTINGS).catch(() => {})
   })
 
