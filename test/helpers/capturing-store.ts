@@ -1,4 +1,5 @@
 import type { Store } from '../../src/store/store.ts'
+import { notingAhead } from './noting-ahead.ts'
 
 /** A statement a capturing store kept, with the parameters it was sent with. */
 export interface SentStatement {
@@ -32,16 +33,7 @@ export function capturingStore(inner: Store, keep: (sql: string) => boolean, sen
               return tx.query(sql, params, options)
             },
           }),
-        // A write's gate, sent ahead of BEGIN (src/store/store.ts, AheadOfBegin), is kept as its other statements.
-        ahead &&
-          ((connection) =>
-            ahead({
-              query(sql, params, options) {
-                record(sql, params)
-                return connection.query(sql, params, options)
-              },
-              exec: (sql) => connection.exec(sql),
-            })),
+        notingAhead(ahead, record),
       ),
     close: () => inner.close(),
   }

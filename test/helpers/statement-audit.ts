@@ -2,6 +2,7 @@ import { appendFileSync } from 'node:fs'
 import { relative } from 'node:path'
 import { clientKeyedTables } from '../../src/store/layout.ts'
 import type { Queryable, Store } from '../../src/store/store.ts'
+import { notingAhead } from './noting-ahead.ts'
 
 /**
  * The statement audit (docs/scaling.md, "The statement audit"): every distinct statement the service sends,
@@ -84,16 +85,7 @@ export function recordStatements(store: Store, into: Map<string, RecordedStateme
             return tx.query(sql, params, options)
           },
         }),
-      // A write's gate, sent ahead of BEGIN (src/store/store.ts, AheadOfBegin), is recorded as every other statement.
-      ahead &&
-        ((connection) =>
-          ahead({
-            query(sql, params, options) {
-              note(sql, params)
-              return connection.query(sql, params, options)
-            },
-            exec: (sql) => connection.exec(sql),
-          })),
+      notingAhead(ahead, note),
     )
 }
 
