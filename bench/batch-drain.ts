@@ -30,18 +30,19 @@ function counted(inner: Store): Store & { statements: number } {
       return inner.query(sql, params, options)
     },
     exec: (sql) => inner.exec(sql),
-    transaction(fn) {
+    transaction(fn, ahead) {
       return inner.transaction((tx) => {
         s.statements += 2 // BEGIN, COMMIT
         return fn({
           serialized: tx.serialized,
+          commit: tx.commit?.bind(tx),
           exec: (sql) => tx.exec(sql),
           query(sql, params, options) {
             s.statements++
             return tx.query(sql, params, options)
           },
         })
-      })
+      }, ahead)
     },
     close: () => inner.close(),
   }
@@ -60,7 +61,13 @@ try {
         const res = await t.call('PUT', `/v1/clients/${k.clientCode}/batches/b${i}`, { key: k.apiKey, body: mixedBatch(`b${i}`) })
         if (res.status !== 202) throw new Error(res.body)
       }
-      const runner = createBatchRunner({ store, clock: systemClock, operations: t.app.operations, chunkSize })
+      const runner = createBatchRunner({
+        store,
+        clock: systemClock,
+        operations: t.app.operations,
+        chunkSize,
+        ...(process.env.DRAIN_ANALYZE_MS ? { analyzeEveryMs: Number(process.env.DRAIN_ANALYZE_MS) } : {}),
+      })
       store.statements = 0
       const start = performance.now()
       await runner.drain()

@@ -645,7 +645,7 @@ CREATE TABLE receivables (
   CONSTRAINT receivables_source_amount_minor_check CHECK ((source_amount_minor >= 0)),
   CONSTRAINT receivables_status_check CHECK ((status = ANY (ARRAY['active'::text, 'paused'::text, 'closed'::text])))
 );
-CREATE INDEX receivables_status ON public.receivables USING btree (client_code, status, external_receivable_id);
+CREATE INDEX receivables_status ON public.receivables USING btree (status, client_code, external_receivable_id);
 
 CREATE TABLE reconciliation_holds (
   client_code text NOT NULL,
