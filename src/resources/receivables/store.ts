@@ -114,12 +114,11 @@ export async function insertReceivablesIfNew(
   items: readonly ReceivableWriteItem[],
   now: string,
 ): Promise<Map<string, ReceivableInsertResult>> {
-  const links = items.flatMap((it) => it.body.responsibleCustomers.map((c) => [it.id, c.externalCustomerId, c.role] as const))
   const rows = await tx.query<{ id: string; created: boolean; known: string[] | null; existing: ReceivableCore | null; held: boolean }>(
     `WITH input AS (
-       SELECT * FROM unnest($2::text[], $3::bigint[], $4::text[], $5::bigint[], $6::text[], $7::int[])
-                  AS t(id, source_revision, currency, amount, representation, wanted)),
-     link AS (SELECT * FROM unnest($8::text[], $9::text[], $10::text[]) AS t(id, customer, role)),
+       SELECT * FROM jsonb_to_recordset($2::jsonb)
+                  AS t(id text, source_revision bigint, currency text, amount bigint, representation jsonb, wanted int)),
+     link AS (SELECT * FROM jsonb_to_recordset($3::jsonb) AS t(id text, customer text, role text)),
      known AS (
        SELECT l.id, array_agg(DISTINCT c.external_customer_id) AS ids, count(DISTINCT c.external_customer_id)::int AS n
          FROM link l CROSS JOIN LATERAL (
@@ -129,7 +128,7 @@ export async function insertReceivablesIfNew(
      r AS (
        INSERT INTO receivables (client_code, external_receivable_id, revision, status, source_revision, currency, source_amount_minor,
                                 representation, created_at, updated_at)
-       SELECT $1, i.id, 1, 'active', i.source_revision, i.currency, i.amount, i.representation::jsonb, $11, $11
+       SELECT $1, i.id, 1, 'active', i.source_revision, i.currency, i.amount, i.representation, $4, $4
          FROM input i LEFT JOIN known k ON k.id = i.id WHERE COALESCE(k.n, 0) = i.wanted
        ON CONFLICT (client_code, external_receivable_id) DO NOTHING
        RETURNING external_receivable_id),
@@ -152,15 +151,19 @@ export async function insertReceivablesIfNew(
                 FROM receivables e WHERE e.client_code = $1 AND e.external_receivable_id = i.id LIMIT 1) e ON true`,
     [
       clientCode,
-      items.map((it) => it.id),
-      items.map((it) => it.body.sourceRevision),
-      items.map((it) => it.body.recoverableAmount.currency),
-      items.map((it) => it.amountMinor.toString()),
-      items.map((it) => JSON.stringify(it.body)),
-      items.map((it) => it.body.responsibleCustomers.length),
-      links.map((l) => l[0]),
-      links.map((l) => l[1]),
-      links.map((l) => l[2]),
+      JSON.stringify(
+        items.map((it) => ({
+          id: it.id,
+          source_revision: it.body.sourceRevision,
+          currency: it.body.recoverableAmount.currency,
+          amount: it.amountMinor.toString(),
+          representation: it.body,
+          wanted: it.body.responsibleCustomers.length,
+        })),
+      ),
+      JSON.stringify(
+        items.flatMap((it) => it.body.responsibleCustomers.map((c) => ({ id: it.id, customer: c.externalCustomerId, role: c.role }))),
+      ),
       now,
     ],
     PREPARED,
