@@ -63,8 +63,19 @@ function runRecorded(files: readonly string[], file: string): Promise<{ code: nu
   })
 }
 
+/**
+ * The workload's verdict is the partitioned layout's, whatever the store or Node line the suite runs on (the test makes
+ * its own partitioned database): CI, which runs the suite three times, asks for it once, on its partitioned
+ * PostgreSQL stage, and skips it on the other two (CI_STATEMENT_AUDIT_ONCE=skip in .ci/run; 4 minutes of the
+ * embedded run). `npm test` anywhere else runs it.
+ */
+const workloadSkip =
+  process.env.CI_STATEMENT_AUDIT_ONCE === 'skip' ? 'CI audits the workload once, on its partitioned PostgreSQL stage (.ci/run)' : false
+
 describe(`the statement audit (${engineName})`, () => {
-  test('every statement of the workload on a client-keyed table is routed to one client, or a named exception', async (t) => {
+  test('every statement of the workload on a client-keyed table is routed to one client, or a named exception', {
+    skip: workloadSkip,
+  }, async (t) => {
     const file = join(dir, 'statements.jsonl')
     const run = await runRecorded(WORKLOAD, file)
     assert.equal(run.code, 0, `the workload passes on the partitioned layout:\n${run.output.slice(-4000)}`)
