@@ -61,13 +61,7 @@ try {
         const res = await t.call('PUT', `/v1/clients/${k.clientCode}/batches/b${i}`, { key: k.apiKey, body: mixedBatch(`b${i}`) })
         if (res.status !== 202) throw new Error(res.body)
       }
-      const runner = createBatchRunner({
-        store,
-        clock: systemClock,
-        operations: t.app.operations,
-        chunkSize,
-        ...(process.env.DRAIN_ANALYZE_MS ? { analyzeEveryMs: Number(process.env.DRAIN_ANALYZE_MS) } : {}),
-      })
+      const runner = createBatchRunner({ store, clock: systemClock, operations: t.app.operations, chunkSize })
       store.statements = 0
       const start = performance.now()
       await runner.drain()

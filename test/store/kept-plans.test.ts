@@ -10,9 +10,8 @@ import { engineName } from '../helpers/store.ts'
  * Two plans of a Receivable write that must not depend on what the tables held when they were made (issue 36;
  * docs/decisions.md, "The status index led by status" and "The Receivable insert's input as JSON records"):
  * - a lookup by client and identifier (a foreign-key check of `receivables` is one; `ONLY` left out so that the
- *   partitioned layout plans its partition) is the primary key's probe, on
- *   a fresh database before any ANALYZE too; the status index led by the client once won it and then read every
- *   index entry of the client;
+ *   partitioned layout plans its partition) is the primary key's probe, on a fresh database before any ANALYZE too;
+ *   the status index led by the client once won it and then read every index entry of the client;
  * - the set-based insert-or-read keeps its generic plan once it has made its five custom ones, as PostgreSQL's
  *   `auto` plan cache mode does for a statement whose generic estimate is no worse (its input as `unnest` of arrays
  *   was estimated at its length in a custom plan and at ten rows in the generic one, so it was planned at every call).
