@@ -9,6 +9,7 @@
  * tenant of its own), so that figures of one run on a shared machine can be compared.
  * A measurement, not a test: nothing here asserts a time.
  */
+import { readFileSync } from 'node:fs'
 import { systemClock } from '../src/domain/time.ts'
 import type { Store } from '../src/store/store.ts'
 import { createBatchRunner } from '../src/workers/batch-runner.ts'
@@ -49,6 +50,25 @@ function counted(inner: Store): Store & { statements: number } {
   return s
 }
 
+/** User + system CPU of a process so far, ms (Linux /proc, 100 ticks a second); 0 once it is gone. */
+function cpuMs(pid: number): number {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
+    return (Number(f[11]) + Number(f[12])) * 10
+  } catch {
+    return 0
+  }
+}
+
+/** This process's CPU and, on PostgreSQL (a server on this host), its backends' CPU, ms. */
+async function cpuNow(): Promise<{ own: number; backends: number }> {
+  const u = process.cpuUsage()
+  const own = (u.user + u.system) / 1000
+  if (!db.url) return { own, backends: 0 }
+  const rows = await db.store.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = current_database()')
+  return { own, backends: rows.reduce((a, r) => a + cpuMs(r.pid), 0) }
+}
+
 const db = await createTestDatabase()
 const store = counted(db.store)
 const t = await startTestApp({}, { db: { ...db, store } })
@@ -63,10 +83,12 @@ try {
       }
       const runner = createBatchRunner({ store, clock: systemClock, operations: t.app.operations, chunkSize })
       store.statements = 0
+      const cpu0 = await cpuNow()
       const start = performance.now()
       await runner.drain()
       const seconds = (performance.now() - start) / 1000
       const statements = store.statements
+      const cpu1 = await cpuNow()
       const rows = await t.store.query<{ n: string }>(
         "SELECT count(*) AS n FROM batch_records WHERE client_code = $1 AND status = 'succeeded'",
         [k.clientCode],
@@ -74,7 +96,7 @@ try {
       const rate = Math.round((BATCHES * 100) / seconds)
       figures.get(chunkSize)?.push(rate)
       console.log(
-        `${db.url ? 'postgres' : 'pglite'} chunk ${chunkSize}: ${BATCHES * 100} records (${rows[0]?.n} succeeded) in ${seconds.toFixed(2)} s: ${rate} records/s, ${statements} statements`,
+        `${db.url ? 'postgres' : 'pglite'} chunk ${chunkSize}: ${BATCHES * 100} records (${rows[0]?.n} succeeded) in ${seconds.toFixed(2)} s: ${rate} records/s, ${statements} statements; CPU µs a record: this process ${Math.round(((cpu1.own - cpu0.own) * 1000) / (BATCHES * 100))}, backends ${Math.round(((cpu1.backends - cpu0.backends) * 1000) / (BATCHES * 100))}`,
       )
     }
   }

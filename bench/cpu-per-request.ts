@@ -5,14 +5,14 @@
  * (default 10), warms up, then sends `CPU_N` requests (default 2,000) of each scenario over the keys at once and prints
  * the service process's CPU and the database backends' CPU (both from /proc: the server must run on this host) per
  * request, with the latency each key saw (p50: the keys' median; p99: the worst key's). DATABASE_LAYOUT=partitioned
- * measures the partitioned layout (docs/scaling.md); CPU_SCENARIOS (get, put-customer, put-create) picks scenarios, and
+ * measures the partitioned layout (docs/scaling.md); CPU_SCENARIOS (get, put-customer, put-create, put-batch) picks scenarios, and
  * BENCH_CPU_PROF=<dir> writes the service's V8 CPU profile there. A measurement, not a test.
  */
 import { readFileSync } from 'node:fs'
 import autocannon from 'autocannon'
 import pg from 'pg'
 import { SCOPES } from '../src/domain/scopes.ts'
-import { customerBody, receivableBody } from './scenarios.ts'
+import { customerBody, mixedBatch, receivableBody } from './scenarios.ts'
 import { call, seedTenant, startService, stopAllServices } from './service.ts'
 
 const KEYS = Number(process.env.CPU_KEYS ?? 10)
@@ -61,6 +61,14 @@ try {
       'PUT Receivable create',
       (t) => ({ method: 'PUT', path: `/v1/clients/${t.client}/receivables/r${++serial}`, body: JSON.stringify(receivableBody('c1', 1)) }),
     ],
+    [
+      // The submission alone (no batch worker runs here): 100 mixed records accepted and queued.
+      'PUT batch (100 mixed records, queued)',
+      (t) => {
+        const id = `b${++serial}`
+        return { method: 'PUT', path: `/v1/clients/${t.client}/batches/${id}`, body: JSON.stringify(mixedBatch(`${t.client}-${id}`)) }
+      },
+    ],
   ]
   type Make = (t: { client: string }) => { method: 'GET' | 'PUT'; path: string; body?: string }
   // Each key's autocannon result: its latency percentiles (ms), for the table's p50 (the keys' median) and p99 (their worst).
@@ -94,7 +102,7 @@ try {
   )
   // CPU_SCENARIOS=get,put-customer,put-create: only those (with BENCH_CPU_PROF, a profile of one route alone).
   const only = process.env.CPU_SCENARIOS?.split(',')
-  const ids = ['get', 'put-customer', 'put-create']
+  const ids = ['get', 'put-customer', 'put-create', 'put-batch']
   for (const [label, make] of scenarios.filter((_, i) => !only || only.includes(ids[i] as string))) {
     await run(make, 50)
     const pids = await backends()

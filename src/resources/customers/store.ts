@@ -53,7 +53,9 @@ export async function insertCustomerIfNew(
 
 /**
  * `insertCustomerIfNew` for many Customers in one statement (distinct identities): each new one is created, and
- * every one comes back, created or as it existed, by identity.
+ * every one comes back, created or as it existed, by identity. Those that existed are read one key probe per
+ * identifier (the `LATERAL … LIMIT 1`), whatever the table held when the connection's plan was made
+ * (docs/decisions.md, "Reads by many identifiers probe the key per identifier").
  */
 export async function insertCustomersIfNew(
   tx: Tx,
@@ -68,7 +70,8 @@ export async function insertCustomersIfNew(
        ON CONFLICT (client_code, external_customer_id) DO NOTHING RETURNING ${COLUMNS})
      SELECT true AS created, ${COLUMNS} FROM ins
      UNION ALL
-     SELECT false AS created, ${COLUMNS} FROM customers WHERE client_code = $1 AND external_customer_id = ANY($2::text[])`,
+     SELECT false AS created, c.* FROM unnest($2::text[]) AS k(id) CROSS JOIN LATERAL (
+       SELECT ${COLUMNS} FROM customers WHERE client_code = $1 AND external_customer_id = k.id LIMIT 1) c`,
     [clientCode, items.map((it) => it.id), items.map((it) => JSON.stringify(it.representation)), now],
     PREPARED,
   )

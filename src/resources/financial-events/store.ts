@@ -67,7 +67,9 @@ export async function insertEvent(
 
 /**
  * What an event write reads, in one statement: the accepted events of one family among these identities, and
- * the own columns of these Receivables (the events' Receivables), each by identity.
+ * the own columns of these Receivables (the events' Receivables), each by identity: one key probe per identifier
+ * (`LATERAL … LIMIT 1`), whatever the tables held when the connection's plan was made (docs/decisions.md, "Reads by
+ * many identifiers probe the key per identifier").
  */
 export async function findEventsAndReceivables(
   db: Queryable,
@@ -78,14 +80,16 @@ export async function findEventsAndReceivables(
 ): Promise<{ accepted: Map<string, FinancialEventRow>; receivables: Map<string, ReceivableCore> }> {
   const rows = await db.query<(FinancialEventRow & { receivable: null }) | { external_event_id: null; receivable: ReceivableCore }>(
     `SELECT e.external_event_id, e.body, e.accepted_at, NULL::json AS receivable
-       FROM financial_events e
-      WHERE e.client_code = $1 AND e.family = $2 AND e.external_event_id = ANY($3::text[])
+       FROM unnest($3::text[]) AS k(id) CROSS JOIN LATERAL (
+            SELECT external_event_id, body, accepted_at FROM financial_events
+             WHERE client_code = $1 AND family = $2 AND external_event_id = k.id LIMIT 1) e
      UNION ALL
      SELECT NULL, NULL, NULL, json_build_object('external_receivable_id', r.external_receivable_id, 'revision', r.revision::text,
               'status', r.status, 'source_revision', r.source_revision::text, 'currency', r.currency,
               'source_amount_minor', r.source_amount_minor::text, 'representation', r.representation)
-       FROM receivables r
-      WHERE r.client_code = $1 AND r.external_receivable_id = ANY($4::text[])`,
+       FROM unnest($4::text[]) AS rk(id) CROSS JOIN LATERAL (
+            SELECT external_receivable_id, revision, status, source_revision, currency, source_amount_minor, representation
+              FROM receivables WHERE client_code = $1 AND external_receivable_id = rk.id LIMIT 1) r`,
     [clientCode, family, ids, receivableIds],
     PREPARED,
   )
