@@ -90,6 +90,11 @@ async function convert(tx: Tx, table: string): Promise<void> {
       WHERE d.refobjid = $1::regclass AND d.deptype = 'a' AND d.classid = 'pg_class'::regclass`,
     [table],
   )
+  // Columns left out of ANALYZE (migration 0053): `LIKE` does not copy a column's statistics target.
+  const unsampled = await tx.query<{ attname: string }>(
+    'SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped AND attstattarget = 0',
+    [table],
+  )
   const old = `${table}_unpartitioned`
   for (const s of sequences) await tx.exec(`ALTER SEQUENCE ${ident(s.sequence)} OWNED BY NONE`)
   await tx.exec(`ALTER TABLE ${table} RENAME TO ${old}`)
@@ -105,4 +110,6 @@ async function convert(tx: Tx, table: string): Promise<void> {
   for (const k of keys) await tx.exec(`ALTER TABLE ${table} ADD CONSTRAINT ${ident(k.name)} ${k.definition}`)
   for (const i of indexes) await tx.exec(i.definition)
   for (const s of sequences) await tx.exec(`ALTER SEQUENCE ${ident(s.sequence)} OWNED BY ${table}.${ident(s.column_name)}`)
+  // On the partitioned table, so every partition has it too.
+  for (const c of unsampled) await tx.exec(`ALTER TABLE ${table} ALTER COLUMN ${ident(c.attname)} SET STATISTICS 0`)
 }

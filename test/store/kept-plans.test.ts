@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
 import { insertCustomersIfNew } from '../../src/resources/customers/store.ts'
 import { findEventsAndReceivables } from '../../src/resources/financial-events/store.ts'
+import { holdSnapshot } from '../../src/resources/holds/store.ts'
 import { ReceivableWrite } from '../../src/resources/receivables/schema.ts'
 import { insertReceivablesIfNew } from '../../src/resources/receivables/store.ts'
 import type { Tx } from '../../src/store/store.ts'
@@ -167,6 +168,41 @@ test(`a financial event's lookup of events and Receivables probes each key in it
       assert.deepEqual(await genericScans(tx, like, args, 'receivables'), [
         ['Index Scan', 'receivables_pkey', '((client_code = $1) AND (external_receivable_id = rk.id))', undefined],
       ])
+      throw new Rollback()
+    })
+    .catch(ignoreRollback)
+})
+
+test(`the holds' snapshot reads each Receivable's holds by its key in every table of the view, in its generic plan (${engineName})`, async () => {
+  await t.store
+    .transaction(async (tx) => {
+      assert.deepEqual([...(await holdSnapshot(tx, k.clientCode, ['kept-1', 'none'])).keys()], ['kept-1'])
+      await growClient(tx)
+      const like = '%FROM receivable_hold_facts h%'
+      const args = `'plans', '{bulk-1,bulk-2}'`
+      // The view's tables keyed by Receivable: each read by client and this identifier, none scanned for the client.
+      const tables = [
+        'receivables',
+        'recovery_instructions',
+        'restrictions',
+        'receivable_customers',
+        'book_omissions',
+        'reconciliation_holds',
+      ]
+      const conds: string[][] = []
+      for (const table of tables) conds.push((await genericScans(tx, like, args, table)).map(([, , cond]) => String(cond)))
+      assert.deepEqual(
+        conds.map((c, i) => [tables[i], c.filter((cond) => cond.includes('k.id')).length, c.length]),
+        [
+          ['receivables', 1, 1],
+          ['recovery_instructions', 1, 1],
+          // The Receivable's own restrictions by key; the Customers' ones are read through its links (below).
+          ['restrictions', 1, 2],
+          ['receivable_customers', 1, 1],
+          ['book_omissions', 1, 1],
+          ['reconciliation_holds', 1, 1],
+        ],
+      )
       throw new Rollback()
     })
     .catch(ignoreRollback)

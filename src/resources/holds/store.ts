@@ -41,11 +41,18 @@ export async function bumpReceivableRevisions(
 /** The holds of these Receivables, as one comparable string each (hold columns only: no Receivable columns). */
 export type HoldSnapshot = Map<string, string>
 
+/**
+ * Read one Receivable at a time (`LATERAL … LIMIT 1`): each identifier then reaches every table of the view as a key
+ * condition, whatever the tables held when the connection's plan was made. With `= ANY($2)` the generic plan read the
+ * client's Receivables with the list as a filter and each of the view's tables for the whole client
+ * (docs/decisions.md, "Reads by many identifiers probe the key per identifier").
+ */
 export async function holdSnapshot(db: Queryable, clientCode: string, ids: readonly string[]): Promise<HoldSnapshot> {
   if (ids.length === 0) return new Map()
   const rows = await db.query<{ external_receivable_id: string }>(
-    `SELECT h.external_receivable_id, ${holdColumns()} FROM receivable_hold_facts h
-      WHERE h.client_code = $1 AND h.external_receivable_id = ANY($2::text[])`,
+    `SELECT h.* FROM unnest($2::text[]) AS k(id) CROSS JOIN LATERAL (
+       SELECT h.external_receivable_id, ${holdColumns()} FROM receivable_hold_facts h
+        WHERE h.client_code = $1 AND h.external_receivable_id = k.id LIMIT 1) h`,
     [clientCode, ids],
     PREPARED,
   )
