@@ -9,13 +9,13 @@
  * tenant of its own), so that figures of one run on a shared machine can be compared.
  * A measurement, not a test: nothing here asserts a time.
  */
-import { readFileSync } from 'node:fs'
 import { systemClock } from '../src/domain/time.ts'
 import type { Store } from '../src/store/store.ts'
 import { createBatchRunner } from '../src/workers/batch-runner.ts'
 import { startTestApp } from '../test/helpers/app.ts'
 import { createTestDatabase } from '../test/helpers/store.ts'
 import { mixedBatch } from './scenarios.ts'
+import { cpuMs } from './service.ts'
 
 const BATCHES = Number(process.env.DRAIN_BATCHES ?? 50)
 const CHUNKS = (process.env.DRAIN_CHUNKS ?? process.env.BATCH_CHUNK_SIZE ?? '50').split(',').map(Number)
@@ -48,16 +48,6 @@ function counted(inner: Store): Store & { statements: number } {
     close: () => inner.close(),
   }
   return s
-}
-
-/** User + system CPU of a process so far, ms (Linux /proc, 100 ticks a second); 0 once it is gone. */
-function cpuMs(pid: number): number {
-  try {
-    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
-    return (Number(f[11]) + Number(f[12])) * 10
-  } catch {
-    return 0
-  }
 }
 
 /** This process's CPU and, on PostgreSQL (a server on this host), its backends' CPU, ms. */

@@ -8,26 +8,15 @@
  * measures the partitioned layout (docs/scaling.md); CPU_SCENARIOS (get, put-customer, put-create, put-batch) picks scenarios, and
  * BENCH_CPU_PROF=<dir> writes the service's V8 CPU profile there. A measurement, not a test.
  */
-import { readFileSync } from 'node:fs'
 import autocannon from 'autocannon'
 import pg from 'pg'
 import { SCOPES } from '../src/domain/scopes.ts'
 import { customerBody, mixedBatch, receivableBody } from './scenarios.ts'
-import { call, seedTenant, startService, stopAllServices } from './service.ts'
+import { call, cpuMs, seedTenant, startService, stopAllServices } from './service.ts'
 
 const KEYS = Number(process.env.CPU_KEYS ?? 10)
 const N = Number(process.env.CPU_N ?? 2000)
 const BASE = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
-
-/** User + system CPU of a process so far, ms (Linux /proc, 100 ticks a second). */
-function cpuMs(pid: number): number {
-  try {
-    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
-    return (Number(f[11]) + Number(f[12])) * 10
-  } catch {
-    return 0
-  }
-}
 
 const admin = new pg.Client({ connectionString: BASE })
 await admin.connect()

@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import net from 'node:net'
 
 export const ADMIN_TOKEN = 'bench-operator-token-0123456789abcdef'
@@ -111,4 +112,14 @@ export async function seedTenant(url: string, clientCode: string, scopes: readon
   await call(url, 'PUT', `/admin/v1/integrations/int-${clientCode}`, ADMIN_TOKEN, { name: clientCode })
   await call(url, 'PUT', `/admin/v1/integrations/int-${clientCode}/grants/${clientCode}`, ADMIN_TOKEN, { scopes })
   return (await call(url, 'POST', `/admin/v1/integrations/int-${clientCode}/api-keys`, ADMIN_TOKEN, {})).apiKey
+}
+
+/** User + system CPU of a process so far, ms (Linux /proc, 100 ticks a second); 0 once it is gone. */
+export function cpuMs(pid: number): number {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
+    return (Number(f[11]) + Number(f[12])) * 10
+  } catch {
+    return 0
+  }
 }

@@ -35,9 +35,10 @@ before(async () => {
 })
 after(() => db.drop())
 
-const receivablesInsert = (from: number, to: number) =>
+/** Receivables r<from> to r<to> of a client (`stats` unless named). */
+const receivablesInsert = (from: number, to: number, client = 'stats') =>
   `INSERT INTO receivables (client_code, external_receivable_id, revision, status, source_revision, currency, source_amount_minor, representation, created_at, updated_at)
-   SELECT 'stats', 'r' || g, 1, 'active', 1, 'USD', 1000, '{}'::jsonb, now(), now() FROM generate_series(${from}, ${to}) g`
+   SELECT '${client}', 'r' || g, 1, 'active', 1, 'USD', 1000, '{}'::jsonb, now(), now() FROM generate_series(${from}, ${to}) g`
 const linksInsert = (from: number, to: number) =>
   `INSERT INTO receivable_customers SELECT 'stats', 'c', 'r' || g, 'primary' FROM generate_series(${from}, ${to}) g`
 
@@ -99,11 +100,7 @@ describe('statistics of grown tables', () => {
     await db.store.query(
       `INSERT INTO clients (client_code, name, created_at, updated_at) VALUES ('stats-pages', 'stats-pages', now(), now())`,
     )
-    const insert = (from: number, to: number) =>
-      db.store.query(
-        `INSERT INTO receivables (client_code, external_receivable_id, revision, status, source_revision, currency, source_amount_minor, representation, created_at, updated_at)
-         SELECT 'stats-pages', 'r' || g, 1, 'active', 1, 'USD', 1000, '{}'::jsonb, now(), now() FROM generate_series(${from}, ${to}) g`,
-      )
+    const insert = (from: number, to: number) => db.store.query(receivablesInsert(from, to, 'stats-pages'))
     await insert(1, 40)
     // One statement of the write path's shape (an adjustment's move of its Receivables), prepared and planned
     // generic while the client has 40 rows: kept by the one backend until receivables is analyzed.
@@ -167,11 +164,7 @@ describe('statistics of grown tables', () => {
     await db.store.query(
       `INSERT INTO clients (client_code, name, created_at, updated_at) VALUES ('stats-loop', 'stats-loop', now(), now())`,
     )
-    const insert = (from: number, to: number) =>
-      db.store.query(
-        `INSERT INTO receivables (client_code, external_receivable_id, revision, status, source_revision, currency, source_amount_minor, representation, created_at, updated_at)
-         SELECT 'stats-loop', 'r' || g, 1, 'active', 1, 'USD', 1000, '{}'::jsonb, now(), now() FROM generate_series(${from}, ${to}) g`,
-      )
+    const insert = (from: number, to: number) => db.store.query(receivablesInsert(from, to, 'stats-loop'))
     await insert(1, 1)
     const rel = await receivablesOf('stats-loop')
     const reltuples = async () =>
