@@ -99,5 +99,6 @@ try {
   if (ROUNDS > 1) for (const [chunkSize, rates] of figures) console.log(`chunk ${chunkSize}: ${rates.join(', ')} records/s`)
 } finally {
   await t.close()
-  await store.close()
+  // Closes the store and, on PostgreSQL, drops the tool's database (it was left behind before).
+  await db.drop()
 }
