@@ -48,6 +48,7 @@ SELECT create_distributed_table('provider_checkouts', 'client_code', colocate_wi
 SELECT create_distributed_table('webhook_deliveries', 'client_code', colocate_with => 'clients');
 SELECT create_distributed_table('payment_reconciliations', 'client_code', colocate_with => 'clients');
 SELECT create_distributed_table('payment_take_backs', 'client_code', colocate_with => 'clients');
+SELECT create_distributed_table('provider_refunds_withheld', 'client_code', colocate_with => 'clients');
 SELECT create_distributed_table('provider_reversals', 'client_code', colocate_with => 'clients');
 SELECT create_distributed_table('refunds', 'client_code', colocate_with => 'clients');
 SELECT create_distributed_table('webhook_attempts', 'client_code', colocate_with => 'clients');

@@ -487,6 +487,25 @@ CREATE TABLE provider_events (
   CONSTRAINT provider_events_provider_check CHECK ((provider = 'stripe'::text))
 );
 
+CREATE TABLE provider_refunds_withheld (
+  client_code text NOT NULL,
+  provider text NOT NULL,
+  provider_refund_id text NOT NULL,
+  external_payment_request_id text NOT NULL,
+  currency text NOT NULL,
+  reason text NOT NULL,
+  amount_minor bigint NOT NULL,
+  recorded_minor bigint NOT NULL DEFAULT 0,
+  created_at timestamp with time zone NOT NULL,
+  CONSTRAINT provider_refunds_withheld_amount_minor_check CHECK ((amount_minor > 0)),
+  CONSTRAINT provider_refunds_withheld_check CHECK (((recorded_minor >= 0) AND (recorded_minor <= amount_minor))),
+  CONSTRAINT provider_refunds_withheld_client_code_external_payment_req_fkey FOREIGN KEY (client_code, external_payment_request_id) REFERENCES payments(client_code, external_payment_request_id),
+  CONSTRAINT provider_refunds_withheld_pkey PRIMARY KEY (client_code, provider, provider_refund_id),
+  CONSTRAINT provider_refunds_withheld_provider_check CHECK ((provider = 'stripe'::text)),
+  CONSTRAINT provider_refunds_withheld_reason_check CHECK ((reason = ANY (ARRAY['requested_by_customer'::text, 'duplicate'::text, 'fraudulent'::text, 'other'::text])))
+);
+CREATE INDEX provider_refunds_withheld_waiting ON public.provider_refunds_withheld USING btree (client_code, external_payment_request_id) WHERE (recorded_minor < amount_minor);
+
 CREATE TABLE provider_reversals (
   client_code text NOT NULL,
   provider text NOT NULL,

@@ -59,15 +59,29 @@ export interface ProviderRefunds {
   /**
    * A refund made at the provider (its Dashboard) of the request's Payment, recorded with origin `provider` and
    * decided succeeded, once per provider refund id. Answers the effect (`provider_refund_recorded`, `not_found`,
-   * `refund_already_recorded`, `nothing_to_refund`).
+   * `refund_already_recorded`, `nothing_to_refund`). What the Payment no longer held (a dispute's withdrawal holds it)
+   * waits for `recordWithheldRefunds`.
    */
   recordProviderRefund(
     uow: UnitOfWork,
+    provider: string,
     clientCode: string,
     requestId: string,
     fact: Extract<ProviderFact, { kind: 'provider_refund' }>,
     now: string,
   ): Promise<string>
+  /**
+   * Money a won dispute gave back (`givenBack.amountMinor`, by its reversal `reversalId`) first records the provider
+   * refunds that were waiting for it, as refunds of the request's Payment with origin `provider`: the provider already
+   * refunded that money. Answers the amount recorded.
+   */
+  recordWithheldRefunds(
+    uow: UnitOfWork,
+    clientCode: string,
+    requestId: string,
+    givenBack: { amountMinor: bigint; reversalId: string },
+    now: string,
+  ): Promise<bigint>
   /**
    * Money a reinstatement gave back that its Payment cannot hold (payments/reinstatement.ts): a refund of unapplied
    * funds queued at once, as a confirmation's unapplied money is.

@@ -127,7 +127,7 @@ async function providerRefund(
 ) {
   const requestId = await findRequestOfProviderPayment(uow.tx, clientCode, name, fact.providerPaymentId)
   if (!requestId) return 'not_found'
-  return deps.refunds.recordProviderRefund(uow, clientCode, requestId, fact, isoNow(deps.clock))
+  return deps.refunds.recordProviderRefund(uow, name, clientCode, requestId, fact, isoNow(deps.clock))
 }
 
 async function reversal(
@@ -204,9 +204,12 @@ async function apply(
       return reversal(deps, uow, name, clientCode, fact)
     case 'reinstatement':
       // Money given back that the Payment cannot hold is refunded at once, as a confirmation's unapplied money is.
-      return deps.reinstate(uow, name, clientCode, fact, now, async (u, client, r) => {
-        await deps.refunds.queueUnappliedRefund(u, client, r)
-        if (deps.onRefundQueued) after.push(deps.onRefundQueued)
+      return deps.reinstate(uow, name, clientCode, fact, now, {
+        recordWithheld: deps.refunds.recordWithheldRefunds,
+        queueUnapplied: async (u, client, r) => {
+          await deps.refunds.queueUnappliedRefund(u, client, r)
+          if (deps.onRefundQueued) after.push(deps.onRefundQueued)
+        },
       })
     case 'none':
       return `ignored: ${fact.why}`

@@ -2,6 +2,7 @@ import { unacknowledgedMinor } from '../../domain/money-rules.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import { findRequestOfProviderPayment } from './checkout-store.ts'
+import type { ProviderRefunds } from './ports.ts'
 import type { ProviderFact } from './provider.ts'
 import {
   lockReinstatedReceivable,
@@ -29,8 +30,12 @@ import { insertTakeBack } from './take-back-store.ts'
  *   does not fit moves from the Payment's allocation to its unapplied money;
  * - acknowledged money goes back to the Payment's undeclared share (and the Receivable's acknowledged-undeclared
  *   figure): the Source acknowledged it, so it stays out of the working amount until the Source declares again;
- * - unapplied money given back (either way) is refunded at once, as a confirmation's unapplied money is (a refund
- *   `reinstated-<dispute>` with reason `unapplied_funds`): money never rests unapplied without a refund under way.
+ * - refunds made at the provider while the dispute held the money (refunds/provider-side.ts recorded them only as far
+ *   as the Payment held money; migration 0054) are paid from the money given back first, recorded as refunds with
+ *   origin `provider`: the provider already gave that money to the debtor;
+ * - unapplied money given back (either way) and not paying such a refund is refunded at once, as a confirmation's
+ *   unapplied money is (a refund `reinstated-<dispute>` with reason `unapplied_funds`): money never rests unapplied
+ *   without a refund under way.
  *
  * The Payment's `reversedAmount` falls by the reversal's amount, with a new revision, event `payment.reinstated` (and
  * `receivable.updated` when a Receivable amount moved) and a take-back record of kind `reinstatement`, which the
@@ -80,12 +85,17 @@ export function reinstatementSplit(
 
 export type ReinstatementFact = Extract<ProviderFact, { kind: 'reinstatement' }>
 
-/** A refund of money given back that the Payment cannot hold (unapplied): the caller's refund rules queue it. */
-export type QueueUnappliedRefund = (
-  uow: UnitOfWork,
-  clientCode: string,
-  r: { requestId: string; refundId: string; currency: string; amountMinor: bigint; now: string },
-) => Promise<void>
+/** What a reinstatement asks of the caller's refund rules (refunds/provider-side.ts through payments/ports.ts). */
+export interface ReinstatementRefunds {
+  /** The provider refunds waiting for money given back, recorded first; answers the amount recorded. */
+  recordWithheld: ProviderRefunds['recordWithheldRefunds']
+  /** A refund of money given back that the Payment cannot hold (unapplied), queued. */
+  queueUnapplied: (
+    uow: UnitOfWork,
+    clientCode: string,
+    r: { requestId: string; refundId: string; currency: string; amountMinor: bigint; now: string },
+  ) => Promise<void>
+}
 
 /**
  * The reinstatement a provider's fact says, in the caller's transaction: what it did (`reinstated`), or why nothing
@@ -97,7 +107,7 @@ export async function reinstateFromProvider(
   clientCode: string,
   fact: ReinstatementFact,
   now: string,
-  queueRefund: QueueUnappliedRefund,
+  refunds: ReinstatementRefunds,
 ): Promise<string> {
   const { tx } = uow
   const requestId = await findRequestOfProviderPayment(tx, clientCode, provider, fact.providerPaymentId)
@@ -160,12 +170,16 @@ export async function reinstateFromProvider(
     })
   }
   uow.appendChange(clientCode, { type: 'payment.reinstated', resourceType: 'payment', resourceId: requestId, revision, occurredAt: now })
-  if (unappliedMinor > 0n) {
-    await queueRefund(uow, clientCode, {
+  // A refund made at the provider while the dispute held the money is paid from it first (the take-back rule takes
+  // the unapplied money given back first); only the rest of the unapplied money is the service's to refund.
+  const withheld = await refunds.recordWithheld(uow, clientCode, requestId, { amountMinor, reversalId: fact.reversalId }, now)
+  const toRefund = unappliedMinor - min(withheld, unappliedMinor)
+  if (toRefund > 0n) {
+    await refunds.queueUnapplied(uow, clientCode, {
       requestId,
       refundId: `reinstated-${fact.reversalId}`.slice(0, 128),
       currency: payment.currency,
-      amountMinor: unappliedMinor,
+      amountMinor: toRefund,
       now,
     })
   }

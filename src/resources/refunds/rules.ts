@@ -4,7 +4,19 @@ import type { ProviderRefund } from '../payments/provider.ts'
 import type { PaymentRow } from '../payments/store.ts'
 import { takeBack } from '../payments/take-back.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
-import { decideRefund, insertRefund, lockPendingRefund, type RefundedPaymentRow, type RefundKey, type RefundRow } from './store.ts'
+import {
+  decideRefund,
+  findRefund,
+  insertRefund,
+  lockPendingRefund,
+  lockRefundedPayment,
+  lockWithheldProviderRefunds,
+  type RefundedPaymentRow,
+  type RefundKey,
+  type RefundReason,
+  type RefundRow,
+  recordWithheldPart,
+} from './store.ts'
 
 /**
  * The rules of money given back (docs/design/money.md; docs/decisions.md, "Refunds and reversals"):
@@ -127,5 +139,67 @@ export async function recordRefundOutcome(
     revision: Number(decided.revision),
     occurredAt: now,
   })
+  // A refund the service asked for that failed leaves its amount within reach again: a refund made at the provider
+  // meanwhile, and kept waiting because this one counted against the Payment, is recorded now.
+  if (outcome.status === 'failed')
+    await recordWithheldProviderRefunds(
+      uow,
+      key.clientCode,
+      key.requestId,
+      { amountMinor: BigInt(pending.amount_minor), by: key.refundId },
+      now,
+    )
   return decided
 }
+
+/** A refund the provider already made, recorded with origin `provider` and decided succeeded (its money taken back). */
+export async function recordProviderMadeRefund(
+  uow: UnitOfWork,
+  clientCode: string,
+  ids: { requestId: string; refundId: string; providerRefundId: string },
+  r: { currency: string; amountMinor: bigint; reason: Exclude<RefundReason, 'unapplied_funds'>; body: unknown; now: string },
+): Promise<void> {
+  await createRefund(uow, clientCode, { ...r, requestId: ids.requestId, refundId: ids.refundId, origin: 'provider' })
+  await recordRefundOutcome(
+    uow,
+    { clientCode, requestId: ids.requestId, refundId: ids.refundId, token: null },
+    { providerRefundId: ids.providerRefundId, status: 'succeeded' },
+    r.now,
+  )
+}
+
+/**
+ * Refunds made at the provider beyond what their Payment held then (migration 0054; provider-side.ts), recorded as
+ * far as `within.amountMinor`, money that came back within reach (`within.by`: the won dispute's reversal, or the
+ * service's refund that failed), and what remains of the Payment allow: each a refund of origin `provider`, under the
+ * provider's refund id the first time, `<provider refund id>-<by>` after. The request's row is locked first (the order
+ * of every refund and reversal). Answers the amount recorded.
+ */
+export async function recordWithheldProviderRefunds(
+  uow: UnitOfWork,
+  clientCode: string,
+  requestId: string,
+  within: { amountMinor: bigint; by: string },
+  now: string,
+): Promise<bigint> {
+  const payment = await lockRefundedPayment(uow.tx, clientCode, requestId)
+  if (payment?.payment_status !== 'confirmed') return 0n
+  const waiting = await lockWithheldProviderRefunds(uow.tx, clientCode, requestId)
+  let room = min(within.amountMinor, remainingMinor(payment))
+  let recorded = 0n
+  for (const w of waiting) {
+    if (room <= 0n) break
+    const amountMinor = min(BigInt(w.waiting_minor), room)
+    const first = !(await findRefund(uow.tx, clientCode, requestId, w.provider_refund_id))
+    const refundId = first ? w.provider_refund_id : `${w.provider_refund_id}-${within.by}`.slice(0, 128)
+    const body = { amount: money(amountMinor, w.currency), reason: w.reason }
+    const ids = { requestId, refundId, providerRefundId: w.provider_refund_id }
+    await recordProviderMadeRefund(uow, clientCode, ids, { currency: w.currency, amountMinor, reason: w.reason, body, now })
+    await recordWithheldPart(uow.tx, clientCode, { provider: w.provider, providerRefundId: w.provider_refund_id, amountMinor })
+    room -= amountMinor
+    recorded += amountMinor
+  }
+  return recorded
+}
+
+const min = (a: bigint, b: bigint) => (a < b ? a : b)

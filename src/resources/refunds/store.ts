@@ -263,6 +263,68 @@ export async function retryRefundLater(
   )
 }
 
+/**
+ * A refund made at the provider beyond what its Payment held (migration 0054): a dispute's withdrawal held the rest.
+ * Written once per provider refund; false when it was already (another of its events, or the sweep).
+ */
+export async function insertWithheldProviderRefund(
+  tx: Tx,
+  clientCode: string,
+  r: {
+    provider: string
+    providerRefundId: string
+    requestId: string
+    currency: string
+    reason: Exclude<RefundReason, 'unapplied_funds'>
+    amountMinor: bigint
+    now: string
+  },
+): Promise<boolean> {
+  const rows = await tx.query(
+    `INSERT INTO provider_refunds_withheld (client_code, provider, provider_refund_id, external_payment_request_id, currency, reason,
+                                            amount_minor, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+     ON CONFLICT (client_code, provider, provider_refund_id) DO NOTHING
+     RETURNING provider_refund_id`,
+    [clientCode, r.provider, r.providerRefundId, r.requestId, r.currency, r.reason, r.amountMinor.toString(), r.now],
+  )
+  return rows.length > 0
+}
+
+export interface WithheldProviderRefundRow {
+  provider: string
+  provider_refund_id: string
+  currency: string
+  reason: Exclude<RefundReason, 'unapplied_funds'>
+  /** What of it is still waiting for money to come back. */
+  waiting_minor: string
+}
+
+/** The request's provider refunds still waiting for money given back, oldest first, locked. */
+export async function lockWithheldProviderRefunds(tx: Tx, clientCode: string, requestId: string): Promise<WithheldProviderRefundRow[]> {
+  return tx.query<WithheldProviderRefundRow>(
+    `SELECT provider, provider_refund_id, currency, reason, (amount_minor - recorded_minor)::text AS waiting_minor
+       FROM provider_refunds_withheld
+      WHERE client_code = $1 AND external_payment_request_id = $2 AND recorded_minor < amount_minor
+      ORDER BY created_at, provider_refund_id
+      FOR UPDATE`,
+    [clientCode, requestId],
+  )
+}
+
+/** `amountMinor` more of a withheld provider refund is recorded (a refund of its Payment). */
+export async function recordWithheldPart(
+  tx: Tx,
+  clientCode: string,
+  r: { provider: string; providerRefundId: string; amountMinor: bigint },
+): Promise<void> {
+  await tx.query(
+    `UPDATE provider_refunds_withheld SET recorded_minor = recorded_minor + $4
+      WHERE client_code = $1 AND provider = $2 AND provider_refund_id = $3`,
+    [clientCode, r.provider, r.providerRefundId, r.amountMinor.toString()],
+  )
+}
+
 /** The family's store functions, for the factories that receive them as a `Pick<>`. */
 export const refundStore = {
   lockRefundedPayment,

@@ -233,6 +233,97 @@ describe('a won dispute reinstates', () => {
   })
 })
 
+describe('a refund made at Stripe while a dispute holds the money', () => {
+  /** The request's refunds as the API lists them: id, amount, origin, reason, status. */
+  const refunds = async (p: StripePayable) => {
+    const res = await s.t.call('GET', `/v1/clients/${p.client}/payment-requests/${p.requestId}/refunds?limit=100`, { key: p.apiKey })
+    assert.equal(res.status, 200, res.body)
+    return res.json.data.map((r: { externalRefundId: string; amount: { amount: string }; origin: string; status: string }) => [
+      r.externalRefundId,
+      r.amount.amount,
+      r.origin,
+      r.status,
+    ])
+  }
+  const withheld = (p: StripePayable) =>
+    s.t.store.query<{ provider_refund_id: string; amount_minor: string; recorded_minor: string }>(
+      `SELECT provider_refund_id, amount_minor::text, recorded_minor::text FROM provider_refunds_withheld
+        WHERE client_code = $1 ORDER BY provider_refund_id`,
+      [p.client],
+    )
+  const refundCalls = () => s.stripe.calls.filter((c) => c.method === 'POST' && c.path === '/v1/refunds').length
+
+  test('all of it withheld: nothing recorded then, the whole refund recorded when the dispute is won, nothing refunded twice', async () => {
+    const p = await paid('sd-held-all')
+    const dispute = s.stripe.openDispute(p.intent, 3000)
+    s.stripe.withdrawDisputeFunds(dispute.id)
+    assert.equal((await deliver(s, p.client, latest('charge.dispute.funds_withdrawn'))).json.effect, 'reversed')
+    const refund = s.stripe.dashboardRefund(p.intent, 3000)
+    const created = latest('refund.created')
+    assert.equal((await deliver(s, p.client, created)).json.effect, 'nothing_to_refund')
+    // The same refund again (another event naming it): already kept, once.
+    const again = { ...created, id: `${created.id}again` } as Stripe.Event
+    assert.equal((await deliver(s, p.client, again)).json.effect, 'refund_already_recorded')
+    assert.deepEqual(await withheld(p), [{ provider_refund_id: refund.id, amount_minor: '3000', recorded_minor: '0' }])
+    assert.deepEqual(await refunds(p), [])
+    assert.deepEqual(await money(p), { reversed: '30.00', refunded: '0.00', working: '100.00', confirmed: '0.00' })
+
+    const asked = refundCalls()
+    s.stripe.closeDispute(dispute.id, 'won')
+    assert.equal((await deliver(s, p.client, latest('charge.dispute.closed'))).json.effect, 'reinstated')
+    // The 30.00 Stripe gave back had already gone to the debtor: the Payment is refunded in full, nothing is owed again.
+    assert.deepEqual(await money(p), { reversed: '0.00', refunded: '30.00', working: '100.00', confirmed: '0.00' })
+    assert.deepEqual(await refunds(p), [[refund.id, '30.00', 'provider', 'succeeded']])
+    assert.deepEqual(await withheld(p), [{ provider_refund_id: refund.id, amount_minor: '3000', recorded_minor: '3000' }])
+    // No refund of its own: Stripe is not asked for money it no longer has.
+    assert.equal(await s.t.app.refundWorker.runOnce(), false)
+    assert.equal(refundCalls(), asked)
+    assert.equal(
+      (await deliver(s, p.client, { ...created, id: `${created.id}late` } as Stripe.Event)).json.effect,
+      'refund_already_recorded',
+    )
+    const payment = (await readRequest(s, p)).payment
+    assert.deepEqual([payment.allocatedAmount, payment.unappliedAmount], [usd('30.00'), usd('0.00')])
+  })
+
+  test('part of it withheld: the part the Payment held recorded then, the rest when the dispute is won', async () => {
+    const p = await paid('sd-held-part')
+    const dispute = s.stripe.openDispute(p.intent, 2000)
+    s.stripe.withdrawDisputeFunds(dispute.id)
+    assert.equal((await deliver(s, p.client, latest('charge.dispute.funds_withdrawn'))).json.effect, 'reversed')
+    const refund = s.stripe.dashboardRefund(p.intent, 3000)
+    assert.equal((await deliver(s, p.client, latest('refund.created'))).json.effect, 'provider_refund_recorded')
+    assert.deepEqual(await refunds(p), [[refund.id, '10.00', 'provider', 'succeeded']])
+    assert.deepEqual(await withheld(p), [{ provider_refund_id: refund.id, amount_minor: '2000', recorded_minor: '0' }])
+    assert.deepEqual(await money(p), { reversed: '20.00', refunded: '10.00', working: '100.00', confirmed: '0.00' })
+
+    s.stripe.closeDispute(dispute.id, 'won')
+    const swept = await sync(p.client)
+    assert.equal(swept.status, 200, swept.body)
+    assert.deepEqual(await money(p), { reversed: '0.00', refunded: '30.00', working: '100.00', confirmed: '0.00' })
+    assert.deepEqual(await refunds(p), [
+      [refund.id, '10.00', 'provider', 'succeeded'],
+      [`${refund.id}-${dispute.id}`, '20.00', 'provider', 'succeeded'],
+    ])
+    assert.deepEqual(await withheld(p), [{ provider_refund_id: refund.id, amount_minor: '2000', recorded_minor: '2000' }])
+    assert.equal(await s.t.app.refundWorker.runOnce(), false)
+  })
+
+  test('a dispute lost keeps the refund waiting: the money never came back', async () => {
+    const p = await paid('sd-held-lost')
+    const dispute = s.stripe.openDispute(p.intent, 3000)
+    s.stripe.withdrawDisputeFunds(dispute.id)
+    assert.equal((await deliver(s, p.client, latest('charge.dispute.funds_withdrawn'))).json.effect, 'reversed')
+    const refund = s.stripe.dashboardRefund(p.intent, 1200)
+    assert.equal((await deliver(s, p.client, latest('refund.created'))).json.effect, 'nothing_to_refund')
+    s.stripe.closeDispute(dispute.id, 'lost')
+    assert.equal((await deliver(s, p.client, latest('charge.dispute.closed'))).json.effect, 'reversal_already_recorded')
+    assert.deepEqual(await money(p), { reversed: '30.00', refunded: '0.00', working: '100.00', confirmed: '0.00' })
+    assert.deepEqual(await refunds(p), [])
+    assert.deepEqual(await withheld(p), [{ provider_refund_id: refund.id, amount_minor: '1200', recorded_minor: '0' }])
+  })
+})
+
 describe('receipts of a won dispute', () => {
   test('the Source receives the payment, the reversal and the reinstatement, each once, of kind reinstatement for the win', async () => {
     const p = await stripePayable(s, 'sd-receipts')

@@ -113,6 +113,34 @@ describe('refunds through Stripe', () => {
     s.stripe.setRefundOutcome('succeeded')
   })
 
+  test("refunded in the Dashboard while the service's refund was under way: Stripe refuses ours, and the Dashboard's is recorded in full", async () => {
+    const p = await paid('sr-dashboard-race')
+    s.stripe.setRefundOutcome('succeeded')
+    // The service's refund of 20.00 is pending (not asked yet) when someone refunds the whole 30.00 in the Dashboard.
+    assert.equal((await putRefund(p, 'rf-race', '20.00')).status, 201)
+    const dashboard = s.stripe.dashboardRefund(p.intent, 3000)
+    const created = eventOf(s.stripe.events().reverse(), 'refund.created')
+    assert.equal((await deliver(s, p.client, created)).json.effect, 'provider_refund_recorded')
+    // Recorded as far as the Payment held money beside the pending refund: 10.00; 20.00 waits.
+    assert.deepEqual((await getRefund(p, dashboard.id)).amount, usd('10.00'))
+    assert.deepEqual((await readRequest(s, p)).payment.refundedAmount, usd('10.00'))
+
+    // Stripe refuses the service's refund (nothing left to refund): failed, and the 20.00 waiting is recorded.
+    assert.equal(await runWorker(), true)
+    assert.equal((await getRefund(p, 'rf-race')).status, 'failed')
+    const rest = await getRefund(p, `${dashboard.id}-rf-race`)
+    assert.deepEqual([rest.amount, rest.origin, rest.status, rest.reason], [usd('20.00'), 'provider', 'succeeded', 'other'])
+    const payment = (await readRequest(s, p)).payment
+    assert.deepEqual([payment.refundedAmount, payment.allocatedAmount, payment.unappliedAmount], [usd('30.00'), usd('30.00'), usd('0.00')])
+    assert.deepEqual((await readPosition(s, p)).workingAmount, usd('100.00'))
+    // The event again: nothing more.
+    assert.equal(
+      (await deliver(s, p.client, { ...created, id: `${created.id}again` } as Stripe.Event)).json.effect,
+      'refund_already_recorded',
+    )
+    assert.deepEqual((await readRequest(s, p)).payment.refundedAmount, usd('30.00'))
+  })
+
   test('Stripe not answering (500): the worker asks again later under the same key, and one refund is made', async () => {
     const p = await paid('sr-retry')
     s.stripe.setRefundOutcome('succeeded')
