@@ -3477,7 +3477,7 @@ export interface components {
              */
             status: "pending" | "succeeded" | "failed";
             /**
-             * @description service: asked for through this API (or the service's own refund of unapplied money); provider: made at the payment provider itself (a refund in the Stripe Dashboard), recorded because every cent the provider moves is. A provider refund's externalRefundId is the provider's refund id.
+             * @description service: asked for through this API (or the service's own refund of unapplied money); provider: made at the payment provider itself (a refund in the Stripe Dashboard), recorded because every cent the provider moves is. A provider refund's externalRefundId is the provider's refund id; when the provider refunded money a dispute or a pending refund held, the part recorded once that money came back within reach is `<provider refund id>-<the dispute or refund that brought it back>`.
              * @enum {string}
              */
             origin: "service" | "provider";
