@@ -252,12 +252,17 @@ describe('a refund made at Stripe while a dispute holds the money', () => {
       [p.client],
     )
   const refundCalls = () => s.stripe.calls.filter((c) => c.method === 'POST' && c.path === '/v1/refunds').length
-
-  test('all of it withheld: nothing recorded then, the whole refund recorded when the dispute is won, nothing refunded twice', async () => {
-    const p = await paid('sd-held-all')
-    const dispute = s.stripe.openDispute(p.intent, 3000)
+  /** A paid request of 30.00 whose dispute of `cents` withdrew its funds, the withdrawal recorded. */
+  const withdrawn = async (client: string, cents: number) => {
+    const p = await paid(client)
+    const dispute = s.stripe.openDispute(p.intent, cents)
     s.stripe.withdrawDisputeFunds(dispute.id)
     assert.equal((await deliver(s, p.client, latest('charge.dispute.funds_withdrawn'))).json.effect, 'reversed')
+    return { p, dispute }
+  }
+
+  test('all of it withheld: nothing recorded then, the whole refund recorded when the dispute is won, nothing refunded twice', async () => {
+    const { p, dispute } = await withdrawn('sd-held-all', 3000)
     const refund = s.stripe.dashboardRefund(p.intent, 3000)
     const created = latest('refund.created')
     assert.equal((await deliver(s, p.client, created)).json.effect, 'nothing_to_refund')
@@ -287,10 +292,7 @@ describe('a refund made at Stripe while a dispute holds the money', () => {
   })
 
   test('part of it withheld: the part the Payment held recorded then, the rest when the dispute is won', async () => {
-    const p = await paid('sd-held-part')
-    const dispute = s.stripe.openDispute(p.intent, 2000)
-    s.stripe.withdrawDisputeFunds(dispute.id)
-    assert.equal((await deliver(s, p.client, latest('charge.dispute.funds_withdrawn'))).json.effect, 'reversed')
+    const { p, dispute } = await withdrawn('sd-held-part', 2000)
     const refund = s.stripe.dashboardRefund(p.intent, 3000)
     assert.equal((await deliver(s, p.client, latest('refund.created'))).json.effect, 'provider_refund_recorded')
     assert.deepEqual(await refunds(p), [[refund.id, '10.00', 'provider', 'succeeded']])
@@ -310,10 +312,7 @@ describe('a refund made at Stripe while a dispute holds the money', () => {
   })
 
   test('a dispute lost keeps the refund waiting: the money never came back', async () => {
-    const p = await paid('sd-held-lost')
-    const dispute = s.stripe.openDispute(p.intent, 3000)
-    s.stripe.withdrawDisputeFunds(dispute.id)
-    assert.equal((await deliver(s, p.client, latest('charge.dispute.funds_withdrawn'))).json.effect, 'reversed')
+    const { p, dispute } = await withdrawn('sd-held-lost', 3000)
     const refund = s.stripe.dashboardRefund(p.intent, 1200)
     assert.equal((await deliver(s, p.client, latest('refund.created'))).json.effect, 'nothing_to_refund')
     s.stripe.closeDispute(dispute.id, 'lost')
