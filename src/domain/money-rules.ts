@@ -44,3 +44,6 @@ export function unacknowledgedMinor(p: { allocatedMinor: bigint; takenBackAlloca
   const left = p.allocatedMinor - p.takenBackAllocatedMinor - p.matchedMinor
   return left > 0n ? left : 0n
 }
+
+/** The smaller of two amounts in minor units (bigint has no Math.min). */
+export const smallerMinor = (a: bigint, b: bigint): bigint => (a < b ? a : b)

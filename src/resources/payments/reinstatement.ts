@@ -1,4 +1,4 @@
-import { unacknowledgedMinor } from '../../domain/money-rules.ts'
+import { smallerMinor as min, unacknowledgedMinor } from '../../domain/money-rules.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import { findRequestOfProviderPayment } from './checkout-store.ts'
@@ -53,7 +53,6 @@ export interface ReinstatementSplit {
   overflowMinor: bigint
 }
 
-const min = (a: bigint, b: bigint) => (a < b ? a : b)
 const atLeastZero = (a: bigint) => (a > 0n ? a : 0n)
 
 /** Where `amountMinor` given back to a Payment goes (pure: the rule above). */

@@ -1,4 +1,4 @@
-import { unacknowledgedMinor } from '../../domain/money-rules.ts'
+import { smallerMinor as min, unacknowledgedMinor } from '../../domain/money-rules.ts'
 import { lockIdentity } from '../../store/locks.ts'
 import type { UnitOfWork } from '../unit-of-work.ts'
 import { lockPayment, lockTakeBackReceivable, matchedMinor, type PaymentRow, recordTakenBack, releaseAllocation } from './store.ts'
@@ -45,7 +45,6 @@ export interface TakeBackSplit {
   acknowledgedDeclaredMinor: bigint
 }
 
-const min = (a: bigint, b: bigint) => (a < b ? a : b)
 const atLeastZero = (a: bigint) => (a > 0n ? a : 0n)
 
 /**

@@ -1,9 +1,8 @@
 import { money } from '../../domain/money.ts'
+import { smallerMinor as min } from '../../domain/money-rules.ts'
 import type { ProviderRefunds } from '../payments/ports.ts'
 import { createRefund, recordProviderMadeRefund, recordRefundOutcome, recordWithheldProviderRefunds, remainingMinor } from './rules.ts'
 import { findRefund, insertWithheldProviderRefund, lockRefundedPayment } from './store.ts'
-
-const min = (a: bigint, b: bigint) => (a < b ? a : b)
 
 /**
  * What refunds do for the provider side (payments/ports.ts `ProviderRefunds`; payments/provider-events.ts calls it,

@@ -1,4 +1,5 @@
 import { describeMoney, money } from '../../domain/money.ts'
+import { smallerMinor as min } from '../../domain/money-rules.ts'
 import { fieldProblem, Problem } from '../../domain/problems.ts'
 import type { ProviderRefund } from '../payments/provider.ts'
 import type { PaymentRow } from '../payments/store.ts'
@@ -201,5 +202,3 @@ export async function recordWithheldProviderRefunds(
   }
   return recorded
 }
-
-const min = (a: bigint, b: bigint) => (a < b ? a : b)
