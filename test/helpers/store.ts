@@ -1,5 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto'
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
 import pg from 'pg'
 import type { DatabaseLayout } from '../../src/store/layout.ts'
 import { listDefinitions, listMigrations, migrate } from '../../src/store/migrate.ts'
@@ -31,29 +34,28 @@ function withDatabase(url: string, database: string): string {
 }
 
 /**
- * The partitioned layout's conversion (src/store/layout.ts) costs a PostgreSQL database about 12 s more than the
- * migrations alone (2.4 s plain, 14.1 to 14.7 s partitioned, measured under load): paid once per schema, in a
- * template database named by the digest of the migrations, the definitions and the conversion, which each test
- * file's database copies (CREATE DATABASE ... TEMPLATE). Built and copied under an advisory lock of the server's
- * admin connection, so test processes starting at once build it once and never copy it while it is in use. The
- * template stays on the server for the next run of the same schema.
+ * Each test file's database copies a template (CREATE DATABASE ... TEMPLATE): the migrated schema of its layout,
+ * built once per schema, named by the digest of what makes it (`schemaDigest`). The partitioned layout's conversion
+ * (src/store/layout.ts) costs a database about 12 s more than the migrations alone (2.4 s plain, 14.1 to 14.7 s
+ * partitioned, measured under load); the plain layout's migrations are paid once too. Built and copied under an
+ * advisory lock of the server's admin connection, so test processes starting at once build it once and never copy it
+ * while it is in use. The template stays on the server for the next run of the same schema; building one drops the
+ * layout's templates of other schemas (an older tree's), so they do not pile up on the server.
  */
-async function copyPartitionedTemplate(admin: pg.Client, base: string, name: string): Promise<void> {
-  const hash = createHash('sha256')
-  for (const m of listMigrations()) hash.update(m.sql)
-  for (const d of listDefinitions()) hash.update(d.digest)
-  hash.update(readFileSync(new URL('../../src/store/layout.ts', import.meta.url)))
-  const template = `irs_tpl_part_${hash.digest('hex').slice(0, 16)}`
+async function copyTemplate(admin: pg.Client, base: string, name: string, layout: DatabaseLayout): Promise<void> {
+  const prefix = `irs_tpl_${layout === 'partitioned' ? 'part' : 'plain'}_`
+  const template = `${prefix}${schemaDigest()}`
   await admin.query('SELECT pg_advisory_lock(7263540037)')
   try {
     const [found] = (await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [template])).rows
     if (!found) {
+      const stale = await admin.query<{ datname: string }>('SELECT datname FROM pg_database WHERE starts_with(datname, $1)', [prefix])
+      for (const { datname } of stale.rows) await admin.query(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`)
       const building = `${template}_building`
-      await admin.query(`DROP DATABASE IF EXISTS ${building} WITH (FORCE)`)
       await admin.query(`CREATE DATABASE ${building}`)
       const store = openPostgres(withDatabase(base, building))
       try {
-        await migrate(store, { layout: 'partitioned' })
+        await migrate(store, { layout })
       } finally {
         await store.close()
       }
@@ -65,15 +67,75 @@ async function copyPartitionedTemplate(admin: pg.Client, base: string, name: str
   }
 }
 
+/** What a schema is made of: the migrations, the definitions, the partitioned layout's conversion and the runner. */
+function schemaDigest(): string {
+  const hash = createHash('sha256')
+  for (const m of listMigrations()) hash.update(m.sql)
+  for (const d of listDefinitions()) hash.update(d.digest)
+  hash.update(readFileSync(new URL('../../src/store/layout.ts', import.meta.url)))
+  hash.update(readFileSync(new URL('../../src/store/migrate.ts', import.meta.url)))
+  return hash.digest('hex').slice(0, 16)
+}
+
+/**
+ * A fresh in-memory PGlite costs about 4 s of CPU for its initdb (a second WASM instance runs it) and 4 more for the
+ * migrations; one started from a migrated data directory's tarball costs about 1.5 (measured under the suite's load,
+ * docs/decisions.md "Test databases start from a migrated template"). So, as on PostgreSQL, the migrated schema is
+ * built once per schema and layout and copied: its tarball kept in the system's temporary directory under the digest
+ * of the schema and of PGlite's version (written under another name and renamed, so a test process never reads a
+ * half-written one; two processes building it at once write the same bytes; building one removes the layout's
+ * tarballs of other schemas), and read once per test process.
+ */
+const pgliteTemplates = new Map<DatabaseLayout, Promise<Blob>>()
+
+function pgliteTemplate(layout: DatabaseLayout): Promise<Blob> {
+  let template = pgliteTemplates.get(layout)
+  if (!template) {
+    template = readOrBuildPgliteTemplate(layout)
+    pgliteTemplates.set(layout, template)
+  }
+  return template
+}
+
+async function readOrBuildPgliteTemplate(layout: DatabaseLayout): Promise<Blob> {
+  const entry = createRequire(import.meta.url).resolve('@electric-sql/pglite') // <package>/dist/index.cjs
+  const pgliteVersion = JSON.parse(readFileSync(join(dirname(entry), '..', 'package.json'), 'utf8')).version as string
+  const prefix = `irs-pglite-template-${layout}-`
+  const file = join(tmpdir(), `${prefix}${pgliteVersion}-${schemaDigest()}.tar`)
+  try {
+    return new Blob([readFileSync(file)])
+  } catch {}
+  // Another schema's (an older tree's): 43 MB each.
+  for (const old of readdirSync(tmpdir()))
+    if (old.startsWith(prefix) && old.endsWith('.tar') && join(tmpdir(), old) !== file) rmSync(join(tmpdir(), old), { force: true })
+  const store = await openPglite()
+  try {
+    await migrate(store, { layout })
+    const tarball = await store.dumpDataDir()
+    const building = `${file}.${process.pid}.${randomBytes(4).toString('hex')}`
+    try {
+      writeFileSync(building, new Uint8Array(await tarball.arrayBuffer()))
+      renameSync(building, file)
+    } catch {
+      rmSync(building, { force: true })
+    }
+    return tarball
+  } finally {
+    await store.close()
+  }
+}
+
 /**
  * A fresh, migrated database for one test file: in-memory PGlite, or a new database on the PostgreSQL
- * server of DATABASE_URL (dropped afterwards). Never an in-memory fake.
+ * server of DATABASE_URL (dropped afterwards). Never an in-memory fake. A copy of the layout's migrated template;
+ * `fresh`: migrated from empty instead (the schema's own tests).
  */
-export async function createTestDatabase(opts: { layout?: DatabaseLayout } = {}): Promise<TestDatabase> {
+export async function createTestDatabase(opts: { layout?: DatabaseLayout; fresh?: boolean } = {}): Promise<TestDatabase> {
   const layout = opts.layout ?? testLayout
   const base = process.env.DATABASE_URL
   if (!base) {
-    const store = await openPglite()
+    const store = opts.fresh ? await openPglite() : await openPglite(undefined, { loadDataDir: await pgliteTemplate(layout) })
+    // From the template, a check that applies nothing.
     await migrate(store, { layout })
     recordForAuditFile(store)
     return {
@@ -88,8 +150,8 @@ export async function createTestDatabase(opts: { layout?: DatabaseLayout } = {})
   const admin = new pg.Client({ connectionString: base })
   await admin.connect()
   try {
-    if (layout === 'partitioned') await copyPartitionedTemplate(admin, base, name)
-    else await admin.query(`CREATE DATABASE ${name}`)
+    if (opts.fresh) await admin.query(`CREATE DATABASE ${name}`)
+    else await copyTemplate(admin, base, name, layout)
   } finally {
     await admin.end()
   }

@@ -16,7 +16,8 @@ const HOW = 'src/store/schema.sql is not the migrated schema: run `npm run schem
 
 let db: TestDatabase
 before(async () => {
-  db = await createTestDatabase()
+  // Migrated from empty, not copied from the suite's template (test/helpers/store.ts).
+  db = await createTestDatabase({ fresh: true })
 })
 after(() => db.drop())
 
@@ -45,7 +46,7 @@ test('a database migrated before the definition files existed gets them', async 
 })
 
 test('the partitioned layout (src/store/layout.ts): every client-keyed table hash-partitioned in 8, dumping to the same schema', async () => {
-  const other = await createTestDatabase({ layout: testLayout === 'partitioned' ? 'plain' : 'partitioned' })
+  const other = await createTestDatabase({ layout: testLayout === 'partitioned' ? 'plain' : 'partitioned', fresh: true })
   try {
     const partitioned = testLayout === 'partitioned' ? db : other
     assert.equal(await dumpSchema(other.store), committed, 'the other layout dumps to the same text')
